@@ -1,0 +1,85 @@
+"""One HTTP call to GCS through the filesystem's aiohttp session, with auth, retries and error mapping.
+
+Every acceleration goes through `request`, so retries, Retry-After and the mapping of
+404/403/412 to Python exceptions behave the same for listing, reads and writes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import aiohttp
+
+from .errors import raise_for_status
+from .retry import RetryPolicy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .core import FluxFileSystem
+
+
+@dataclasses.dataclass
+class Response:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.body)
+
+
+async def request_once(
+    fs: "FluxFileSystem",
+    method: str,
+    url: str,
+    *,
+    what: str,
+    params: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    data: Any = None,
+    json: Any = None,
+    ok: Iterable[int] = (200,),
+) -> Response:
+    """One attempt: send, read the whole body, raise the mapped exception unless the status is in `ok`."""
+    session = await fs._set_session()
+    async with session.request(
+        method,
+        url,
+        params=fs._get_params(dict(params or {})),
+        headers=fs._get_headers(dict(headers or {})),
+        data=data,
+        json=json,
+        timeout=fs.http_timeout,
+    ) as r:
+        body = await r.read()
+        if r.status not in ok:
+            raise_for_status(r.status, body, what, r.headers)
+            # A 2xx/3xx we did not ask for: treat as a protocol error.
+            raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
+        return Response(r.status, r.headers, body)
+
+
+async def request(
+    fs: "FluxFileSystem",
+    method: str,
+    url: str,
+    *,
+    op: str,
+    what: str = "",
+    retry: RetryPolicy | None = None,
+    **kwargs: Any,
+) -> Response:
+    """`request_once` under the retry policy for `op` ("list", "read", "compose", "write", "delete").
+
+    Only call this for requests that are safe to repeat: idempotent ones, or ones made
+    safe by a generation precondition.
+    """
+    policy = retry or fs.retry_policy(op)
+    what = what or url
+    return await policy.run(lambda: request_once(fs, method, url, what=what, **kwargs), what=f"{op} {what}")
+
+
+def client_timeout(read_timeout: float) -> aiohttp.ClientTimeout:
+    """No total limit (multi-GB bodies take long), but a stalled socket fails after `read_timeout`."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_timeout)

@@ -1,0 +1,100 @@
+"""One retry policy for every request fluxfs makes: jittered exponential backoff under a deadline.
+
+Policies can differ per operation kind ("list", "read", "compose", "write", "delete"),
+set through the ``retry`` storage option.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import time
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
+
+import aiohttp
+
+from .errors import ChecksumMismatch, RetryableError
+
+logger = logging.getLogger("fluxfs.retry")
+T = TypeVar("T")
+
+OPERATIONS = ("list", "read", "compose", "write", "delete", "metadata")
+
+# Transport failures worth a second try: a reset or truncated body (ClientPayloadError),
+# a refused or dropped connection, a timeout.
+RETRYABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    RetryableError,
+    ChecksumMismatch,
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    asyncio.TimeoutError,
+    ConnectionResetError,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff schedule: delay_n = uniform(0, min(maximum, initial * multiplier**n)) ("full jitter")."""
+
+    initial: float = 0.05
+    multiplier: float = 2.0
+    maximum: float = 4.0
+    deadline: float = 120.0
+    max_attempts: int = 12
+
+    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to sleep before attempt number `attempt + 1` (attempt counts from 0)."""
+        cap = min(self.maximum, self.initial * self.multiplier**attempt)
+        delay = random.uniform(0, cap)
+        if retry_after is not None:
+            # The server said when to come back: never earlier, and still bounded.
+            delay = max(delay, min(retry_after, self.maximum))
+        return delay
+
+    async def run(self, fn: Callable[[], Awaitable[T]], what: str = "request") -> T:
+        """Call `fn` until it succeeds, a non-retryable error occurs, or attempts/deadline run out."""
+        start = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                return await fn()
+            except RETRYABLE_EXCEPTIONS as exc:
+                attempt += 1
+                elapsed = time.monotonic() - start
+                delay = self.backoff(attempt - 1, getattr(exc, "retry_after", None))
+                if attempt >= self.max_attempts or elapsed + delay > self.deadline:
+                    logger.warning("giving up on %s after %d attempts: %s", what, attempt, exc)
+                    raise
+                logger.debug("retrying %s in %.2fs (attempt %d): %s", what, delay, attempt, exc)
+                await asyncio.sleep(delay)
+
+
+DEFAULT_POLICY = RetryPolicy()
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+def _coerce(value: Any) -> RetryPolicy:
+    if isinstance(value, RetryPolicy):
+        return value
+    if isinstance(value, Mapping):
+        return RetryPolicy(**value)
+    raise TypeError(f"retry policy must be a RetryPolicy or a dict of its fields, not {type(value).__name__}")
+
+
+def resolve_policies(retry: Any) -> dict[str, RetryPolicy]:
+    """Turn the ``retry`` storage option into a policy per operation kind.
+
+    Accepts None (defaults), a RetryPolicy or dict of its fields (all operations), or a
+    dict keyed by operation kind (values: RetryPolicy or dict; key "default" for the rest).
+    """
+    if retry is None:
+        return {op: DEFAULT_POLICY for op in OPERATIONS}
+    if isinstance(retry, Mapping) and set(retry) & (set(OPERATIONS) | {"default"}):
+        unknown = set(retry) - set(OPERATIONS) - {"default"}
+        if unknown:
+            raise ValueError(f"unknown operation kinds in retry option: {sorted(unknown)}; known: {OPERATIONS}")
+        default = _coerce(retry["default"]) if "default" in retry else DEFAULT_POLICY
+        return {op: _coerce(retry[op]) if op in retry else default for op in OPERATIONS}
+    policy = _coerce(retry)
+    return {op: policy for op in OPERATIONS}

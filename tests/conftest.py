@@ -1,0 +1,79 @@
+"""Shared fixtures: the fluxfs server and fake-gcs-server on 127.0.0.1, fresh buckets, filesystems.
+
+`gcs_server` is parametrized over both servers; use it for behaviour both implement
+correctly (see REFERENCE.md for fake-gcs-server's gaps), and `flux_server` for the rest.
+"""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from fluxfs import FluxFileSystem
+from fluxfs.testing import fake_gcs_server
+
+
+@pytest.fixture(scope="session")
+def flux_server():
+    """The embedded fluxfs server, in-process, local profile."""
+    from fluxfs.server import run
+
+    with run() as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def _local_profile_after_test(request):
+    """Whatever a test configured (faults, latency, deny_ops, tokens), the next test starts clean."""
+    yield
+    if "flux_server" in request.fixturenames:
+        request.getfixturevalue("flux_server").configure(profile="local")
+
+
+@pytest.fixture(scope="session")
+def fake_gcs():
+    """fake-gcs-server, the independent implementation, memory backend."""
+    with fake_gcs_server() as srv:
+        yield srv
+
+
+@pytest.fixture(params=["fluxfs-server", "fake-gcs-server"])
+def gcs_server(request):
+    """Each test using this runs once against each server."""
+    name = "flux_server" if request.param == "fluxfs-server" else "fake_gcs"
+    return request.getfixturevalue(name)
+
+
+def new_bucket_name() -> str:
+    return f"t{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture
+def bucket(flux_server) -> str:
+    """A fresh, empty bucket on the fluxfs server."""
+    name = new_bucket_name()
+    flux_server.create_bucket(name)
+    return name
+
+
+@pytest.fixture
+def any_bucket(gcs_server) -> str:
+    """A fresh, empty bucket on whichever server `gcs_server` is."""
+    name = new_bucket_name()
+    gcs_server.create_bucket(name)
+    return name
+
+
+def make_fs(server, **options) -> FluxFileSystem:
+    """A FluxFileSystem for `server`, not shared through fsspec's instance cache."""
+    return FluxFileSystem(endpoint_url=server.url, token="anon", skip_instance_cache=True, **options)
+
+
+@pytest.fixture
+def fs(flux_server) -> FluxFileSystem:
+    return make_fs(flux_server)
+
+
+@pytest.fixture
+def any_fs(gcs_server) -> FluxFileSystem:
+    return make_fs(gcs_server)
