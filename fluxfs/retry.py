@@ -90,10 +90,14 @@ def resolve_policies(retry: Any) -> dict[str, RetryPolicy]:
     """
     if retry is None:
         return {op: DEFAULT_POLICY for op in OPERATIONS}
-    if isinstance(retry, Mapping) and set(retry) & (set(OPERATIONS) | {"default"}):
+    fields = {f.name for f in dataclasses.fields(RetryPolicy)}
+    if isinstance(retry, Mapping) and not set(retry) <= fields:
         unknown = set(retry) - set(OPERATIONS) - {"default"}
         if unknown:
-            raise ValueError(f"unknown operation kinds in retry option: {sorted(unknown)}; known: {OPERATIONS}")
+            raise ValueError(
+                f"unknown operation kinds in retry option: {sorted(unknown)}; known: {OPERATIONS} "
+                f"(or give RetryPolicy fields {sorted(fields)} for all operations)"
+            )
         default = _coerce(retry["default"]) if "default" in retry else DEFAULT_POLICY
         return {op: _coerce(retry[op]) if op in retry else default for op in OPERATIONS}
     policy = _coerce(retry)
