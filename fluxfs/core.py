@@ -102,6 +102,141 @@ class FluxFileSystem(GCSFileSystem):
 
     # -- listing (listing.py, manifest.py) ------------------------------------------------
 
+    async def _iter_objects(
+        self, path: str, prefix: str = "", sort: bool = False, batch_size: int | None = None, **kwargs: Any
+    ) -> AsyncIterator[list[dict]]:
+        """Batches of info dicts for every object under `path` (+ raw key `prefix`), streamed by the parallel lister.
+
+        kwargs: concurrency, page_size, include_temp, progress (see `listing.iter_objects`).
+        """
+        from . import listing
+
+        async for batch in listing.iter_objects(self, self._strip_protocol(path), prefix, sort, batch_size, **kwargs):
+            yield batch
+
+    def iter_objects(
+        self, path: str, prefix: str = "", sort: bool = False, batch_size: int | None = None, **kwargs: Any
+    ) -> Iterator[list[dict]]:
+        """Sync generator over `_iter_objects`: the listing runs on fs.loop while batches are consumed.
+
+        Closing the generator early (break, or garbage collection) cancels the listing.
+        """
+        from fsspec.asyn import sync
+
+        agen = self._iter_objects(path, prefix, sort, batch_size, **kwargs)
+        try:
+            while True:
+                try:
+                    batch = sync(self.loop, agen.__anext__)
+                except StopAsyncIteration:
+                    return
+                yield batch
+        finally:
+            sync(self.loop, agen.aclose)
+
+    async def _find(self, path, maxdepth=None, withdirs=False, detail=False, prefix="", **kwargs):
+        """gcsfs's `_find` (same names, same dircache filling) on the parallel lister."""
+        from . import listing
+
+        if kwargs.get("versions") or kwargs.get("inventory_report_info"):
+            return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
+                                       prefix=prefix, **kwargs)
+        return await listing.find(self, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
+                                  prefix=prefix, update_cache=kwargs.get("update_cache", True))
+
+    async def _du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
+        """Sizes from one fast `_find(detail=True)` (fsspec's default asks `_info` object by object)."""
+        infos = await self._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=True, **kwargs)
+        sizes = {name: info.get("size", 0) or 0 for name, info in infos.items()}
+        return sum(sizes.values()) if total else sizes
+
+    def write_manifest(self, path: str, out: Any, sort: bool = True, progress: Any = None, **kwargs: Any) -> int:
+        """Write a JSON-lines manifest of every object under `path` to `out`; returns the object count.
+
+        `out`: a local path, a file object (text or binary), or a URL (flux://, gs://, file://...).
+        """
+        from . import manifest
+
+        return manifest.write_manifest(self, path, out, sort=sort, progress=progress, **kwargs)
+
     # -- batched reads (compose_reads.py) -------------------------------------------------
 
+    async def _cat(self, path, recursive=False, on_error="raise", batch_size=None, **kwargs):
+        """Many paths in one batch: small objects through temporary composites, big ones by parallel ranges.
+
+        Metadata (size, generation, crc32c) comes from the listing cache (after find/ls) or
+        from range listings; the bytes returned are always the objects' current ones.
+        """
+        from . import compose_reads
+
+        if kwargs:  # per-path ranges or options: fsspec's per-file route
+            return await super()._cat(path, recursive=recursive, on_error=on_error, batch_size=batch_size, **kwargs)
+        paths = await self._expand_path(path, recursive=recursive)
+        if len(paths) == 1 and not isinstance(path, list) and paths[0] == self._strip_protocol(path):
+            try:
+                return await self._cat_file(paths[0])
+            except Exception as exc:  # noqa: BLE001 - fsspec returns the exception unless on_error="raise"
+                if on_error == "raise":
+                    raise
+                return exc
+        return await compose_reads.cat_paths(self, paths, on_error=on_error)
+
+    def cat(self, path, recursive=False, on_error="raise", **kwargs):
+        """Blocking `_cat`; Ctrl-C cancels the batch and deletes its temporary objects first."""
+        from . import cleanup
+
+        return cleanup.run_sync(self, self._cat, path, recursive=recursive, on_error=on_error, **kwargs)
+
+    async def _cat_objects(self, infos, on_error: str = "raise") -> dict:
+        """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata requests."""
+        from . import compose_reads
+
+        return await compose_reads.cat_objects(self, infos, on_error=on_error)
+
+    def cat_objects(self, infos, on_error: str = "raise") -> dict:
+        """Blocking `_cat_objects` -> {"bucket/key": bytes | exception}; Ctrl-C cleans up before re-raising."""
+        from . import cleanup
+
+        return cleanup.run_sync(self, self._cat_objects, list(infos), on_error=on_error)
+
+    async def _cat_file(self, path, start=None, end=None, **kwargs):
+        """One object or range: a plain GET when small, parallel ranged GETs pinned to one generation when large."""
+        from . import compose_reads
+
+        return await compose_reads.cat_file(self, path, start, end, **kwargs)
+
     # -- writes (multipart.py) ------------------------------------------------------------
+
+    async def _pipe_file(self, path: str, data: Any, mode: str = "overwrite", content_type: str | None = None,
+                         metadata: dict | None = None, **kwargs: Any) -> dict:
+        """Upload bytes through the parallel uploader (crc32c-checked); mode="create" -> FileExistsError."""
+        if kwargs.get("fixed_key_metadata"):  # gcsfs-only options: let gcsfs do that upload
+            return await super()._pipe_file(path, data, mode=mode, content_type=content_type or
+                                            "application/octet-stream", metadata=metadata, **kwargs)
+        from .multipart import write_bytes
+
+        return await write_bytes(self, path, data, create_only=_create_only(mode),
+                                 content_type=content_type, metadata=metadata)
+
+    async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite", callback: Any = None,
+                        content_type: str | None = None, metadata: dict | None = None, **kwargs: Any) -> Any:
+        """Upload a local file part by part in parallel, with bounded memory."""
+        if os.path.isdir(lpath):
+            return None
+        if kwargs.get("fixed_key_metadata"):
+            return await super()._put_file(lpath, rpath, mode=mode, callback=callback, content_type=content_type,
+                                           metadata=metadata, **kwargs)
+        import mimetypes
+
+        from .multipart import upload_local_file
+
+        if content_type is None:
+            content_type = mimetypes.guess_type(lpath)[0]
+        return await upload_local_file(self, lpath, rpath, create_only=_create_only(mode),
+                                       content_type=content_type, metadata=metadata, callback=callback)
+
+
+def _create_only(mode: str) -> bool:
+    if mode not in ("overwrite", "create"):
+        raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
+    return mode == "create"

@@ -1,0 +1,214 @@
+"""`python -m bench reads`: batched reads of many small objects (issue 4).
+
+Sets: 50k x 10 KiB, 20k x 100 KiB, 2k x 1 MiB (--quick: 5k x 10 KiB, 2k x 100 KiB), or one set
+from --objects/--size. Contenders, interleaved on the same server and data:
+  fluxfs            `fs.cat_objects(infos)` with compose (infos from a listing, like Dataflux's input)
+  fluxfs-nocompose  the same with compose=False (direct GETs)
+  gcsfs             `gcsfs.core.GCSFileSystem.cat(paths)`
+  dataflux          `dataflux_core.download.dataflux_download` (its default path: sequential composes)
+  dataflux-best     `dataflux_download_threaded` with 32 threads (BENCH.md's best configuration)
+  limit             one object of the set's total bytes, read in one streamed GET
+Objects are read in batches of <= --batch-bytes (so 2 GB sets fit in memory); every object is
+checked against its listed crc32c after its batch (not timed). Reported: objects/s, MB/s, client
+CPU seconds and server requests per object.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import os
+import resource
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+from .common import WrongResult, machine_info, run_scenario, start_server
+
+KIB = 1024
+FULL_SETS = [(50_000, 10 * KIB), (20_000, 100 * KIB), (2_000, 1024 * KIB)]
+QUICK_SETS = [(5_000, 10 * KIB), (2_000, 100 * KIB)]
+BUCKET = "bench-reads"
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batch-bytes", type=int, default=128 * 2**20, help="bytes per cat call (memory bound)")
+    parser.add_argument("--max-composite-size", type=int, default=None, help="fluxfs option (default: its own)")
+    parser.add_argument("--compose-threshold", type=int, default=None, help="fluxfs option (default: its own)")
+    parser.add_argument("--read-concurrency", type=int, default=None, help="fluxfs option (default: its own)")
+    parser.add_argument("--dataflux-max", type=int, default=5000,
+                        help="objects given to the sequential `dataflux` contender (it runs ~300 obj/s)")
+    parser.add_argument("--dataflux-threads", type=int, default=32, help="threads of dataflux-best")
+
+
+def _label(count: int, size: int) -> str:
+    unit = f"{size // KIB}KiB" if size < 2**20 else f"{size // 2**20}MiB"
+    return f"{count}x{unit}"
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _batches(items: list, sizes: List[int], limit: int) -> List[list]:
+    out, cur, total = [], [], 0
+    for it, n in zip(items, sizes):
+        if cur and total + n > limit:
+            out.append(cur)
+            cur, total = [], 0
+        cur.append(it)
+        total += n
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _crc(b: bytes) -> str:
+    import base64
+
+    import google_crc32c
+
+    return base64.b64encode(google_crc32c.value(b).to_bytes(4, "big")).decode()
+
+
+def run(args: argparse.Namespace) -> dict:
+    import aiohttp
+    import gcsfs.core
+    from dataflux_core import download as dfdl
+
+    from fluxfs import FluxFileSystem
+
+    if args.objects or args.size:
+        sets = [(args.objects or 5000, args.size or 10 * KIB)]
+    else:
+        sets = QUICK_SETS if args.quick else FULL_SETS
+    combined: Dict = {"scenario": "reads", "profile": args.profile, "sets": {}, "ratios": {}}
+    sub_args = copy.copy(args)
+    sub_args.json = None
+    with start_server(args) as srv:
+        url = srv.url
+        # Dataflux builds its own storage.Client, which finds the server through this variable.
+        os.environ["STORAGE_EMULATOR_HOST"] = url
+        srv.create_bucket(BUCKET)
+        fl_opts = {k: v for k, v in (("max_composite_size", args.max_composite_size),
+                                     ("compose_threshold", args.compose_threshold),
+                                     ("read_concurrency", args.read_concurrency)) if v is not None}
+        flux = FluxFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True, **fl_opts)
+        flux_direct = FluxFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True,
+                                     **dict(fl_opts, compose=False))
+        gfs = gcsfs.core.GCSFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True)
+        df_params = dfdl.DataFluxDownloadOptimizationParams(max_composite_object_size=100_000_000)
+
+        for count, size in sets:
+            label = _label(count, size)
+            prefix = f"{label}/"
+            srv.generate(BUCKET, count, size=size, prefix=prefix, seed=1)
+            srv.generate(BUCKET, 1, size=count * size, prefix=f"limit-{label}/", seed=1)
+            infos = sorted(flux.find(f"{BUCKET}/{prefix}", detail=True).values(), key=lambda i: i["name"])
+            if len(infos) != count:
+                raise RuntimeError(f"listing found {len(infos)} of {count} objects")
+            crcs = {i["name"]: i["crc32c"] for i in infos}
+            sizes = [i["size"] for i in infos]
+            info_batches = _batches(infos, sizes, args.batch_bytes)
+            total = sum(sizes)
+            limit_key = f"limit-{label}/00000000"
+
+            def timed(read_batches: Callable[[], None], n_objects: int, n_bytes: int) -> Dict:
+                srv.reset_stats()
+                state = {"wall": 0.0, "cpu": 0.0}
+                read_batches(state)
+                reqs = sum(srv.stats()["requests"].values())
+                return {"objects": n_objects, "bytes": n_bytes, "wall_s": state["wall"], "cpu_s": state["cpu"],
+                        "requests_per_object": reqs / n_objects}
+
+            def clock(state: Dict, fn: Callable):
+                t0, c0 = time.perf_counter(), _cpu()
+                out = fn()
+                state["wall"] += time.perf_counter() - t0
+                state["cpu"] += _cpu() - c0
+                return out
+
+            def check_dict(got: Dict, batch: List[Dict]) -> None:
+                if len(got) != len(batch):
+                    raise WrongResult(f"{len(got)} results for {len(batch)} objects")
+                for info in batch:
+                    body = got.get(info["name"])
+                    if body is None or len(body) != info["size"] or _crc(body) != crcs[info["name"]]:
+                        raise WrongResult(f"wrong bytes for {info['name']}")
+
+            def fluxfs_contender(fs) -> Callable[[], Dict]:
+                def fn() -> Dict:
+                    def read_all(state):
+                        for batch in info_batches:
+                            check_dict(clock(state, lambda: fs.cat_objects(batch)), batch)
+                    return timed(read_all, count, total)
+                return fn
+
+            def gcsfs_contender() -> Dict:
+                def read_all(state):
+                    for batch in info_batches:
+                        paths = [i["name"] for i in batch]
+                        check_dict(clock(state, lambda: gfs.cat(paths)), batch)
+                return timed(read_all, count, total)
+
+            def dataflux_contender(threaded: bool) -> Callable[[], Dict]:
+                def fn() -> Dict:
+                    chosen = infos if threaded else infos[:args.dataflux_max]
+                    chosen_batches = _batches(chosen, [i["size"] for i in chosen], args.batch_bytes)
+
+                    def read_all(state):
+                        for batch in chosen_batches:
+                            objects = [(i["name"].split("/", 1)[1], i["size"]) for i in batch]
+                            if threaded:
+                                got = clock(state, lambda: dfdl.dataflux_download_threaded(
+                                    "test", BUCKET, objects, dataflux_download_optimization_params=df_params,
+                                    threads=args.dataflux_threads))
+                            else:
+                                got = clock(state, lambda: dfdl.dataflux_download(
+                                    "test", BUCKET, objects, dataflux_download_optimization_params=df_params))
+                            check_dict({i["name"]: b for i, b in zip(batch, got)}, batch)
+                    return timed(read_all, len(chosen), sum(i["size"] for i in chosen))
+                return fn
+
+            def limit_contender() -> Dict:
+                async def go() -> int:
+                    n = 0
+                    async with aiohttp.ClientSession() as s:
+                        async with s.get(f"{url}/download/storage/v1/b/{BUCKET}/o/{limit_key.replace('/', '%2F')}",
+                                         params={"alt": "media"}) as r:
+                            if r.status != 200:
+                                raise WrongResult(f"GET {limit_key}: HTTP {r.status}")
+                            async for chunk in r.content.iter_chunked(4 << 20):
+                                n += len(chunk)
+                    return n
+
+                def read_all(state):
+                    n = clock(state, lambda: asyncio.run(go()))
+                    if n != total:
+                        raise WrongResult(f"limit read {n} of {total} bytes")
+                return timed(read_all, count, total)
+
+            contenders = {
+                "fluxfs": fluxfs_contender(flux),
+                "fluxfs-nocompose": fluxfs_contender(flux_direct),
+                "gcsfs": gcsfs_contender,
+                "dataflux": dataflux_contender(False),
+                "dataflux-best": dataflux_contender(True),
+                "limit": limit_contender,
+            }
+            params = {"objects": count, "size": size, "batch_bytes": args.batch_bytes,
+                      "dataflux_max": args.dataflux_max, "dataflux_threads": args.dataflux_threads, **fl_opts}
+            report = run_scenario(f"reads {label}", sub_args, params, contenders, "objects_per_s",
+                                  [("fluxfs", "gcsfs"), ("fluxfs", "dataflux"), ("fluxfs", "dataflux-best"),
+                                   ("fluxfs", "limit"), ("fluxfs-nocompose", "gcsfs")])
+            combined["sets"][label] = report
+            for k, v in report["ratios"].items():
+                combined["ratios"][f"{label}:{k}"] = v
+    combined["machine"] = machine_info()
+    print("ratios (reads, %s): %s" % (args.profile, "  ".join(f"{k}={v:g}x" for k, v in combined["ratios"].items())))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(combined, indent=2))
+    return combined

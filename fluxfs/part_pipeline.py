@@ -1,0 +1,344 @@
+"""The async core of fluxfs uploads: parts go up concurrently under a bound, then one completion step.
+
+`PartWriter` is shared by the three upload strategies (XML multipart, compose, resumable):
+a strategy only knows how to start, send one part, complete and abort; the pipeline owns
+ordering, back-pressure, the running crc32c of everything written, verification of the
+final object and the guarantee that a failure leaves nothing visible behind.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import json
+import logging
+import secrets
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+import aiohttp
+import google_crc32c
+
+from . import http
+from .errors import ChecksumMismatch, PreconditionFailed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .core import FluxFileSystem
+
+logger = logging.getLogger("fluxfs.multipart")
+
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+
+
+# -- crc32c --------------------------------------------------------------------------------
+
+def crc32c(data: bytes) -> int:
+    """crc32c of `data`; google_crc32c's C extension only takes `bytes` (no views), hence the type."""
+    return google_crc32c.value(data)
+
+
+def crc_b64(value: int) -> str:
+    """GCS's encoding: base64 of the big-endian 4 bytes."""
+    return base64.b64encode(value.to_bytes(4, "big")).decode()
+
+
+def crc_from_b64(text: str) -> int:
+    return int.from_bytes(base64.b64decode(text), "big")
+
+
+_POLY = 0x82F63B78  # Castagnoli, reflected
+
+
+def _gf2_times(mat: tuple[int, ...], vec: int) -> int:
+    out, i = 0, 0
+    while vec:
+        if vec & 1:
+            out ^= mat[i]
+        vec >>= 1
+        i += 1
+    return out
+
+
+def _gf2_square(mat: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(_gf2_times(mat, mat[n]) for n in range(32))
+
+
+@functools.lru_cache(maxsize=64)
+def _zeros_operator(length: int) -> tuple[int, ...]:
+    """The GF(2) matrix that advances a crc over `length` zero bytes (zlib's crc32_combine method).
+
+    Cached: all parts but the last have the same length, so combining is one matrix-vector product.
+    """
+    op = (_POLY,) + tuple(1 << n for n in range(31))  # one zero bit
+    op = _gf2_square(_gf2_square(_gf2_square(op)))  # one zero byte
+    result: tuple[int, ...] | None = None
+    while length:
+        if length & 1:
+            result = op if result is None else tuple(_gf2_times(op, c) for c in result)
+        length >>= 1
+        if length:
+            op = _gf2_square(op)
+    return result  # type: ignore[return-value]
+
+
+def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
+    """crc32c(a + b) from crc32c(a), crc32c(b) and len(b), without touching the bytes again."""
+    if len2 <= 0:
+        return crc1
+    return _gf2_times(_zeros_operator(len2), crc1) ^ crc2
+
+
+# -- single requests shared by the strategies ---------------------------------------------------
+
+def object_info(fs: "FluxFileSystem", bucket: str, resource: dict) -> dict:
+    """A JSON object resource as a gcsfs-shaped info dict (name "bucket/key", int size, ...)."""
+    return fs._process_object(bucket, dict(resource))
+
+
+async def get_resource(fs: "FluxFileSystem", bucket: str, key: str, generation: str | None = None) -> dict:
+    params = {"generation": generation} if generation else None
+    resp = await http.request(fs, "GET", fs.json_url("b/{}/o/{}", bucket, key), op="metadata",
+                              what=f"{bucket}/{key}", params=params)
+    return resp.json()
+
+
+async def delete_object(fs: "FluxFileSystem", bucket: str, key: str, generation: str | None = None) -> None:
+    """Delete one object (pinned to `generation` if given); a missing object is not an error."""
+    params = {"ifGenerationMatch": generation} if generation else None
+    try:
+        await http.request(fs, "DELETE", fs.json_url("b/{}/o/{}", bucket, key), op="delete",
+                           what=f"{bucket}/{key}", params=params, ok=(200, 204))
+    except (FileNotFoundError, PreconditionFailed):
+        pass
+
+
+def check_crc(resource: dict, crc: int, size: int, what: str) -> None:
+    """Raise ChecksumMismatch unless the stored object has exactly the crc32c and size we wrote."""
+    got_crc, got_size = resource.get("crc32c"), int(resource.get("size", -1))
+    if got_crc != crc_b64(crc) or got_size != size:
+        raise ChecksumMismatch(
+            f"{what}: stored object has crc32c={got_crc} size={got_size}, "
+            f"but {size} bytes with crc32c={crc_b64(crc)} were written"
+        )
+
+
+def exists_error(bucket: str, key: str) -> FileExistsError:
+    return FileExistsError(f"{bucket}/{key} already exists (mode 'xb' creates only new objects)")
+
+
+async def upload_single(
+    fs: "FluxFileSystem", bucket: str, key: str, data: bytes, crc: int, *,
+    create_only: bool = False, content_type: str | None = None, metadata: dict | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> dict:
+    """One multipart/related JSON upload carrying the crc32c, so the server refuses corrupted bytes.
+
+    Returns the object resource after checking its crc32c and size. Retried under the "write"
+    policy: overwriting with the same bytes is harmless, and for create-only a 412 after a
+    lost response is recognised as our own earlier success. `stop()` true ends the retries.
+    """
+    meta: dict[str, Any] = {"name": key, "crc32c": crc_b64(crc), "contentType": content_type or DEFAULT_CONTENT_TYPE}
+    if metadata:
+        meta["metadata"] = metadata
+    params: dict[str, Any] = {"uploadType": "multipart"}
+    if create_only:
+        params["ifGenerationMatch"] = "0"
+    what = f"{bucket}/{key}"
+    attempts = 0
+
+    async def attempt() -> dict:
+        nonlocal attempts
+        attempts += 1
+        if stop is not None and stop():
+            raise OSError(f"upload of {what} was aborted")
+        boundary = secrets.token_hex(16)
+        with aiohttp.MultipartWriter("related", boundary=boundary) as mp:
+            mp.append(json.dumps(meta), {"Content-Type": "application/json; charset=UTF-8"})
+            mp.append(data, {"Content-Type": meta["contentType"]})
+        try:
+            resp = await http.request_once(fs, "POST", fs.upload_url(bucket), what=what, params=params,
+                                           headers={"Content-Type": f"multipart/related; boundary={boundary}"},
+                                           data=mp)
+        except PreconditionFailed:
+            if attempts > 1:
+                found = await confirm_written(fs, bucket, key, crc, len(data))
+                if found is not None:
+                    return found
+            raise exists_error(bucket, key) from None
+        resource = resp.json()
+        check_crc(resource, crc, len(data), what)
+        return resource
+
+    try:
+        return await fs.retry_policy("write").run(attempt, what=f"upload {what}")
+    except ChecksumMismatch:
+        # Never leave a corrupted object behind (a write the server accepted without checking).
+        await delete_object(fs, bucket, key)
+        raise
+
+
+async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int, size: int) -> dict | None:
+    """After a retried final step failed with 404/412: did an earlier attempt succeed after all?"""
+    try:
+        resource = await get_resource(fs, bucket, key)
+    except FileNotFoundError:
+        return None
+    if resource.get("crc32c") == crc_b64(crc) and int(resource.get("size", -1)) == size:
+        return resource
+    return None
+
+
+# -- the pipeline ---------------------------------------------------------------------------------
+
+class Uploader(Protocol):
+    """One upload strategy. Every method is awaited on the filesystem's event loop."""
+
+    #: True when parts must go up one after the other, and the tail goes with `complete`.
+    sequential: bool
+    #: True when a part cancelled mid-request could still be created afterwards (so abort must let
+    #: requests in flight finish, without further retries, before deleting what they made).
+    drain_on_abort: bool
+
+    async def start(self) -> None: ...
+    async def upload_part(self, number: int, data: bytes, crc: int) -> Any: ...
+    async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict: ...
+    async def abort(self) -> None: ...
+
+
+class PartWriter:
+    """Uploads numbered parts concurrently (at most `concurrency` in flight), then completes atomically.
+
+    `add_part` returns once the part is in flight, waiting for a free slot first: that wait is the
+    back-pressure that bounds memory to about concurrency x part size.
+    """
+
+    def __init__(self, fs: "FluxFileSystem", bucket: str, key: str, make_uploader, *, concurrency: int,
+                 create_only: bool, content_type: str | None, metadata: dict | None):
+        self.fs, self.bucket, self.key = fs, bucket, key
+        self._make_uploader = make_uploader
+        self.concurrency = concurrency
+        self.create_only = create_only
+        self.content_type, self.metadata = content_type, metadata
+        self._uploader: Uploader | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._results: dict[int, Any] = {}
+        self._error: BaseException | None = None
+        self._aborted = False
+        self._completing = False  # the completion request may have reached the server
+        self.size = 0
+        self.crc = 0
+        self.parts = 0
+        self.info: dict | None = None
+        self._tail: tuple[bytes, int] = (b"", 0)
+
+    @property
+    def what(self) -> str:
+        return f"{self.bucket}/{self.key}"
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def _check(self) -> None:
+        if self._aborted:
+            raise OSError(f"upload of {self.what} was aborted")
+        if self._error is not None:
+            raise self._error
+
+    async def add_part(self, data: bytes, crc: int | None = None) -> None:
+        """Queue one full part (bytes) for upload; raises the first failure of an earlier part."""
+        self._check()
+        if crc is None:
+            crc = crc32c(data)
+        if self._uploader is None:
+            self._slots = asyncio.Semaphore(self.concurrency)
+            self._uploader = self._make_uploader(self)
+            await self._uploader.start()
+        await self._slots.acquire()
+        try:
+            self._check()
+        except BaseException:
+            self._slots.release()
+            raise
+        self.parts += 1
+        self.crc = crc32c_combine(self.crc, crc, len(data))
+        self.size += len(data)
+        n = self.parts
+        self._tasks[n] = asyncio.ensure_future(self._run_part(n, data, crc))
+
+    async def _run_part(self, n: int, data: bytes, crc: int) -> None:
+        try:
+            self._results[n] = await self._uploader.upload_part(n, data, crc)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # kept for the writer; the task itself ends quietly
+            if self._error is None:
+                self._error = exc
+        finally:
+            self._slots.release()
+
+    async def finish(self, tail: bytes, tail_crc: int | None = None, commit: bool = True) -> dict | None:
+        """Upload what is left, wait for every part, and (if `commit`) complete and verify the object."""
+        self._check()
+        if tail_crc is None:
+            tail_crc = crc32c(tail)
+        if self._uploader is None:
+            # Smaller than one part: a single request, nothing to assemble.
+            self.size, self.crc, self._tail = len(tail), tail_crc, (tail, tail_crc)
+        elif tail and not self._uploader.sequential:
+            await self.add_part(tail, tail_crc)
+            self._tail = (b"", 0)
+        else:
+            self._tail = (tail, tail_crc)
+        if self._tasks:
+            await asyncio.gather(*self._tasks.values())
+        self._check()
+        return await self.commit() if commit else None
+
+    async def commit(self) -> dict:
+        """Make the object visible; verify its crc32c against what was written (removing it on mismatch)."""
+        self._check()
+        tail, tail_crc = self._tail
+        self._completing = True
+        if self._uploader is None:
+            resource = await upload_single(self.fs, self.bucket, self.key, tail, tail_crc,
+                                           create_only=self.create_only, content_type=self.content_type,
+                                           metadata=self.metadata)
+        else:
+            results = [self._results[n] for n in range(1, self.parts + 1)]
+            size = self.size + len(tail)
+            crc = crc32c_combine(self.crc, tail_crc, len(tail))
+            self.size, self.crc = size, crc
+            resource = await self._uploader.complete(results, size, crc, tail, tail_crc)
+            try:
+                check_crc(resource, crc, size, self.what)
+            except ChecksumMismatch:
+                await delete_object(self.fs, self.bucket, self.key, resource.get("generation"))
+                raise
+        self._completing = False
+        self.info = object_info(self.fs, self.bucket, resource)
+        return self.info
+
+    async def abort(self) -> None:
+        """Cancel parts in flight and remove everything uploaded so far; safe to call more than once."""
+        if self._aborted:
+            return
+        self._aborted = True
+        if not getattr(self._uploader, "drain_on_abort", False):
+            for t in self._tasks.values():
+                t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        if self._uploader is not None:
+            try:
+                await self._uploader.abort()
+            except Exception as exc:  # the abort must not hide the error that caused it
+                logger.warning("could not abort the upload of %s: %s", self.what, exc)
+        if self._completing and self.info is None:
+            # Interrupted while completing: if the object landed anyway, take it back.
+            try:
+                found = await confirm_written(self.fs, self.bucket, self.key, self.crc, self.size)
+                if found is not None:
+                    await delete_object(self.fs, self.bucket, self.key, found.get("generation"))
+            except Exception as exc:
+                logger.warning("could not check for a completed upload of %s: %s", self.what, exc)

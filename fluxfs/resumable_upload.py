@@ -1,0 +1,113 @@
+"""Upload strategy "off": one JSON-API resumable upload, chunks sent one after the other.
+
+The object appears only with the final chunk (sent on close), so it is as atomic as the
+parallel strategies, just not parallel. Non-final chunks must be multiples of 256 KiB.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from . import http
+from .errors import PreconditionFailed
+from .part_pipeline import confirm_written, crc_b64, exists_error
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .part_pipeline import PartWriter
+
+CHUNK_MULTIPLE = 256 * 1024
+_RANGE = re.compile(r"bytes=0-(\d+)")
+
+
+class ResumableUploader:
+    """A resumable session; a failed chunk resumes from what the server says it persisted."""
+
+    sequential = True
+    drain_on_abort = False
+
+    def __init__(self, pw: "PartWriter"):
+        self.pw = pw
+        self.fs = pw.fs
+        self.session: str | None = None
+        self.offset = 0
+
+    async def start(self) -> None:
+        meta: dict = {"name": self.pw.key, "contentType": self.pw.content_type or "application/octet-stream"}
+        if self.pw.metadata:
+            meta["metadata"] = self.pw.metadata
+        params = {"uploadType": "resumable", "name": self.pw.key}
+        if self.pw.create_only:
+            params["ifGenerationMatch"] = "0"  # checked at initiation and again at finalization
+        try:
+            resp = await http.request(self.fs, "POST", self.fs.upload_url(self.pw.bucket), op="write",
+                                      what=self.pw.what, params=params, json=meta)
+        except PreconditionFailed:
+            raise exists_error(self.pw.bucket, self.pw.key) from None
+        self.session = resp.headers["Location"]
+
+    async def _persisted(self) -> tuple[int, dict | None]:
+        """Ask the session how many bytes it holds (or the object, if it is already finalized)."""
+        resp = await http.request_once(self.fs, "PUT", self.session, what=self.pw.what,
+                                       headers={"Content-Range": "bytes */*"}, ok=(200, 201, 308))
+        if resp.status in (200, 201):
+            return -1, resp.json()
+        m = _RANGE.match(resp.headers.get("Range", ""))
+        return (int(m.group(1)) + 1 if m else 0), None
+
+    async def _send(self, data: bytes, total: int | None, crc: int | None) -> dict | None:
+        """Send `data` at self.offset (the final chunk when `total` is given); resume on retries."""
+        start, end = self.offset, self.offset + len(data)
+        attempts = 0
+        what = self.pw.what
+
+        async def attempt() -> dict | None:
+            nonlocal attempts
+            attempts += 1
+            begin = start
+            if attempts > 1:
+                try:
+                    have, done = await self._persisted()
+                except FileNotFoundError:
+                    if total is not None:  # the session finished: did our final chunk land?
+                        found = await confirm_written(self.fs, self.pw.bucket, self.pw.key, crc, total)
+                        if found is not None:
+                            return found
+                    raise
+                if done is not None:
+                    return done
+                if have >= end and total is None:
+                    return None
+                begin = max(start, have)
+            body = data[begin - start:] if begin > start else data
+            size = "*" if total is None else str(total)
+            rng = f"bytes {begin}-{end - 1}/{size}" if end > begin else f"bytes */{size}"
+            headers = {"Content-Range": rng}
+            if total is not None:
+                headers["x-goog-hash"] = f"crc32c={crc_b64(crc)}"  # the server checks the whole object
+            try:
+                resp = await http.request_once(self.fs, "PUT", self.session, what=what, headers=headers, data=body,
+                                               ok=(308,) if total is None else (200, 201))
+            except PreconditionFailed:
+                raise exists_error(self.pw.bucket, self.pw.key) from None
+            return resp.json() if total is not None else None
+
+        result = await self.fs.retry_policy("write").run(attempt, what=f"upload {what}")
+        self.offset = end
+        return result
+
+    async def upload_part(self, number: int, data: bytes, crc: int) -> None:
+        await self._send(data, None, None)
+
+    async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict:
+        resource = await self._send(tail, size, crc)
+        self.session = None
+        return resource
+
+    async def abort(self) -> None:
+        if self.session is None:
+            return
+        try:
+            await http.request(self.fs, "DELETE", self.session, op="delete", what=self.pw.what, ok=(200, 204, 499))
+        except FileNotFoundError:
+            pass
+        self.session = None

@@ -1,0 +1,197 @@
+"""Wiring of the server: one catch-all aiohttp handler that routes on the raw path, applies the
+profile (auth, deny, rate limit, faults, latency) and sends replies (bandwidth cap, resets).
+
+Routing is done on ``request.raw_path`` because object names are percent-encoded path segments
+that may contain '/', '%', '?', '#' and newlines; aiohttp's router would decode them too early.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from typing import Any, Dict, Optional, Union
+from urllib.parse import parse_qsl
+from xml.sax.saxutils import escape
+
+from aiohttp import web
+
+from .profile import Profile
+from .store import ServerError, Store
+
+Body = Union[bytes, memoryview, None]
+
+# Pacing granularity for the bandwidth cap: small enough to be smooth, big enough to be cheap.
+_PACE_CHUNK = 256 * 1024
+# Bodies above this are written in slices of this size: one huge transport.write() makes asyncio
+# copy the whole body into its buffer (measured 300 MB/s vs 1-2 GB/s for 1 MiB slices).
+_WRITE_CHUNK = 1024 * 1024
+
+
+class Reply:
+    """What a route returns; the dispatcher turns it into bytes on the wire."""
+
+    __slots__ = ("status", "headers", "body", "length")
+
+    def __init__(self, status: int = 200, body: Body = b"", headers: Optional[Dict[str, str]] = None,
+                 length: Optional[int] = None):
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+        self.length = length  # Content-Length to announce on HEAD (no body sent)
+
+
+def json_reply(obj: Any, status: int = 200, headers: Optional[Dict[str, str]] = None) -> Reply:
+    h = {"Content-Type": "application/json; charset=UTF-8"}
+    if headers:
+        h.update(headers)
+    return Reply(status, json.dumps(obj, separators=(",", ":")).encode(), h)
+
+
+def json_error(code: int, message: str, reason: str) -> Reply:
+    return json_reply({"error": {"code": code, "message": message,
+                                 "errors": [{"message": message, "domain": "global", "reason": reason}]}}, code)
+
+
+def xml_error(code: int, xml_code: str, message: str) -> Reply:
+    body = ("<?xml version='1.0' encoding='UTF-8'?><Error><Code>%s</Code><Message>%s</Message></Error>"
+            % (escape(xml_code), escape(message))).encode()
+    return Reply(code, body, {"Content-Type": "application/xml; charset=UTF-8"})
+
+
+def error_reply(err: ServerError, xml: bool) -> Reply:
+    if err.code == 304:
+        return Reply(304, b"")
+    return xml_error(err.code, err.xml_code, err.message) if xml else json_error(err.code, err.message, err.reason)
+
+
+class Server:
+    """State shared by the routes: the store, the profile, upload sessions and counters."""
+
+    def __init__(self, root: Optional[str] = None, **settings: Any):
+        self.store = Store(root)
+        self.profile = Profile(**settings)
+        self.resumable: Dict[str, Any] = {}   # upload_id -> json_routes.Resumable
+        self.multipart: Dict[str, Any] = {}   # upload_id -> xml_routes.Multipart
+        self.requests: Counter = Counter()
+        self.faults: Counter = Counter()
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def stats(self) -> Dict[str, Any]:
+        return {"requests": dict(self.requests), "faults": dict(self.faults),
+                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "keys_scanned": self.store.keys_scanned}
+
+    def reset_stats(self) -> None:
+        self.requests.clear()
+        self.faults.clear()
+        self.bytes_in = self.bytes_out = 0
+        self.store.keys_scanned = 0
+
+    async def body(self, request: web.Request) -> bytes:
+        data = await request.read()
+        self.bytes_in += len(data)
+        return data
+
+    def app(self) -> web.Application:
+        # Uploads of multi-GB parts are legal; the default 1 MiB client_max_size is not GCS.
+        app = web.Application(client_max_size=1 << 40)
+        # [\s\S]: names may hold newlines, which '.' would not match after aiohttp decodes the path.
+        app.router.add_route("*", r"/{tail:[\s\S]*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        from . import admin, json_routes, xml_routes
+        raw = request.raw_path
+        path, _, query = raw.partition("?")
+        if path.startswith("/_fluxfs/"):
+            try:
+                return await admin.handle(self, request, path, query)
+            except (ServerError, ValueError, TypeError, KeyError) as e:
+                code = e.code if isinstance(e, ServerError) else 400
+                return web.json_response({"error": {"code": code, "message": str(e)}}, status=code)
+        q = dict(parse_qsl(query, keep_blank_values=True)) if query else {}
+        is_xml = not path.startswith(("/storage/v1/", "/upload/storage/v1/", "/download/storage/v1/",
+                                      "/batch/storage/v1"))
+        try:
+            op, route = (xml_routes.route if is_xml else json_routes.route)(request.method, path, q)
+        except ServerError as e:
+            return await self.send(request, error_reply(e, is_xml), False)
+        self.requests[op] += 1
+        prof = self.profile
+        s = prof.s
+        reset = False
+        if s["require_token"] is not None and \
+                request.headers.get("Authorization") != "Bearer " + s["require_token"]:
+            return await self.send(request, error_reply(
+                ServerError(401, "Anonymous caller does not have storage access (missing or wrong bearer token).",
+                            "required"), is_xml), False)
+        if op in s["deny_ops"]:
+            return await self.send(request, error_reply(
+                ServerError(403, f"The caller does not have permission for '{op}' operations.", "forbidden"),
+                is_xml), False)
+        if not prof.rate_ok():
+            self.faults[op] += 1
+            return await self.send(request, error_reply(
+                ServerError(429, "The rate of requests exceeds the limit; reduce your request rate.",
+                            "rateLimitExceeded"), is_xml), False)
+        code, reset = prof.fault(op)
+        if code is not None:
+            self.faults[op] += 1
+            # Read the body first so the client sees the answer rather than a broken pipe.
+            if request.can_read_body:
+                await request.read()
+            return await self.send(request, error_reply(
+                ServerError(code, f"Injected fault ({code}) for a '{op}' request.",
+                            "rateLimitExceeded" if code == 429 else "backendError"), is_xml), False)
+        if reset:
+            self.faults[op] += 1
+        if s["latency_ms"]:
+            await asyncio.sleep(s["latency_ms"] / 1000.0)
+        try:
+            reply = await route(self, request, q)
+        except ServerError as e:
+            reply = error_reply(e, is_xml)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            # Malformed input that slipped past the routes' own checks (e.g. a non-numeric generation
+            # inside a JSON body): a 400 naming the problem, never a bare 500.
+            reply = error_reply(ServerError(400, f"Invalid request: {type(e).__name__}: {e}", "invalid"), is_xml)
+        return await self.send(request, reply, reset)
+
+    async def send(self, request: web.Request, reply: Reply, reset: bool) -> web.StreamResponse:
+        body = reply.body
+        n = len(body) if body is not None else 0
+        bw = self.profile.s["bandwidth_mbps"]
+        if request.method == "HEAD":  # headers only, with the Content-Length a GET would have
+            resp = web.StreamResponse(status=reply.status, headers=reply.headers)
+            resp.content_length = reply.length if reply.length is not None else n
+            await resp.prepare(request)
+            await resp.write_eof()
+            return resp
+        self.bytes_out += n
+        if not reset and n <= (_PACE_CHUNK if bw else _WRITE_CHUNK):
+            return web.Response(status=reply.status, body=body if n else None, headers=reply.headers)
+        # Streamed: paced to the bandwidth cap and/or cut short by an injected reset.
+        resp = web.StreamResponse(status=reply.status, headers=reply.headers)
+        resp.content_length = n
+        await resp.prepare(request)
+        mv = memoryview(body) if n else memoryview(b"")
+        stop = n // 2 if reset else n
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        pos = 0
+        step = _PACE_CHUNK if bw else _WRITE_CHUNK
+        while pos < stop:
+            chunk = mv[pos:min(pos + step, stop)]
+            pos += len(chunk)
+            if bw:  # a chunk leaves when the cap says its last byte may have arrived
+                delay = t0 + pos / (bw * 1e6) - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            await resp.write(chunk)
+        if reset:
+            # Abort (RST) rather than close: the client sees a connection reset mid-body.
+            if request.transport is not None:
+                request.transport.abort()
+            return resp
+        await resp.write_eof()
+        return resp

@@ -1,0 +1,73 @@
+"""Command line of the server: ``python -m fluxfs.server`` and ``fluxfs serve``."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import List, Optional
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the server's flags to ``parser`` (used by ``fluxfs serve``)."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port (0 = pick a free one)")
+    parser.add_argument("--root", default=None, help="persist objects under this directory (default: in memory)")
+    parser.add_argument("--profile", default="local", choices=["local", "cloud"],
+                        help="local: no delays; cloud: 30 ms first byte, 100 MB/s per request")
+    parser.add_argument("--latency-ms", type=float, default=None, help="delay before the first byte of each response")
+    parser.add_argument("--bandwidth-mbps", type=float, default=None, help="per-request bandwidth cap in MB/s")
+    parser.add_argument("--rate-limit", type=float, default=None, help="requests/s; excess answered 429")
+    parser.add_argument("--fail-rate", type=float, default=None, help="fraction of requests failed (0..1)")
+    parser.add_argument("--fail-codes", default=None, help="status codes for failures, e.g. 429,503")
+    parser.add_argument("--reset-rate", type=float, default=None, help="fraction of responses reset mid-body")
+    parser.add_argument("--fail-ops", default=None,
+                        help="ops faults apply to: list,read,write,compose,delete,copy,metadata,bucket (default all)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the fault injection")
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> dict:
+    s = {"profile": args.profile}
+    for k in ("latency_ms", "bandwidth_mbps", "rate_limit", "fail_rate", "fail_codes", "reset_rate",
+              "fail_ops", "seed"):
+        v = getattr(args, k, None)
+        if v is not None:
+            s[k] = v
+    return s
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Serve until SIGINT/SIGTERM; the URL is the first line printed on stdout."""
+    from aiohttp import web
+    from .app import Server
+    from .handle import _url_host
+
+    try:
+        srv = Server(args.root, **settings_from(args))
+    except ValueError as e:
+        print(f"fluxfs serve: {e}", file=sys.stderr)
+        return 2
+
+    async def main():
+        runner = web.AppRunner(srv.app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, args.host, args.port, backlog=1024)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        print(f"http://{_url_host(args.host)}:{port}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+
+    asyncio.run(main())
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="fluxfs serve", description="A local GCS-compatible server.")
+    add_arguments(parser)
+    return serve(parser.parse_args(argv))

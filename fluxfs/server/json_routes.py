@@ -1,0 +1,496 @@
+"""GCS JSON API v1: /storage/v1 (buckets, objects, compose, copy/rewrite), /upload and /download."""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import secrets
+import time
+from functools import partial
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import quote, unquote
+
+from aiohttp import web
+
+from .app import Reply, json_reply
+from .fields import apply_fields, parse_fields
+from .media import media_reply
+from .store import EXTRA_FIELDS, ServerError, check_preconditions
+
+MAX_LIST = 1000      # GCS caps maxResults at 1000
+MAX_COMPOSE = 32     # GCS: at most 32 source objects per compose call
+MAX_COMPONENTS = 1024
+
+
+def _int(q: Dict[str, str], key: str) -> Optional[int]:
+    v = q.get(key)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ServerError(400, f"Invalid value for {key}: {v!r}", "invalidParameter")
+
+
+def preconds(q: Dict[str, str], source: bool = False) -> Dict[str, Optional[int]]:
+    p = "ifSource" if source else "if"
+    return {"if_gen": _int(q, p + "GenerationMatch"), "if_gen_not": _int(q, p + "GenerationNotMatch"),
+            "if_meta": _int(q, p + "MetagenerationMatch"), "if_meta_not": _int(q, p + "MetagenerationNotMatch")}
+
+
+def base_url(request: web.Request) -> str:
+    return f"{request.scheme}://{request.host}"
+
+
+def _bool(q: Dict[str, str], key: str) -> bool:
+    return q.get(key, "").lower() == "true"
+
+
+async def _json_body(srv, request: web.Request) -> Dict[str, Any]:
+    raw = await srv.body(request)
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise ServerError(400, "Request body is not valid JSON.", "parseError")
+    if not isinstance(body, dict):
+        raise ServerError(400, "Request body must be a JSON object.", "invalid")
+    return body
+
+
+def _resource_reply(request, q, obj, bucket, status=200) -> Reply:
+    res = obj.resource(bucket, base_url(request))
+    if "fields" in q:
+        res = apply_fields(res, parse_fields(q["fields"]))
+    return json_reply(res, status)
+
+
+def _meta_from(body: Dict[str, Any]) -> Tuple[Optional[str], Optional[Dict[str, str]], Dict[str, Any]]:
+    md = body.get("metadata")
+    if md is not None and not isinstance(md, dict):
+        raise ServerError(400, "metadata must be an object of string values.", "invalid")
+    if md:
+        md = {str(k): str(v) for k, v in md.items() if v is not None}
+    extra = {k: body[k] for k in EXTRA_FIELDS if body.get(k) is not None}
+    return body.get("contentType"), md, extra
+
+
+# ---------------------------------------------------------------- routing
+def route(method: str, path: str, q: Dict[str, str]):
+    """Map (method, raw path) to (op name, handler)."""
+    segs = path.split("/")
+    if path.startswith("/upload/"):
+        # /upload/storage/v1/b/B/o
+        if len(segs) == 7 and segs[4] == "b" and segs[6] == "o":
+            bucket = unquote(segs[5])
+            if method in ("PUT", "POST") and "upload_id" in q:  # gcsfs POSTs its chunks
+                return "write", partial(resumable_chunk, bucket=bucket)
+            if method == "POST":
+                return "write", partial(upload_start, bucket=bucket)
+            if method == "PUT" and "upload_id" in q:
+                return "write", partial(resumable_chunk, bucket=bucket)
+            if method == "DELETE" and "upload_id" in q:
+                return "write", partial(resumable_cancel, bucket=bucket)
+        raise ServerError(404, f"Not found: {method} {path}", "notFound")
+    if path.startswith("/download/"):
+        segs = segs[1:]  # drop leading '' so the rest looks like /storage/v1/...
+        if len(segs) >= 7 and segs[3] == "b" and segs[5] == "o" and method in ("GET", "HEAD"):
+            return "read", partial(object_get, bucket=unquote(segs[4]), name=_name(segs[6:]), media=True)
+        raise ServerError(404, f"Not found: {method} {path}", "notFound")
+    if path.startswith("/batch/"):
+        raise ServerError(400, "Batch requests are not supported by this server.", "invalid")
+    # /storage/v1/b[/B[/o[/NAME[...]]]]
+    n = len(segs)
+    if n < 4 or segs[3] != "b":
+        raise ServerError(404, f"Not found: {method} {path}", "notFound")
+    if n == 4 or (n == 5 and segs[4] == ""):
+        if method == "GET":
+            return "bucket", bucket_list
+        if method == "POST":
+            return "bucket", bucket_insert
+        raise ServerError(405, f"Method not allowed: {method}", "methodNotAllowed")
+    bucket = unquote(segs[4])
+    if n == 5:
+        h = {"GET": bucket_get, "DELETE": bucket_delete, "PATCH": bucket_get, "PUT": bucket_get}.get(method)
+        if h is None:
+            raise ServerError(405, f"Method not allowed: {method}", "methodNotAllowed")
+        return "bucket", partial(h, bucket=bucket)
+    if segs[5] == "iam" and n == 7 and segs[6] == "testPermissions":
+        return "bucket", partial(bucket_test_permissions, bucket=bucket)
+    if segs[5] != "o":
+        raise ServerError(404, f"Not found: {method} {path}", "notFound")
+    if n == 6 or (n == 7 and segs[6] == ""):
+        if method == "GET":
+            return "list", partial(object_list, bucket=bucket)
+        if method == "POST":  # objects.insert on the non-upload path (metadata only, empty body)
+            return "write", partial(upload_start, bucket=bucket)
+        raise ServerError(405, f"Method not allowed: {method}", "methodNotAllowed")
+    rest = segs[6:]
+    if method == "POST":
+        if len(rest) >= 2 and rest[-1] == "compose":
+            return "compose", partial(compose, bucket=bucket, name=_name(rest[:-1]))
+        for verb in ("copyTo", "rewriteTo"):
+            for i in range(len(rest) - 4, 0, -1):
+                if rest[i] == verb and rest[i + 1] == "b" and rest[i + 3] == "o":
+                    return "copy", partial(copy, bucket=bucket, name=_name(rest[:i]), dbucket=unquote(rest[i + 2]),
+                                           dname=_name(rest[i + 4:]), rewrite=verb == "rewriteTo")
+    name = _name(rest)
+    if method in ("GET", "HEAD"):
+        return "read", partial(object_get, bucket=bucket, name=name, media=q.get("alt") == "media")
+    if method == "DELETE":
+        return "delete", partial(object_delete, bucket=bucket, name=name)
+    if method in ("PATCH", "PUT"):
+        return "metadata", partial(object_patch, bucket=bucket, name=name, replace=method == "PUT")
+    raise ServerError(405, f"Method not allowed: {method}", "methodNotAllowed")
+
+
+def _name(segs: List[str]) -> str:
+    # Clients encode '/' as %2F; a client that did not is still served (segments rejoined).
+    name = unquote("/".join(segs), errors="surrogateescape")
+    if not name:
+        raise ServerError(400, "Object name must not be empty.", "required")
+    return name
+
+
+# ---------------------------------------------------------------- buckets
+async def bucket_list(srv, request, q):
+    base = base_url(request)
+    items = [b.resource(base) for _, b in sorted(srv.store.buckets.items()) if b.name.startswith(q.get("prefix", ""))]
+    out: Dict[str, Any] = {"kind": "storage#buckets"}
+    if items:
+        out["items"] = items
+    if "fields" in q:
+        out = apply_fields(out, parse_fields(q["fields"]))
+    return json_reply(out)
+
+
+async def bucket_insert(srv, request, q):
+    body = await _json_body(srv, request)
+    name = body.get("name") or q.get("name")
+    if not name:
+        raise ServerError(400, "Bucket name is required.", "required")
+    b = srv.store.create_bucket(name, labels=body.get("labels"))
+    return json_reply(b.resource(base_url(request)))
+
+
+async def bucket_get(srv, request, q, bucket):
+    if request.method in ("PATCH", "PUT"):
+        body = await _json_body(srv, request)
+        b = srv.store.bucket(bucket)
+        if "labels" in body:
+            b.labels = body["labels"] or None
+        b.metageneration += 1
+    res = srv.store.bucket(bucket).resource(base_url(request))
+    if "fields" in q:
+        res = apply_fields(res, parse_fields(q["fields"]))
+    return json_reply(res)
+
+
+async def bucket_delete(srv, request, q, bucket):
+    srv.store.delete_bucket(bucket)
+    return Reply(204, b"")
+
+
+async def bucket_test_permissions(srv, request, q, bucket):
+    srv.store.bucket(bucket)
+    perms = [v for k, v in _multi(request, "permissions")]
+    return json_reply({"kind": "storage#testIamPermissionsResponse", "permissions": perms})
+
+
+def _multi(request, key):
+    from urllib.parse import parse_qsl
+    return [(k, v) for k, v in parse_qsl(request.raw_path.partition("?")[2]) if k == key]
+
+
+# ---------------------------------------------------------------- objects
+def _token_encode(key: str) -> str:
+    return base64.urlsafe_b64encode(key.encode("utf-8", "surrogatepass")).decode("ascii")
+
+
+def _token_decode(tok: str) -> str:
+    try:
+        raw = base64.b64decode(tok.encode("ascii") + b"=" * (-len(tok) % 4), altchars=b"-_", validate=True)
+        return raw.decode("utf-8", "surrogatepass")
+    except (ValueError, binascii.Error, UnicodeError):
+        raise ServerError(400, f"Invalid pageToken {tok!r}", "invalid")
+
+
+async def object_list(srv, request, q, bucket):
+    mr = _int(q, "maxResults")
+    mr = MAX_LIST if mr is None or mr <= 0 else min(mr, MAX_LIST)
+    resume = _token_decode(q["pageToken"]) if q.get("pageToken") else ""
+    objs, prefixes, nxt = srv.store.list(
+        bucket, prefix=q.get("prefix", ""), delimiter=q.get("delimiter", ""), start_offset=q.get("startOffset", ""),
+        end_offset=q.get("endOffset", ""), resume=resume, max_results=mr,
+        include_trailing=_bool(q, "includeTrailingDelimiter"))
+    tree = parse_fields(q["fields"]) if "fields" in q else None
+    base = base_url(request)
+    out: Dict[str, Any] = {"kind": "storage#objects"}
+    if objs:
+        item_tree = tree.get("items", False) if tree is not None else None
+        if item_tree is not False:
+            out["items"] = [apply_fields(o.resource(bucket, base, item_tree), item_tree) for o in objs]
+    if prefixes:
+        out["prefixes"] = prefixes
+    if nxt is not None:
+        out["nextPageToken"] = _token_encode(nxt)
+    if tree is not None:
+        out = apply_fields(out, tree)
+    return json_reply(out)
+
+
+async def object_get(srv, request, q, bucket, name, media):
+    gen = _int(q, "generation")
+    obj = srv.store.get(bucket, name, gen)
+    check_preconditions(obj, **preconds(q), read=True)
+    if media:
+        return media_reply(request, obj)
+    return _resource_reply(request, q, obj, bucket)
+
+
+async def object_delete(srv, request, q, bucket, name):
+    srv.store.delete(bucket, name, _int(q, "generation"), preconds(q))
+    return Reply(204, b"")
+
+
+async def object_patch(srv, request, q, bucket, name, replace):
+    body = await _json_body(srv, request)
+    changes = {k: v for k, v in body.items() if k in ("contentType", "metadata") + EXTRA_FIELDS}
+    if replace:  # objects.update replaces the writable metadata wholesale
+        changes.setdefault("metadata", None)
+        obj = srv.store.get(bucket, name, _int(q, "generation"))
+        if obj.metadata and changes["metadata"] is not None:
+            changes["metadata"] = {**{k: None for k in obj.metadata}, **changes["metadata"]}
+    obj = srv.store.patch(bucket, name, changes, _int(q, "generation"), preconds(q))
+    return _resource_reply(request, q, obj, bucket)
+
+
+async def compose(srv, request, q, bucket, name):
+    body = await _json_body(srv, request)
+    sources = body.get("sourceObjects") or []
+    if not sources:
+        raise ServerError(400, "At least one source object is required for compose.", "required")
+    if len(sources) > MAX_COMPOSE:
+        raise ServerError(400, f"The number of source objects provided is {len(sources)}; compose accepts at most "
+                               f"{MAX_COMPOSE}.", "invalid")
+    parts = []
+    components = 0
+    for s in sources:
+        sname = s.get("name")
+        if not sname:
+            raise ServerError(400, "Each source object needs a name.", "required")
+        g = s.get("generation")
+        obj = srv.store.get(bucket, sname, int(g) if g not in (None, "") else None)
+        pre = (s.get("objectPreconditions") or {}).get("ifGenerationMatch")
+        if pre not in (None, "") and int(pre) != obj.generation:
+            raise ServerError(412, f"Precondition ifGenerationMatch={pre} failed for source object {sname}.")
+        components += obj.component_count or 1
+        parts.append(bytes(obj.read()))
+    if components > MAX_COMPONENTS:
+        raise ServerError(400, f"The composite would have {components} components; the limit is {MAX_COMPONENTS}.")
+    ctype, md, extra = _meta_from(body.get("destination") or {})
+    obj = srv.store.put(bucket, name, b"".join(parts), content_type=ctype, metadata=md, extra=extra,
+                        component_count=components, preconditions=preconds(q))
+    return _resource_reply(request, q, obj, bucket)
+
+
+async def copy(srv, request, q, bucket, name, dbucket, dname, rewrite):
+    body = await _json_body(srv, request)
+    src = srv.store.get(bucket, name, _int(q, "sourceGeneration"))
+    check_preconditions(src, **preconds(q, source=True))
+    srv.store.bucket(dbucket)
+    if body:
+        ctype, md, extra = _meta_from(body)
+        ctype = ctype or src.content_type
+    else:
+        ctype, md, extra = src.content_type, src.metadata, src.extra
+    obj = srv.store.put(dbucket, dname, bytes(src.read()), content_type=ctype, metadata=md, extra=extra,
+                        component_count=src.component_count, preconditions=preconds(q), crc=src._crc)
+    if not rewrite:
+        return _resource_reply(request, q, obj, dbucket)
+    res = obj.resource(dbucket, base_url(request))
+    out = {"kind": "storage#rewriteResponse", "totalBytesRewritten": str(obj.size), "objectSize": str(obj.size),
+           "done": True, "resource": res}
+    if "fields" in q:
+        out = apply_fields(out, parse_fields(q["fields"]))
+    return json_reply(out)
+
+
+# ---------------------------------------------------------------- uploads
+def _client_hashes(meta: Dict[str, Any], headers) -> Tuple[Optional[str], Optional[str]]:
+    md5, crc = meta.get("md5Hash"), meta.get("crc32c")
+    for part in headers.getall("x-goog-hash", []):
+        for kv in part.split(","):
+            k, _, v = kv.strip().partition("=")
+            if k == "md5":
+                md5 = v
+            elif k == "crc32c":
+                crc = v
+    return md5, crc
+
+
+def _split_multipart(body: bytes, ctype: str) -> List[Tuple[Dict[str, str], bytes]]:
+    m = re.search(r'boundary="?([^";]+)"?', ctype)
+    if not m:
+        raise ServerError(400, "multipart upload without a boundary.", "invalid")
+    delim = b"--" + m.group(1).encode()
+    chunks = body.split(delim)
+    parts = []
+    for c in chunks[1:]:
+        if c.startswith(b"--"):
+            break
+        if c.startswith(b"\r\n"):
+            c = c[2:]
+        elif c.startswith(b"\n"):
+            c = c[1:]
+        head, sep, data = c.partition(b"\r\n\r\n")
+        if not sep:
+            head, sep, data = c.partition(b"\n\n")
+        if data.endswith(b"\r\n"):
+            data = data[:-2]
+        elif data.endswith(b"\n"):
+            data = data[:-1]
+        hdrs = {}
+        for line in head.decode("latin-1").splitlines():
+            k, _, v = line.partition(":")
+            hdrs[k.strip().lower()] = v.strip()
+        parts.append((hdrs, data))
+    if len(parts) != 2:
+        raise ServerError(400, f"multipart upload needs 2 parts (metadata, media), got {len(parts)}.", "invalid")
+    return parts
+
+
+class Resumable:
+    """An in-progress resumable upload session."""
+
+    __slots__ = ("bucket", "name", "meta", "buf", "q", "created")
+
+    def __init__(self, bucket: str, name: str, meta: Dict[str, Any], q: Dict[str, str]):
+        self.bucket, self.name, self.meta, self.q = bucket, name, meta, q
+        self.buf = bytearray()
+        self.created = time.time()
+
+
+def _store_upload(srv, request, q, bucket, name, meta, data, status=200) -> Reply:
+    ctype, md, extra = _meta_from(meta)
+    md5, crc = _client_hashes(meta, request.headers)
+    obj = srv.store.put(bucket, name, data, content_type=ctype, metadata=md, extra=extra, expect_md5=md5,
+                        expect_crc=crc, preconditions=preconds(q))
+    return _resource_reply(request, q, obj, bucket, status)
+
+
+async def upload_start(srv, request, q, bucket):
+    srv.store.bucket(bucket)
+    kind = q.get("uploadType", "media" if request.path.startswith("/upload/") else "json")
+    if kind == "media":
+        name = q.get("name")
+        if not name:
+            raise ServerError(400, "Upload requires the 'name' query parameter.", "required")
+        data = await srv.body(request)
+        meta = {"contentType": request.headers.get("Content-Type") or None}
+        if q.get("contentEncoding"):
+            meta["contentEncoding"] = q["contentEncoding"]
+        return _store_upload(srv, request, q, bucket, name, meta, data)
+    if kind == "multipart":
+        data = await srv.body(request)
+        (h1, metaraw), (h2, media) = _split_multipart(data, request.headers.get("Content-Type", ""))
+        try:
+            meta = json.loads(metaraw) if metaraw.strip() else {}
+        except ValueError:
+            raise ServerError(400, "multipart upload metadata is not valid JSON.", "parseError")
+        name = meta.get("name") or q.get("name")
+        if not name:
+            raise ServerError(400, "Upload requires an object name.", "required")
+        if not meta.get("contentType") and h2.get("content-type"):
+            meta["contentType"] = h2["content-type"]
+        return _store_upload(srv, request, q, bucket, name, meta, media)
+    if kind == "resumable":
+        meta = await _json_body(srv, request)
+        name = meta.get("name") or q.get("name")
+        if not name:
+            raise ServerError(400, "Upload requires an object name.", "required")
+        if not meta.get("contentType") and request.headers.get("X-Upload-Content-Type"):
+            meta["contentType"] = request.headers["X-Upload-Content-Type"]
+        # Fail fast on preconditions (GCS checks them at initiation and again at finalization).
+        check_preconditions(srv.store.peek(bucket, name), **preconds(q))
+        uid = secrets.token_urlsafe(18)
+        srv.resumable[uid] = Resumable(bucket, name, meta, q)
+        loc = f"{base_url(request)}/upload/storage/v1/b/{quote(bucket, safe='')}/o?uploadType=resumable&upload_id={uid}"
+        return Reply(200, b"", {"Location": loc, "X-GUploader-UploadID": uid, "Content-Type": "text/plain"})
+    if kind == "json":  # metadata-only objects.insert: an empty object
+        meta = await _json_body(srv, request)
+        name = meta.get("name") or q.get("name")
+        if not name:
+            raise ServerError(400, "Object name is required.", "required")
+        return _store_upload(srv, request, q, bucket, name, meta, b"")
+    raise ServerError(400, f"Unknown uploadType {kind!r}.", "invalid")
+
+
+_RANGE_RE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)$")
+
+
+async def resumable_chunk(srv, request, q, bucket):
+    uid = q["upload_id"]
+    sess = srv.resumable.get(uid)
+    if sess is None or sess.bucket != bucket:
+        raise ServerError(404, f"No such resumable upload session: {uid}", "notFound")
+    data = await srv.body(request)
+    cr = request.headers.get("Content-Range")
+    have = len(sess.buf)
+    if cr is None:  # the whole object in one request
+        if have:
+            raise ServerError(400, "Content-Range is required after the first chunk.", "invalid")
+        sess.buf += data
+        return _finish(srv, request, uid, sess)
+    m = _RANGE_RE.match(cr.strip())
+    if not m:
+        raise ServerError(400, f"Invalid Content-Range {cr!r}", "invalid")
+    total = None if m.group(3) == "*" else int(m.group(3))
+    if m.group(1) is None:  # status query ("bytes */N" or "bytes */*")
+        if data:
+            raise ServerError(400, "Content-Range 'bytes */N' must not carry a body.", "invalid")
+        if total is not None and total == have:
+            return _finish(srv, request, uid, sess)  # GCS: an empty final request finalizes
+        if total is not None and total < have:
+            raise ServerError(400, f"Declared size {total} is less than the {have} bytes already received.")
+        return _incomplete(have)
+    start, end = int(m.group(1)), int(m.group(2))
+    if end - start + 1 != len(data):
+        raise ServerError(400, f"Content-Range {cr!r} does not match the {len(data)}-byte body.", "invalid")
+    if start > have:
+        raise ServerError(400, f"Chunk starts at {start} but only {have} bytes were received; resume at {have}.",
+                          "invalid")
+    if end + 1 > have:  # bytes before `have` were already persisted: ignore the overlap
+        sess.buf += data[have - start:]
+    if total is not None:
+        if len(sess.buf) > total:
+            raise ServerError(400, f"Received {len(sess.buf)} bytes, more than the declared {total}.", "invalid")
+        if len(sess.buf) == total:
+            return _finish(srv, request, uid, sess)
+    return _incomplete(len(sess.buf))
+
+
+def _incomplete(n: int) -> Reply:
+    h = {"Content-Type": "text/plain"}
+    if n:
+        h["Range"] = f"bytes=0-{n - 1}"
+    return Reply(308, b"", h)
+
+
+def _finish(srv, request, uid, sess) -> Reply:
+    try:
+        reply = _store_upload(srv, request, sess.q, sess.bucket, sess.name, sess.meta, bytes(sess.buf))
+    except ServerError as e:
+        if e.code in (400, 412):  # a failed final check ends the session, nothing stored
+            srv.resumable.pop(uid, None)
+        raise
+    srv.resumable.pop(uid, None)
+    return reply
+
+
+async def resumable_cancel(srv, request, q, bucket):
+    if srv.resumable.pop(q["upload_id"], None) is None:
+        raise ServerError(404, "No such resumable upload session.", "notFound")
+    return Reply(499, b"")

@@ -1,0 +1,176 @@
+"""Disk persistence for the server's store (``--root DIR``): survives a restart.
+
+Layout under ROOT/buckets/BUCKET/: ``bucket.json``; ``objects/H.json`` (one metadata file per
+object name, H = sha256 of the name; a tombstone after a delete); ``data/H-GEN`` (the body);
+``synthetic/GEN.json`` (one record per ``generate`` call, so 1M synthetic objects cost one file).
+Files are written to a temporary name then renamed, so a crash leaves the old or the new
+version, never a torn one. On load, synthetic batches are expanded first, then per-object files
+(which are newer: ``generate`` removes the per-object files of the names it overwrites).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from typing import TYPE_CHECKING, Dict, Iterable, Set
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import Obj, Store
+
+
+def _h(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    d = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class Persistence:
+    def __init__(self, root: str):
+        self.root = os.path.abspath(root)
+        os.makedirs(os.path.join(self.root, "buckets"), exist_ok=True)
+        # Names that have a per-object file (live or tombstone), per bucket.
+        self.files: Dict[str, Set[str]] = {}
+
+    def _bdir(self, bucket: str, *sub: str) -> str:
+        return os.path.join(self.root, "buckets", bucket, *sub)
+
+    # -- buckets --
+    def save_bucket(self, b) -> None:
+        for sub in ("objects", "data", "synthetic"):
+            os.makedirs(self._bdir(b.name, sub), exist_ok=True)
+        _atomic_write(self._bdir(b.name, "bucket.json"),
+                      json.dumps({"name": b.name, "created": b.created, "labels": b.labels}).encode())
+        self.files.setdefault(b.name, set())
+
+    def delete_bucket(self, name: str) -> None:
+        shutil.rmtree(self._bdir(name), ignore_errors=True)
+        self.files.pop(name, None)
+
+    # -- objects --
+    def _meta(self, obj: "Obj") -> Dict:
+        return {"name": obj.name, "size": obj.size, "generation": obj.generation,
+                "metageneration": obj.metageneration, "content_type": obj.content_type,
+                "metadata": obj.metadata, "created": obj.created, "updated": obj.updated,
+                "component_count": obj.component_count, "md5": obj._md5, "crc": obj._crc,
+                "extra": obj.extra, "seed": obj.seed,
+                "data": os.path.basename(obj.path) if obj.path else None}
+
+    def save_object(self, bucket: str, obj: "Obj", old: "Obj" = None) -> None:
+        """Write the body then the metadata; the object then reads its body from disk."""
+        h = _h(obj.name)
+        path = self._bdir(bucket, "data", f"{h}-{obj.generation}")
+        _atomic_write(path, obj.data)
+        obj.path, obj.data = path, None
+        self.save_meta(bucket, obj)
+        if old is not None and old.path and old.path != path:
+            _unlink(old.path)
+
+    def save_meta(self, bucket: str, obj: "Obj") -> None:
+        _atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"), json.dumps(self._meta(obj)).encode())
+        self.files.setdefault(bucket, set()).add(obj.name)
+
+    def delete_object(self, bucket: str, obj: "Obj") -> None:
+        # Always a tombstone (not an unlink): the name may be covered by a synthetic batch.
+        _atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"),
+                      json.dumps({"name": obj.name, "deleted": True}).encode())
+        self.files.setdefault(bucket, set()).add(obj.name)
+        if obj.path:
+            _unlink(obj.path)
+
+    def save_batch(self, bucket: str, gen: int, count: int, size, prefix: str, seed: int, created: float,
+                   overwritten: Iterable[str]) -> None:
+        _atomic_write(self._bdir(bucket, "synthetic", f"{gen}.json"),
+                      json.dumps({"generation": gen, "count": count, "size": size, "prefix": prefix,
+                                  "seed": seed, "created": created}).encode())
+        have = self.files.get(bucket, set())
+        if have:
+            for i in range(count):
+                nm = f"{prefix}{i:08d}"
+                if nm in have:
+                    self._drop_files(bucket, nm)
+
+    def _drop_files(self, bucket: str, name: str) -> None:
+        h = _h(name)
+        mpath = self._bdir(bucket, "objects", h + ".json")
+        try:
+            with open(mpath, "rb") as f:
+                meta = json.load(f)
+            if meta.get("data"):
+                _unlink(self._bdir(bucket, "data", meta["data"]))
+        except (FileNotFoundError, ValueError):
+            pass
+        _unlink(mpath)
+        self.files.get(bucket, set()).discard(name)
+
+    # -- startup --
+    def load(self, store: "Store") -> None:
+        from .store import Bucket, Obj, SynthBatch
+        base = os.path.join(self.root, "buckets")
+        for bname in sorted(os.listdir(base)):
+            try:
+                with open(self._bdir(bname, "bucket.json"), "rb") as f:
+                    binfo = json.load(f)
+            except (FileNotFoundError, ValueError):
+                continue
+            b = Bucket(bname, created=binfo.get("created", 0.0), labels=binfo.get("labels"))
+            store.buckets[bname] = b
+            names: Set[str] = set()
+            self.files[bname] = names
+            for sub in ("objects", "data", "synthetic"):
+                os.makedirs(self._bdir(bname, sub), exist_ok=True)
+            batches = []
+            for fn in os.listdir(self._bdir(bname, "synthetic")):
+                if fn.endswith(".json"):
+                    with open(self._bdir(bname, "synthetic", fn), "rb") as f:
+                        batches.append(json.load(f))
+            new = {}
+            for bt in sorted(batches, key=lambda x: x["generation"]):
+                size = bt["size"] if isinstance(bt["size"], int) else tuple(bt["size"])
+                batch = SynthBatch(bt["generation"], bt["created"], size, bt["seed"])
+                new.update(dict.fromkeys([f"{bt['prefix']}{i:08d}" for i in range(bt["count"])], batch))
+                store.note_generation(bt["generation"])
+            for fn in os.listdir(self._bdir(bname, "objects")):
+                if not fn.endswith(".json"):
+                    continue  # a leftover temporary file from a crash
+                with open(self._bdir(bname, "objects", fn), "rb") as f:
+                    m = json.load(f)
+                names.add(m["name"])
+                if m.get("deleted"):
+                    new.pop(m["name"], None)
+                    continue
+                o = Obj(m["name"], m["size"], m["generation"], content_type=m["content_type"],
+                        metadata=m["metadata"], created=m["created"], md5=m["md5"], crc=m["crc"],
+                        component_count=m["component_count"], extra=m["extra"],
+                        metageneration=m["metageneration"], seed=m.get("seed"),
+                        path=self._bdir(bname, "data", m["data"]) if m.get("data") else None)
+                o.updated = m["updated"]
+                if o.path is None and o.seed is None:
+                    o.data = b""
+                new[o.name] = o
+                store.note_generation(o.generation)
+            b.objects.update(new)
+            for fn in os.listdir(self._bdir(bname, "data")):
+                if fn.startswith(".tmp-"):
+                    _unlink(self._bdir(bname, "data", fn))

@@ -1,0 +1,134 @@
+"""The server's cloud profile and fault injection: latency, bandwidth, rate limit, seeded faults, auth.
+
+One ``Profile`` per server; the dispatcher asks it, per request, whether to let the request through.
+"""
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Dict, Iterable, Optional, Tuple
+
+OPS = ("list", "read", "write", "compose", "delete", "copy", "metadata", "bucket")
+
+# Presets applied by ``profile=``; "cloud" approximates one GCS request seen from a VM:
+# 30 ms to the first byte, then about 100 MB/s per stream.
+PRESETS = {"local": {}, "cloud": {"latency_ms": 30.0, "bandwidth_mbps": 100.0}}
+
+DEFAULTS: Dict[str, Any] = {
+    "profile": "local",
+    "latency_ms": 0.0,         # delay before the first byte of every data-plane response
+    "bandwidth_mbps": 0.0,     # per-request body cap in MB/s (10**6 bytes); 0 = unlimited
+    "rate_limit": 0.0,         # requests/s over the whole server (token bucket, 1 s burst); 0 = off
+    "fail_rate": 0.0,          # fraction of requests answered with one of fail_codes
+    "fail_codes": (429, 503),
+    "reset_rate": 0.0,         # fraction of requests whose connection is reset mid-body
+    "fail_ops": None,          # ops that faults apply to; None = all
+    "seed": 0,
+    "deny_ops": frozenset(),   # ops answered 403
+    "require_token": None,     # bearer token required on data-plane requests
+    "min_part_size": 5 * 1024 * 1024,  # XML multipart: every part but the last must be this big
+}
+
+
+def _ops(value: Optional[Iterable[str]], key: str) -> Optional[frozenset]:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v]
+    ops = frozenset(value)
+    bad = ops - set(OPS)
+    if bad:
+        raise ValueError(f"{key}: unknown op(s) {sorted(bad)}; known: {', '.join(OPS)}")
+    return ops
+
+
+class Profile:
+    """Current settings plus the seeded RNG and rate-limit state."""
+
+    def __init__(self, **settings: Any):
+        self.s: Dict[str, Any] = dict(DEFAULTS)
+        self.rng = random.Random(0)
+        self._tokens = 0.0
+        self._t = time.monotonic()
+        self.configure(**settings)
+
+    def configure(self, **settings: Any) -> Dict[str, Any]:
+        """Partial update; ``profile=`` first resets every setting to the preset."""
+        unknown = set(settings) - set(DEFAULTS)
+        if unknown:
+            raise ValueError(f"unknown server setting(s): {sorted(unknown)}")
+        if "profile" in settings:
+            name = settings["profile"]
+            if name not in PRESETS:
+                raise ValueError(f"unknown profile {name!r}; known: {', '.join(PRESETS)}")
+            self.s = dict(DEFAULTS, profile=name, **PRESETS[name])
+            self.rng = random.Random(self.s["seed"])
+        new = dict(self.s)
+        for k, v in settings.items():
+            if k == "profile":
+                continue
+            if k in ("latency_ms", "bandwidth_mbps", "rate_limit", "fail_rate", "reset_rate"):
+                v = float(v or 0)
+                if v < 0 or (k in ("fail_rate", "reset_rate") and v > 1):
+                    raise ValueError(f"{k} out of range: {v}")
+            elif k == "fail_codes":
+                if isinstance(v, str):
+                    v = [c for c in v.split(",") if c]
+                v = tuple(int(c) for c in (v if isinstance(v, (list, tuple, set, frozenset)) else [v]))
+                if not v or any(c < 400 or c > 599 for c in v):
+                    raise ValueError(f"fail_codes must be HTTP error codes, got {v}")
+            elif k == "fail_ops":
+                v = _ops(v, k) or None
+            elif k == "deny_ops":
+                v = _ops(v, k) or frozenset()
+            elif k == "seed":
+                v = int(v)
+            elif k == "require_token":
+                v = str(v) if v else None
+            elif k == "min_part_size":
+                v = int(v)
+            new[k] = v
+        self.s = new
+        if "seed" in settings:
+            self.rng = random.Random(self.s["seed"])
+        if "rate_limit" in settings or "profile" in settings:
+            self._tokens = self.s["rate_limit"]
+            self._t = time.monotonic()
+        return self.public()
+
+    def public(self) -> Dict[str, Any]:
+        """Settings as JSON-friendly values (never the token itself)."""
+        out = {}
+        for k, v in self.s.items():
+            if isinstance(v, (frozenset, set, tuple)):
+                v = sorted(v)
+            out[k] = v
+        out["require_token"] = bool(self.s["require_token"])
+        return out
+
+    # -- per-request decisions (hot path: keep cheap) --
+    def rate_ok(self) -> bool:
+        rate = self.s["rate_limit"]
+        if not rate:
+            return True
+        now = time.monotonic()
+        self._tokens = min(rate, self._tokens + (now - self._t) * rate)
+        self._t = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+    def fault(self, op: str) -> Tuple[Optional[int], bool]:
+        """(status code to fail with or None, reset the connection mid-body?)."""
+        s = self.s
+        if not s["fail_rate"] and not s["reset_rate"]:
+            return None, False
+        ops = s["fail_ops"]
+        if ops is not None and op not in ops:
+            return None, False
+        if s["fail_rate"] and self.rng.random() < s["fail_rate"]:
+            return self.rng.choice(s["fail_codes"]), False
+        if s["reset_rate"] and self.rng.random() < s["reset_rate"]:
+            return None, True
+        return None, False

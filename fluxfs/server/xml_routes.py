@@ -1,0 +1,276 @@
+"""GCS XML API: GET/HEAD/PUT/DELETE /BUCKET/OBJECT, bucket listing, and the XML multipart upload
+(initiate, upload part, list parts, complete, abort; list uploads) used by transfer_manager."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import time
+import xml.etree.ElementTree as ET
+from functools import partial
+from typing import Dict, Optional
+from urllib.parse import unquote
+from xml.sax.saxutils import escape
+
+import google_crc32c
+
+from .app import Reply
+from .media import media_reply
+from .store import ServerError, b64, check_preconditions, crc32c_b64, rfc3339
+
+MAX_PARTS = 10_000
+_NS = " xmlns='http://s3.amazonaws.com/doc/2006-03-01/'"
+_XML = {"Content-Type": "application/xml; charset=UTF-8"}
+
+
+def _xml(body: str, status: int = 200, headers: Optional[Dict[str, str]] = None) -> Reply:
+    h = dict(_XML)
+    if headers:
+        h.update(headers)
+    return Reply(status, ("<?xml version='1.0' encoding='UTF-8'?>" + body).encode(), h)
+
+
+def _e(v) -> str:
+    return escape(str(v))
+
+
+class Multipart:
+    """An in-progress XML multipart upload."""
+
+    __slots__ = ("bucket", "key", "parts", "content_type", "metadata", "created")
+
+    def __init__(self, bucket: str, key: str, content_type: Optional[str], metadata: Dict[str, str]):
+        self.bucket, self.key = bucket, key
+        self.parts: Dict[int, tuple] = {}  # number -> (data, etag hex, time)
+        self.content_type, self.metadata = content_type, metadata
+        self.created = time.time()
+
+
+def route(method: str, path: str, q: Dict[str, str]):
+    """Map (method, raw path) to (op name, handler)."""
+    bucket_raw, _, key_raw = path[1:].partition("/")
+    bucket = unquote(bucket_raw)
+    if not bucket:
+        raise ServerError(404, "Listing all buckets is not supported on the XML API.", xml_code="NotImplemented")
+    if not key_raw:
+        if method == "GET" and "uploads" in q:
+            return "list", partial(list_uploads, bucket=bucket)
+        if method == "GET":
+            return "list", partial(list_objects, bucket=bucket)
+        raise ServerError(405, f"Method not allowed: {method} on a bucket", xml_code="MethodNotAllowed")
+    key = unquote(key_raw, errors="surrogateescape")
+    if "uploadId" in q:
+        if method == "PUT":
+            return "write", partial(upload_part, bucket=bucket, key=key)
+        if method == "POST":
+            return "write", partial(complete, bucket=bucket, key=key)
+        if method == "DELETE":
+            return "write", partial(abort, bucket=bucket, key=key)
+        if method == "GET":
+            return "list", partial(list_parts, bucket=bucket, key=key)
+    if method == "POST" and "uploads" in q:
+        return "write", partial(initiate, bucket=bucket, key=key)
+    if method in ("GET", "HEAD"):
+        return "read", partial(get_object, bucket=bucket, key=key)
+    if method == "PUT":
+        return "write", partial(put_object, bucket=bucket, key=key)
+    if method == "DELETE":
+        return "delete", partial(delete_object, bucket=bucket, key=key)
+    raise ServerError(405, f"Method not allowed: {method}", xml_code="MethodNotAllowed")
+
+
+def _gen(v: Optional[str], what: str) -> Optional[int]:
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ServerError(400, f"Invalid {what}: {v!r}")
+
+
+def _preconds(request) -> Dict[str, Optional[int]]:
+    h = request.headers
+    return {"if_gen": _gen(h.get("x-goog-if-generation-match"), "x-goog-if-generation-match"),
+            "if_meta": _gen(h.get("x-goog-if-metageneration-match"), "x-goog-if-metageneration-match")}
+
+
+def _meta_headers(request) -> Dict[str, str]:
+    return {k[len("x-goog-meta-"):]: v for k, v in request.headers.items() if k.lower().startswith("x-goog-meta-")}
+
+
+def _client_hashes(request):
+    """(md5 b64, crc32c b64) from Content-MD5 and x-goog-hash headers."""
+    md5, crc = request.headers.get("Content-MD5"), None
+    for part in request.headers.getall("x-goog-hash", []):
+        for kv in part.split(","):
+            k, _, v = kv.strip().partition("=")
+            if k == "md5":
+                md5 = v
+            elif k == "crc32c":
+                crc = v
+    return md5, crc
+
+
+async def get_object(srv, request, q, bucket, key):
+    obj = srv.store.get(bucket, key, _gen(q.get("generation"), "generation"))
+    check_preconditions(obj, **_preconds(request), read=True)
+    return media_reply(request, obj)
+
+
+async def put_object(srv, request, q, bucket, key):
+    if request.headers.get("x-goog-copy-source"):
+        src_b, _, src_k = unquote(request.headers["x-goog-copy-source"].lstrip("/")).partition("/")
+        src = srv.store.get(src_b, src_k)
+        await srv.body(request)
+        obj = srv.store.put(bucket, key, bytes(src.read()), content_type=src.content_type, metadata=src.metadata,
+                            component_count=src.component_count, preconditions=_preconds(request))
+        return _xml(f"<CopyObjectResult{_NS}><LastModified>{rfc3339(obj.updated)}</LastModified>"
+                    f"<ETag>\"{_etag(obj)}\"</ETag></CopyObjectResult>", headers=_gen_headers(obj))
+    data = await srv.body(request)
+    md5, crc = _client_hashes(request)
+    obj = srv.store.put(bucket, key, data, content_type=request.headers.get("Content-Type"),
+                        metadata=_meta_headers(request), expect_md5=md5, expect_crc=crc,
+                        preconditions=_preconds(request))
+    return Reply(200, b"", {"ETag": f'"{_etag(obj)}"', **_gen_headers(obj)})
+
+
+def _etag(obj) -> str:
+    return base64.b64decode(obj.md5).hex() if obj.md5 else obj.etag
+
+
+def _gen_headers(obj) -> Dict[str, str]:
+    h = {"x-goog-generation": str(obj.generation), "x-goog-metageneration": str(obj.metageneration),
+         "x-goog-hash": f"crc32c={obj.crc32c}" + (f",md5={obj.md5}" if obj.md5 else "")}
+    return h
+
+
+async def delete_object(srv, request, q, bucket, key):
+    srv.store.delete(bucket, key, _gen(q.get("generation"), "generation"), _preconds(request))
+    return Reply(204, b"")
+
+
+async def list_objects(srv, request, q, bucket):
+    mk = _gen(q.get("max-keys"), "max-keys")
+    mk = 1000 if mk is None or mk <= 0 else min(mk, 1000)
+    prefix, delim = q.get("prefix", ""), q.get("delimiter", "")
+    marker = q.get("marker", "")
+    resume = marker + "\x00" if marker else ""  # marker is exclusive
+    objs, prefixes, nxt = srv.store.list(bucket, prefix=prefix, delimiter=delim, resume=resume, max_results=mk)
+    parts = [f"<ListBucketResult{_NS}><Name>{_e(bucket)}</Name>"
+             f"<Prefix>{_e(prefix)}</Prefix><Marker>{_e(marker)}</Marker>"
+             f"<IsTruncated>{'true' if nxt is not None else 'false'}</IsTruncated>"]
+    last = ""
+    for o in objs:
+        parts.append(f"<Contents><Key>{_e(o.name)}</Key><Generation>{o.generation}</Generation>"
+                     f"<LastModified>{rfc3339(o.updated)}</LastModified><Size>{o.size}</Size></Contents>")
+        last = o.name
+    for p in prefixes:
+        parts.append(f"<CommonPrefixes><Prefix>{_e(p)}</Prefix></CommonPrefixes>")
+        last = max(last, p)
+    if nxt is not None:
+        parts.append(f"<NextMarker>{_e(last)}</NextMarker>")
+    parts.append("</ListBucketResult>")
+    return _xml("".join(parts))
+
+
+# ---------------------------------------------------------------- multipart
+def _upload(srv, q, bucket, key) -> Multipart:
+    up = srv.multipart.get(q["uploadId"])
+    if up is None or up.bucket != bucket or up.key != key:
+        raise ServerError(404, f"The specified multipart upload does not exist: {q['uploadId']}",
+                          xml_code="NoSuchUpload")
+    return up
+
+
+async def initiate(srv, request, q, bucket, key):
+    srv.store.bucket(bucket)
+    await srv.body(request)
+    uid = secrets.token_urlsafe(24)
+    srv.multipart[uid] = Multipart(bucket, key, request.headers.get("Content-Type"), _meta_headers(request))
+    return _xml(f"<InitiateMultipartUploadResult{_NS}><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"
+                f"<UploadId>{uid}</UploadId></InitiateMultipartUploadResult>")
+
+
+async def upload_part(srv, request, q, bucket, key):
+    up = _upload(srv, q, bucket, key)
+    n = _gen(q.get("partNumber"), "partNumber")
+    if n is None or not 1 <= n <= MAX_PARTS:
+        raise ServerError(400, f"partNumber must be between 1 and {MAX_PARTS}, got {q.get('partNumber')!r}.")
+    data = await srv.body(request)
+    md5raw = hashlib.md5(data).digest()
+    crc = crc32c_b64(google_crc32c.value(data))
+    want_md5, want_crc = _client_hashes(request)
+    if want_md5 is not None and want_md5 != b64(md5raw):
+        raise ServerError(400, "The Content-MD5 you specified did not match what we received.", xml_code="BadDigest")
+    if want_crc is not None and want_crc != crc:
+        raise ServerError(400, "The crc32c you specified did not match what we received.", xml_code="BadDigest")
+    up.parts[n] = (data, md5raw.hex(), time.time())
+    return Reply(200, b"", {"ETag": f'"{md5raw.hex()}"', "x-goog-hash": f"crc32c={crc},md5={b64(md5raw)}"})
+
+
+async def list_parts(srv, request, q, bucket, key):
+    up = _upload(srv, q, bucket, key)
+    parts = "".join(f"<Part><PartNumber>{n}</PartNumber><LastModified>{rfc3339(t)}</LastModified>"
+                    f"<ETag>\"{etag}\"</ETag><Size>{len(d)}</Size></Part>"
+                    for n, (d, etag, t) in sorted(up.parts.items()))
+    return _xml(f"<ListPartsResult{_NS}><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"
+                f"<UploadId>{q['uploadId']}</UploadId><IsTruncated>false</IsTruncated>{parts}</ListPartsResult>")
+
+
+async def list_uploads(srv, request, q, bucket):
+    srv.store.bucket(bucket)
+    ups = sorted(((u.key, uid, u) for uid, u in srv.multipart.items() if u.bucket == bucket),
+                 key=lambda t: (t[0], t[2].created))
+    body = "".join(f"<Upload><Key>{_e(k)}</Key><UploadId>{uid}</UploadId>"
+                   f"<Initiated>{rfc3339(u.created)}</Initiated></Upload>" for k, uid, u in ups)
+    return _xml(f"<ListMultipartUploadsResult{_NS}><Bucket>{_e(bucket)}</Bucket><IsTruncated>false</IsTruncated>"
+                f"{body}</ListMultipartUploadsResult>")
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+async def complete(srv, request, q, bucket, key):
+    up = _upload(srv, q, bucket, key)
+    raw = await srv.body(request)
+    try:
+        root = ET.fromstring(raw)
+    except ET.ParseError:
+        raise ServerError(400, "The XML you provided was not well-formed.", xml_code="MalformedXML")
+    listed = []
+    for part in root:
+        if _local(part.tag) != "Part":
+            continue
+        fields = {_local(c.tag): (c.text or "").strip() for c in part}
+        try:
+            listed.append((int(fields["PartNumber"]), fields.get("ETag", "").strip('"')))
+        except (KeyError, ValueError):
+            raise ServerError(400, "Each Part needs a numeric PartNumber.", xml_code="MalformedXML")
+    if not listed:
+        raise ServerError(400, "CompleteMultipartUpload lists no parts.", xml_code="MalformedXML")
+    nums = [n for n, _ in listed]
+    if any(b <= a for a, b in zip(nums, nums[1:])):
+        raise ServerError(400, "The list of parts was not in ascending order.", xml_code="InvalidPartOrder")
+    min_size = srv.profile.s["min_part_size"]
+    chunks = []
+    for i, (n, etag) in enumerate(listed):
+        got = up.parts.get(n)
+        if got is None or (etag and etag != got[1]):
+            raise ServerError(400, f"Part {n} was not uploaded or its ETag does not match.", xml_code="InvalidPart")
+        if i < len(listed) - 1 and len(got[0]) < min_size:
+            raise ServerError(400, f"Part {n} is {len(got[0])} bytes; every part but the last must be at least "
+                                   f"{min_size} bytes.", xml_code="EntityTooSmall")
+        chunks.append(got[0])
+    obj = srv.store.put(bucket, key, b"".join(chunks), content_type=up.content_type, metadata=up.metadata,
+                        preconditions=_preconds(request))
+    srv.multipart.pop(q["uploadId"], None)
+    return _xml(f"<CompleteMultipartUploadResult{_NS}><Location>{_e(request.scheme)}://{_e(request.host)}/{_e(bucket)}/"
+                f"{_e(key)}</Location><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"
+                f"<ETag>\"{_etag(obj)}\"</ETag></CompleteMultipartUploadResult>", headers=_gen_headers(obj))
+
+
+async def abort(srv, request, q, bucket, key):
+    _upload(srv, q, bucket, key)
+    srv.multipart.pop(q["uploadId"], None)
+    return Reply(204, b"")

@@ -1,0 +1,179 @@
+"""Upload strategy "xml": GCS's XML multipart upload API (initiate, PUT parts, complete, abort).
+
+Parts go up in parallel and become visible only on completion, which is what makes writes
+atomic. GCS requires every part but the last to be at least 5 MiB, and at most 10,000 parts.
+"""
+from __future__ import annotations
+
+import datetime
+import time
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING, Any
+from xml.sax.saxutils import escape
+
+from . import http
+from .errors import PreconditionFailed
+from .part_pipeline import confirm_written, crc_b64, exists_error, get_resource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .core import FluxFileSystem
+    from .part_pipeline import PartWriter
+
+MIN_PART_SIZE = 5 * 2**20
+MAX_PARTS = 10_000
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _find_text(body: bytes, name: str) -> str | None:
+    for el in ET.fromstring(body).iter():
+        if _local(el.tag) == name:
+            return (el.text or "").strip()
+    return None
+
+
+class XmlUploader:
+    """One XML multipart upload; its id exists from `start` until `complete` or `abort`."""
+
+    sequential = False
+    drain_on_abort = False
+
+    def __init__(self, pw: "PartWriter"):
+        self.pw = pw
+        self.fs = pw.fs
+        self.url = pw.fs.xml_url(pw.bucket, pw.key)
+        self.upload_id: str | None = None
+
+    def _precondition(self) -> dict[str, str]:
+        # Create-only: GCS checks x-goog-if-generation-match when the upload completes.
+        return {"x-goog-if-generation-match": "0"} if self.pw.create_only else {}
+
+    async def start(self) -> None:
+        headers = {"Content-Type": self.pw.content_type or "application/octet-stream", **self._precondition()}
+        for k, v in (self.pw.metadata or {}).items():
+            headers[f"x-goog-meta-{k}"] = str(v)
+        # A retried initiate can orphan an upload whose answer was lost; `abort_incomplete_uploads` clears those.
+        resp = await http.request(self.fs, "POST", self.url, op="write", what=self.pw.what,
+                                  params={"uploads": ""}, headers=headers)
+        self.upload_id = _find_text(resp.body, "UploadId")
+        if not self.upload_id:
+            raise OSError(f"initiating the multipart upload of {self.pw.what} returned no UploadId")
+
+    async def upload_part(self, number: int, data: bytes, crc: int) -> str:
+        if number > MAX_PARTS:
+            raise ValueError(f"{self.pw.what}: more than {MAX_PARTS} parts; use a larger part_size")
+        # The crc32c lets the server reject a part corrupted on the way (400 BadDigest).
+        resp = await http.request(self.fs, "PUT", self.url, op="write", what=f"{self.pw.what} part {number}",
+                                  params={"partNumber": str(number), "uploadId": self.upload_id},
+                                  headers={"x-goog-hash": f"crc32c={crc_b64(crc)}"}, data=data)
+        return resp.headers.get("ETag", "")
+
+    async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict:
+        body = "<CompleteMultipartUpload>" + "".join(
+            f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(etag)}</ETag></Part>"
+            for n, etag in enumerate(results, 1)
+        ) + "</CompleteMultipartUpload>"
+        attempts = 0
+        what = self.pw.what
+
+        async def attempt() -> dict:
+            nonlocal attempts
+            attempts += 1
+            try:
+                resp = await http.request_once(self.fs, "POST", self.url, what=what,
+                                               params={"uploadId": self.upload_id},
+                                               headers={"Content-Type": "application/xml", **self._precondition()},
+                                               data=body.encode())
+            except (FileNotFoundError, PreconditionFailed) as exc:
+                # A retry after a lost answer finds the upload gone (404) or the object present (412).
+                if attempts > 1:
+                    found = await confirm_written(self.fs, self.pw.bucket, self.pw.key, crc, size)
+                    if found is not None:
+                        return found
+                if isinstance(exc, PreconditionFailed):
+                    raise exists_error(self.pw.bucket, self.pw.key) from None
+                raise
+            self.upload_id = None  # completed: nothing left to abort
+            generation = resp.headers.get("x-goog-generation")
+            try:
+                return await get_resource(self.fs, self.pw.bucket, self.pw.key, generation)
+            except FileNotFoundError:
+                if not generation:
+                    raise
+                # Already replaced by a later writer (no versioning): what the completion said must do.
+                return {"bucket": self.pw.bucket, "name": self.pw.key, "generation": generation, "size": str(size),
+                        "crc32c": _hash_header(resp.headers, "crc32c")}
+
+        resource = await self.fs.retry_policy("write").run(attempt, what=f"complete {what}")
+        self.upload_id = None
+        return resource
+
+    async def abort(self) -> None:
+        if self.upload_id is None:
+            return
+        try:
+            await http.request(self.fs, "DELETE", self.url, op="delete", what=self.pw.what,
+                               params={"uploadId": self.upload_id}, ok=(200, 204))
+        except FileNotFoundError:
+            pass
+        self.upload_id = None
+
+
+def _hash_header(headers, name: str) -> str | None:
+    """One hash (e.g. "crc32c") from x-goog-hash headers: "crc32c=...,md5=..." possibly repeated."""
+    values = headers.getall("x-goog-hash", []) if hasattr(headers, "getall") else [headers.get("x-goog-hash", "")]
+    for v in values:
+        for kv in (v or "").split(","):
+            k, _, val = kv.strip().partition("=")
+            if k == name:
+                return val
+    return None
+
+
+def _rfc3339(text: str) -> float:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+async def list_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "") -> list[dict[str, Any]]:
+    """In-progress XML multipart uploads of a bucket: [{"key", "upload_id", "initiated" (unix s)}]."""
+    params: dict[str, str] = {"uploads": ""}
+    if prefix:
+        params["prefix"] = prefix
+    out: list[dict[str, Any]] = []
+    while True:
+        resp = await http.request(fs, "GET", fs.xml_url(bucket), op="list", what=bucket, params=params)
+        root = ET.fromstring(resp.body)
+        last_key = last_id = None
+        for up in root:
+            if _local(up.tag) != "Upload":
+                continue
+            fields = {_local(c.tag): (c.text or "").strip() for c in up}
+            key, uid = fields.get("Key", ""), fields.get("UploadId", "")
+            if key.startswith(prefix):
+                out.append({"key": key, "upload_id": uid,
+                            "initiated": _rfc3339(fields["Initiated"]) if fields.get("Initiated") else None})
+            last_key, last_id = key, uid
+        truncated = any(_local(e.tag) == "IsTruncated" and (e.text or "").strip() == "true" for e in root)
+        if not truncated or last_key is None:
+            return out
+        params.update({"key-marker": last_key, "upload-id-marker": last_id})
+
+
+async def abort_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "",
+                                   older_than: float = 0.0) -> list[str]:
+    """Abort in-progress multipart uploads started more than `older_than` seconds ago (e.g. by a
+    killed writer); returns the keys whose uploads were aborted."""
+    now = time.time()
+    aborted = []
+    for up in await list_incomplete_uploads(fs, bucket, prefix):
+        if up["initiated"] is not None and now - up["initiated"] < older_than:
+            continue
+        try:
+            await http.request(fs, "DELETE", fs.xml_url(bucket, up["key"]), op="delete", what=f"{bucket}/{up['key']}",
+                               params={"uploadId": up["upload_id"]}, ok=(200, 204))
+        except FileNotFoundError:
+            continue
+        aborted.append(up["key"])
+    return aborted

@@ -1,0 +1,203 @@
+"""`FluxCheckpoint`: torch.save/torch.load to ``flux://`` URLs, synchronously or in the background.
+
+Writes go through the filesystem's atomic parallel multipart writer (the object appears only
+when the whole checkpoint is uploaded), reads through its parallel ranged reader. Loading
+defaults to ``weights_only=True``: unpickling arbitrary objects needs an explicit opt-in.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import logging
+import pickle
+import threading
+from typing import IO, Any
+
+import torch
+
+from fluxfs import FluxFileSystem
+
+logger = logging.getLogger("fluxfs.pipes.checkpoint")
+
+__all__ = ["FluxCheckpoint", "CheckpointSaveError", "snapshot"]
+
+
+class CheckpointSaveError(IOError):
+    """A background checkpoint save failed; the message names the URL and `__cause__` holds the reason."""
+
+
+def snapshot(obj: Any) -> Any:
+    """A deep copy of `obj` whose tensors are fresh CPU clones, so training may mutate the originals.
+
+    Containers keep their types (an OrderedDict state dict keeps its `_metadata`); a tensor
+    reachable twice is copied once, so tied weights stay tied.
+    """
+    memo: dict[int, Any] = {}
+    return _snapshot(obj, memo)
+
+
+def _snapshot(obj: Any, memo: dict[int, Any]) -> Any:
+    if id(obj) in memo:
+        return memo[id(obj)]
+    if isinstance(obj, torch.Tensor):
+        clone = obj.detach().to("cpu", copy=True)
+        if isinstance(obj, torch.nn.Parameter):
+            clone = torch.nn.Parameter(clone, requires_grad=obj.requires_grad)
+        memo[id(obj)] = clone
+        return clone
+    if isinstance(obj, dict):
+        # copy.copy keeps the dict's class and instance attributes (e.g. state_dict()._metadata).
+        new = copy.copy(obj)
+        memo[id(obj)] = new
+        for key, value in obj.items():
+            new[key] = _snapshot(value, memo)
+        return new
+    if isinstance(obj, list):
+        new_list = copy.copy(obj)
+        memo[id(obj)] = new_list
+        new_list[:] = [_snapshot(v, memo) for v in obj]
+        return new_list
+    if isinstance(obj, tuple):
+        items = [_snapshot(v, memo) for v in obj]
+        result = type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+        memo[id(obj)] = result
+        return result
+    # Other leaves (numbers, strings, numpy arrays, custom objects): deepcopy shares our memo,
+    # so tensors already cloned above are reused rather than copied again.
+    return copy.deepcopy(obj, memo)
+
+
+class FluxCheckpoint:
+    """Checkpoint reader/writer for ``flux://bucket/key`` URLs, with bounded background saves.
+
+    ``FluxCheckpoint(endpoint_url=..., token=..., part_size=..., retry=...)``: keyword
+    arguments other than `max_in_flight` are FluxFileSystem storage options.
+    """
+
+    def __init__(self, *, max_in_flight: int = 2, **storage_options: Any):
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
+        self.storage_options = storage_options
+        self.fs = FluxFileSystem(**storage_options)
+        self.max_in_flight = max_in_flight
+        self._slots = threading.BoundedSemaphore(max_in_flight)
+        self._lock = threading.Lock()
+        self._last_by_url: dict[str, concurrent.futures.Future] = {}
+        self._pending: set[concurrent.futures.Future] = set()
+        self._failures: list[BaseException] = []  # reported again by wait(), for fire-and-forget callers
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # -- handles ----------------------------------------------------------------------------
+
+    def object_path(self, url: str) -> str:
+        """`bucket/key` for a ``flux://bucket/key`` URL (or a bare `bucket/key`); other schemes are refused."""
+        url = str(url)
+        if "://" in url and not url.startswith("flux://"):
+            raise ValueError(f"FluxCheckpoint handles flux://bucket/key URLs, not {url!r}")
+        path = self.fs._strip_protocol(url)
+        bucket, key, _ = self.fs.split_path(path)
+        if not bucket or not key:
+            raise ValueError(f"checkpoint URL needs a bucket and an object name: {url!r}")
+        return path
+
+    def writer(self, url: str) -> IO[bytes]:
+        """A binary write handle for `url`: the object appears only when the handle closes without error."""
+        return self.fs.open(self.object_path(url), "wb")
+
+    def reader(self, url: str) -> IO[bytes]:
+        """A seekable binary read handle for `url` (parallel ranged reads)."""
+        return self.fs.open(self.object_path(url), "rb")
+
+    # -- synchronous ------------------------------------------------------------------------
+
+    def save(self, obj: Any, url: str) -> None:
+        """torch.save `obj` to `url`, atomically: on failure no object (and no partial one) is left."""
+        with self.writer(url) as f:
+            torch.save(obj, f)
+
+    def load(self, url: str, map_location: Any = None, weights_only: bool = True) -> Any:
+        """torch.load from `url`. `weights_only=False` unpickles arbitrary objects: only for trusted checkpoints."""
+        with self.reader(url) as f:
+            try:
+                return torch.load(f, map_location=map_location, weights_only=weights_only)
+            except pickle.UnpicklingError as exc:
+                if not weights_only:
+                    raise
+                raise pickle.UnpicklingError(
+                    f"{url} holds objects other than tensors and plain containers, and load() refuses to "
+                    "unpickle them by default (weights_only=True). If you trust this checkpoint, pass "
+                    f"weights_only=False. torch.load said: {exc}"
+                ) from exc
+
+    # -- asynchronous -----------------------------------------------------------------------
+
+    def save_async(self, obj: Any, url: str) -> concurrent.futures.Future:
+        """Snapshot `obj` to CPU now, upload it in the background; returns a Future of None.
+
+        Blocks while `max_in_flight` saves are pending. Saves to the same URL complete in the
+        order they were submitted. A failure is logged and raised from the Future as
+        `CheckpointSaveError` naming the URL.
+        """
+        path = self.object_path(url)
+        self._slots.acquire()  # back-pressure: bounds memory held by snapshots, too
+        try:
+            state = snapshot(obj)
+            with self._lock:
+                if self._executor is None:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=self.max_in_flight, thread_name_prefix="fluxfs-ckpt"
+                    )
+                previous = self._last_by_url.get(path)
+                future = self._executor.submit(self._save_after, previous, state, url)
+                self._last_by_url[path] = future
+                self._pending.add(future)
+        except BaseException:
+            self._slots.release()
+            raise
+        future.add_done_callback(lambda f: self._finished(f, path))
+        return future
+
+    def _save_after(self, previous: concurrent.futures.Future | None, state: Any, url: str) -> None:
+        # `previous` was submitted earlier to the same FIFO pool, so it is already running or
+        # done: waiting here cannot deadlock. Its outcome is its own Future's business.
+        if previous is not None:
+            concurrent.futures.wait([previous])
+        try:
+            self.save(state, url)
+        except BaseException as exc:
+            logger.error("background checkpoint save to %s failed: %s", url, exc)
+            raise CheckpointSaveError(f"background checkpoint save to {url} failed: {exc}") from exc
+
+    def _finished(self, future: concurrent.futures.Future, path: str) -> None:
+        with self._lock:
+            self._pending.discard(future)
+            if self._last_by_url.get(path) is future:
+                del self._last_by_url[path]
+            if not future.cancelled() and future.exception() is not None:
+                self._failures.append(future.exception())
+        self._slots.release()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for every pending background save; raise the first failure since the last wait(), if any."""
+        with self._lock:
+            pending = list(self._pending)
+        _, not_done = concurrent.futures.wait(pending, timeout=timeout)
+        if not_done:
+            raise TimeoutError(f"{len(not_done)} checkpoint saves still running after {timeout}s")
+        with self._lock:
+            failures, self._failures = self._failures, []
+        if failures:
+            raise failures[0]
+
+    def close(self) -> None:
+        """Wait for pending saves (failures stay on their Futures) and stop the worker threads."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    def __enter__(self) -> "FluxCheckpoint":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

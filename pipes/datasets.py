@@ -1,0 +1,209 @@
+"""PyTorch datasets over flux:// objects: map-style (one DataLoader batch = one batched read) and iterable.
+
+Both are built with `from_prefix`, `from_objects` or `from_manifest`; the object list is resolved once in
+the main process and shipped to DataLoader workers, and each process builds its own filesystem from
+`storage_options`, so fork, spawn and forkserver all work.
+"""
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterator, Optional, Sequence, Union
+
+import torch.utils.data
+
+from .sharding import Shard, current_shard, distributed_rank, epoch_order, shard_indices
+from .sources import ObjectSource, Transform, key_and_bytes
+
+
+class _FluxDataset:
+    """Constructors and the object list shared by both dataset kinds."""
+
+    def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
+                 storage_options: Optional[dict] = None, on_missing: str = "raise"):
+        if isinstance(source, str):
+            source = ObjectSource("prefix", source, storage_options=storage_options, on_missing=on_missing)
+        self._source = source
+        self._transform = transform or key_and_bytes
+
+    @classmethod
+    def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, **kwargs: Any):
+        """Every object whose key starts with the URL's key part (``flux://bucket/images/``), listed once."""
+        return cls(ObjectSource("prefix", url, storage_options=storage_options), **kwargs)
+
+    @classmethod
+    def from_objects(cls, urls: Sequence[str], *, storage_options: Optional[dict] = None,
+                     on_missing: str = "raise", **kwargs: Any):
+        """The given object URLs; ones that do not exist raise FileNotFoundError, or are skipped and counted."""
+        return cls(ObjectSource("objects", urls, storage_options=storage_options, on_missing=on_missing), **kwargs)
+
+    @classmethod
+    def from_manifest(cls, path_or_url: str, *, base_url: Optional[str] = None,
+                      storage_options: Optional[dict] = None, on_missing: str = "raise", **kwargs: Any):
+        """Objects named by a manifest: JSON lines (name, size, generation, crc32c) or ``key<TAB>label`` text.
+
+        Text keys are relative to `base_url` (``flux://bucket/dir/``) unless they are full URLs.
+        """
+        source = ObjectSource("manifest", path_or_url, storage_options=storage_options,
+                              base_url=base_url, on_missing=on_missing)
+        return cls(source, **kwargs)
+
+    @property
+    def missing(self) -> list[str]:
+        """URLs skipped under ``on_missing="skip"`` (in this process)."""
+        return self._source.missing
+
+    @property
+    def num_objects(self) -> int:
+        """How many objects the dataset covers (resolves the listing on first use)."""
+        return len(self._source.table)
+
+    def _sample(self, i: int, data: bytes) -> Any:
+        return self._transform(data, self._source.table.meta(i, self._source.protocol))
+
+
+class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
+    """Map-style dataset: ``dataset[i]`` is ``transform(bytes, meta)`` of the i-th object (sorted by name).
+
+    `__getitems__` reads a whole DataLoader batch in one compose-backed batched read.
+    """
+
+    def __len__(self) -> int:
+        return self.num_objects
+
+    def _index(self, i: int) -> int:
+        n = len(self)
+        j = int(i) + n if int(i) < 0 else int(i)
+        if not 0 <= j < n:
+            raise IndexError(f"index {i} out of range for {n} objects")
+        return j
+
+    def __getitem__(self, index: int) -> Any:
+        items = self.__getitems__([index])
+        if not items:  # skipped under on_missing="skip": there is nothing to return for one index
+            raise FileNotFoundError(f"object {index} ({self._source.missing[-1]}) does not exist")
+        return items[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list:
+        """The samples of `indices`; objects that vanished are left out under ``on_missing="skip"``."""
+        wanted = [self._index(i) for i in indices]
+        return [self._sample(i, data) for i, data in self._source.read(wanted)]
+
+
+class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
+    """Iterable dataset sharded over distributed ranks x DataLoader workers, with seeded shuffling and resume.
+
+    Every object is read exactly once per epoch across all ranks and workers. `state_dict` /
+    `load_state_dict` let ``torchdata.stateful_dataloader.StatefulDataLoader`` resume mid-epoch.
+    """
+
+    EPOCH_KEY = "epoch"
+    POSITION_KEY = "position"  # how far into this shard's order the consumer has got
+    SHARD_KEY = "shard"
+    SEED_KEY = "seed"
+    SHUFFLE_KEY = "shuffle"
+    COUNT_KEY = "num_objects"
+
+    def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
+                 shuffle: bool = False, seed: int = 0, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, read_batch: int = 32, prefetch: int = 2,
+                 storage_options: Optional[dict] = None, on_missing: str = "raise"):
+        super().__init__(source, transform=transform, storage_options=storage_options, on_missing=on_missing)
+        if read_batch < 1 or prefetch < 1:
+            raise ValueError(f"read_batch and prefetch must be >= 1, not {read_batch} and {prefetch}")
+        self.shuffle, self.seed = bool(shuffle), int(seed)
+        self.read_batch, self.prefetch = read_batch, prefetch
+        self._rank, self._world_size = rank, world_size
+        self._epoch = 0
+        self._position = 0
+        self._shard: Optional[Shard] = None
+        self._resume: Optional[dict] = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch: with ``shuffle=True`` each epoch has its own order, fixed by (seed, epoch)."""
+        self._epoch = int(epoch)
+
+    def __getstate__(self) -> dict:
+        # DataLoader workers started by spawn/forkserver cannot see the parent's process group:
+        # fix rank and world size now, in the parent.
+        state = dict(self.__dict__)
+        if self._rank is None or self._world_size is None:
+            state["_rank"], state["_world_size"] = distributed_rank(self._rank, self._world_size)
+        return state
+
+    # -- resume ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        if self._resume is not None:  # restored but not iterated yet: the restored state still holds
+            return dict(self._resume)
+        shard = self._shard
+        return {
+            self.EPOCH_KEY: self._epoch,
+            self.POSITION_KEY: self._position,
+            self.SHARD_KEY: None if shard is None else [shard.index, shard.count],
+            self.SEED_KEY: self.seed,
+            self.SHUFFLE_KEY: self.shuffle,
+            self.COUNT_KEY: self.num_objects,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume from `state` at the next `iter()`: same epoch, continuing after the last sample consumed."""
+        if state[self.SEED_KEY] != self.seed or state[self.SHUFFLE_KEY] != self.shuffle:
+            raise ValueError(f"state was saved with seed={state[self.SEED_KEY]}, shuffle={state[self.SHUFFLE_KEY]}; "
+                             f"this dataset has seed={self.seed}, shuffle={self.shuffle}")
+        self._epoch = int(state[self.EPOCH_KEY])
+        self._resume = dict(state)
+
+    def _start(self, shard: Shard, count: int) -> int:
+        """Where this iteration starts in the shard: 0, or the restored position (checked against the shard)."""
+        state, self._resume = self._resume, None
+        if state is None:
+            return 0
+        if state[self.COUNT_KEY] != count:
+            raise ValueError(f"state was saved over {state[self.COUNT_KEY]} objects; the dataset now has {count}")
+        if state[self.SHARD_KEY] is not None and state[self.SHARD_KEY] != [shard.index, shard.count]:
+            raise ValueError(f"state was saved by shard {state[self.SHARD_KEY]} (index, count); this is "
+                             f"shard {[shard.index, shard.count]}: resume with the same ranks and num_workers")
+        return int(state[self.POSITION_KEY])
+
+    # -- iteration -------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        # Set up eagerly (not inside the generator) so state_dict() is right before the first next().
+        shard = current_shard(*distributed_rank(self._rank, self._world_size))
+        count = self.num_objects
+        start = self._start(shard, count)
+        self._shard, self._position = shard, start
+        order = shard_indices(epoch_order(count, self.shuffle, self.seed, self._epoch), shard)
+        return self._generate(order, start)
+
+    def _generate(self, order, start: int) -> Iterator[Any]:
+        chunks = ((pos, order[pos:pos + self.read_batch]) for pos in range(start, len(order), self.read_batch))
+        # A bounded number of batched reads in flight on threads, so the next batch downloads while
+        # the consumer works on this one.
+        pool = ThreadPoolExecutor(self.prefetch, thread_name_prefix="fluxfs-read")
+        try:
+            in_flight: deque = deque()
+
+            def submit() -> None:
+                nxt = next(chunks, None)
+                if nxt is not None:
+                    in_flight.append((nxt[0], nxt[1], pool.submit(self._source.read, nxt[1])))
+
+            for _ in range(self.prefetch):
+                submit()
+            while in_flight:
+                pos, chunk, future = in_flight.popleft()
+                got = dict(future.result())
+                submit()
+                for k, i in enumerate(chunk):
+                    i = int(i)
+                    if i in got:
+                        sample = self._sample(i, got.pop(i))
+                        # Count before yielding: a state_dict taken after this sample was handed out
+                        # must not hand it out again.
+                        self._position = pos + k + 1
+                        yield sample
+                self._position = pos + len(chunk)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)

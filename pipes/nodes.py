@@ -1,0 +1,215 @@
+"""torchdata Nodes: `ListObjects` streams a prefix's listing, `ReadObjects` reads objects in batched compose reads.
+
+They compose with torchdata's own nodes, e.g.
+``Loader(Batcher(ParallelMapper(ReadObjects(ListObjects("flux://b/train/")), decode, 4), 64))``,
+and resume from `state_dict()` like them.
+"""
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Dict, Iterator, Optional, Union
+
+import fsspec
+from torchdata.nodes.base_node import BaseNode
+
+from .sources import DEFAULT_PROTOCOL, MISSING_POLICIES, ObjectMeta, Transform, key_and_bytes, read_infos, split_url
+
+
+class ListObjects(BaseNode[Dict[str, Any]]):
+    """Streams the info dicts (name "bucket/key", size, generation, crc32c) of every object under a prefix.
+
+    Args:
+        url: ``flux://bucket/key-prefix``.
+        storage_options: passed to the filesystem.
+        sort: yield in name order (needed to resume: the state is the last name yielded).
+    """
+
+    LAST_NAME_KEY = "last_name"
+    YIELDED_KEY = "yielded"
+
+    def __init__(self, url: str, *, storage_options: Optional[dict] = None, sort: bool = True):
+        super().__init__()
+        self.url = url
+        self.protocol, self.bucket, self.key_prefix = split_url(url)
+        self.storage_options = dict(storage_options or {})
+        self.sort = sort
+        self._listing: Optional[Iterator[dict]] = None
+        self._last_name: Optional[str] = None
+        self._yielded = 0
+
+    def reset(self, initial_state: Optional[Dict[str, Any]] = None):
+        super().reset(initial_state)
+        if self._listing is not None:
+            self._listing.close()  # type: ignore[attr-defined]
+        self._last_name, self._yielded = None, 0
+        if initial_state is not None:
+            if not self.sort and initial_state[self.YIELDED_KEY]:
+                raise ValueError(f"ListObjects({self.url}) resumes only with sort=True: unsorted order differs per run")
+            self._last_name = initial_state[self.LAST_NAME_KEY]
+            self._yielded = initial_state[self.YIELDED_KEY]
+        self._listing = self._list(self._last_name)
+
+    def _list(self, after: Optional[str]) -> Iterator[dict]:
+        fs = fsspec.filesystem(self.protocol, **self.storage_options)
+        if hasattr(fs, "iter_objects"):
+            batches = fs.iter_objects(self.bucket, prefix=self.key_prefix, sort=self.sort)
+        else:  # no streaming lister on this filesystem: one flat listing
+            found = fs.find(self.bucket, prefix=self.key_prefix, detail=True).values()
+            batches = iter([sorted((i for i in found if i.get("type", "file") == "file"), key=lambda i: i["name"])])
+        empty = True
+        for batch in batches:
+            for info in batch:
+                empty = False
+                if after is None or info["name"] > after:
+                    yield info
+        if empty and after is None:
+            raise FileNotFoundError(f"no objects under {self.url}")
+
+    def next(self) -> Dict[str, Any]:
+        info = next(self._listing)  # type: ignore[arg-type]
+        self._last_name = info["name"]
+        self._yielded += 1
+        return info
+
+    def get_state(self) -> Dict[str, Any]:
+        return {self.LAST_NAME_KEY: self._last_name, self.YIELDED_KEY: self._yielded}
+
+
+class ReadObjects(BaseNode[Any]):
+    """Reads the objects its source yields, `batch_size` per compose-backed batched read, `prefetch` batches ahead.
+
+    Source items are info dicts (as `ListObjects` yields; sizes let reads be composed) or URLs.
+    Each output item is ``transform(bytes, ObjectMeta)``; the default gives ``(key, bytes)``.
+
+    Args:
+        source: node yielding info dicts or URL strings.
+        storage_options: passed to the filesystem (built lazily, in the process that reads).
+        protocol: filesystem protocol for info dicts (URLs carry their own).
+        batch_size: objects per batched read (not the training batch: compose with `Batcher` for that).
+        prefetch: batched reads in flight on threads, at most.
+        transform: ``f(data: bytes, meta: ObjectMeta) -> Any``.
+        on_missing: "raise" (FileNotFoundError naming the object) or "skip" (counted in `missing`).
+    """
+
+    SOURCE_KEY = "source"
+    OFFSET_KEY = "offset"  # items of the current batch already handed out
+
+    def __init__(self, source: BaseNode, *, storage_options: Optional[dict] = None, protocol: str = DEFAULT_PROTOCOL,
+                 batch_size: int = 32, prefetch: int = 2, transform: Optional[Transform] = None,
+                 on_missing: str = "raise"):
+        super().__init__()
+        if batch_size < 1 or prefetch < 1:
+            raise ValueError(f"batch_size and prefetch must be >= 1, not {batch_size} and {prefetch}")
+        if on_missing not in MISSING_POLICIES:
+            raise ValueError(f"on_missing must be one of {MISSING_POLICIES}, not {on_missing!r}")
+        self.source = source
+        self.storage_options = dict(storage_options or {})
+        self.protocol = protocol
+        self.batch_size, self.prefetch = batch_size, prefetch
+        self.transform = transform or key_and_bytes
+        self.on_missing = on_missing
+        self.missing: list[str] = []
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._fs = None
+
+    @property
+    def fs(self):
+        if self._fs is None:
+            self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+        return self._fs
+
+    def reset(self, initial_state: Optional[Dict[str, Any]] = None):
+        super().reset(initial_state)
+        self._stop()
+        self._pool = ThreadPoolExecutor(self.prefetch, thread_name_prefix="fluxfs-read")
+        # Each batch: [source state before it was pulled, infos, first offset to hand out, future].
+        self._in_flight: deque = deque()
+        self._current: Optional[list] = None
+        self._results: dict = {}
+        self._offset = 0
+        self._source_done = False
+        if initial_state is not None:
+            self.source.reset(initial_state[self.SOURCE_KEY])
+            self._skip = int(initial_state[self.OFFSET_KEY])
+            self._restored: Optional[Dict[str, Any]] = initial_state
+        else:
+            self.source.reset()
+            self._skip, self._restored = 0, None
+
+    def _stop(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def __del__(self):
+        self._stop()
+
+    def _fill(self) -> None:
+        """Pull batches from the source and start their reads until `prefetch` are in flight."""
+        while not self._source_done and len(self._in_flight) < self.prefetch:
+            state = self.source.state_dict()
+            items = []
+            while len(items) < self.batch_size:
+                try:
+                    items.append(_as_info(next(self.source)))
+                except StopIteration:
+                    self._source_done = True
+                    break
+            if not items:
+                return
+            skip, self._skip = self._skip, 0  # only the first batch after a restore is partly consumed
+            future: Future = self._pool.submit(read_infos, self.fs, items[skip:])  # type: ignore[union-attr]
+            self._in_flight.append([state, items, skip, future])
+
+    def next(self) -> Any:
+        while True:
+            if self._current is not None and self._offset < len(self._current[1]):
+                info = self._current[1][self._offset]
+                self._offset += 1
+                data = self._results.get(info["name"])
+                if isinstance(data, bytes):
+                    return self.transform(data, _meta(info, data, self.protocol))
+                self._not_read(info, data)
+                continue
+            self._fill()
+            if not self._in_flight:
+                raise StopIteration()
+            self._current = self._in_flight.popleft()
+            self._results = self._current[3].result()
+            self._offset = self._current[2]
+            self._restored = None
+            self._fill()  # keep `prefetch` reads going while this batch is consumed
+
+    def _not_read(self, info: dict, value: Any) -> None:
+        if value is not None and not isinstance(value, FileNotFoundError):
+            raise value
+        url = f"{self.protocol}://{info['name']}"
+        if self.on_missing == "raise":
+            raise FileNotFoundError(f"{url} does not exist (pass on_missing='skip' to skip and count)")
+        self.missing.append(url)
+
+    def get_state(self) -> Dict[str, Any]:
+        if self._restored is not None:
+            return self._restored
+        if self._current is not None and self._offset < len(self._current[1]):
+            return {self.SOURCE_KEY: self._current[0], self.OFFSET_KEY: self._offset}
+        if self._in_flight:
+            return {self.SOURCE_KEY: self._in_flight[0][0], self.OFFSET_KEY: self._in_flight[0][2]}
+        return {self.SOURCE_KEY: self.source.state_dict(), self.OFFSET_KEY: 0}
+
+
+def _as_info(item: Union[dict, str]) -> dict:
+    if isinstance(item, dict):
+        return item
+    if isinstance(item, str):
+        _, bucket, key = split_url(item)
+        return {"name": f"{bucket}/{key}"}
+    raise TypeError(f"ReadObjects reads info dicts or URLs, not {type(item).__name__}")
+
+
+def _meta(info: dict, data: bytes, protocol: str) -> ObjectMeta:
+    bucket, _, key = info["name"].partition("/")
+    generation = info.get("generation")
+    return ObjectMeta(key, int(info.get("size", len(data))), info.get("label"), bucket,
+                      None if generation is None else str(generation), info.get("crc32c"), protocol)

@@ -1,0 +1,168 @@
+"""torch.distributed.checkpoint through FluxStorageWriter/FluxStorageReader against the fluxfs server."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+
+from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter, IncompleteCheckpointError
+
+from .dcp_worker import expected
+
+WORKER = Path(__file__).with_name("dcp_worker.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_env(port: int | None = None) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1")
+    if port is not None:
+        env["MASTER_PORT"] = str(port)
+    return env
+
+
+def run_ranks(mode: str, url: str, endpoint: str, world: int = 2, timeout: float = 120) -> None:
+    """Run `world` worker processes of one gloo group to completion; fail with their output if any fails."""
+    port = free_port()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), mode, url, endpoint, str(rank), str(world)],
+            env=worker_env(port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for rank in range(world)
+    ]
+    outputs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=timeout)
+            outputs.append(out.decode(errors="replace"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for rank, (p, out) in enumerate(zip(procs, outputs)):
+        assert p.returncode == 0, f"rank {rank} of {mode} exited {p.returncode}:\n{out[-3000:]}"
+
+
+def options(server) -> dict:
+    return {"endpoint_url": server.url, "token": "anon"}
+
+
+def test_single_process_round_trip_and_partial_load(flux_server, bucket):
+    url = f"flux://{bucket}/ckpt/one"
+    state = {
+        "big": torch.randn(512, 1024),  # 2 MiB
+        "small": {"a": torch.arange(10), "b": torch.ones(3, dtype=torch.bfloat16)},
+        "meta": {"epoch": 3, "name": "run-1"},
+    }
+    dcp.save(state, storage_writer=FluxStorageWriter(url, **options(flux_server)))
+    names = flux_server.list_names(bucket, "ckpt/one/")
+    assert "ckpt/one/.metadata" in names and any(n.endswith(".distcp") for n in names)
+    assert not any(n.endswith(".tmp") for n in names)
+
+    target = {"big": torch.zeros(512, 1024), "small": {"a": torch.zeros(10, dtype=torch.int64),
+              "b": torch.zeros(3, dtype=torch.bfloat16)}, "meta": {"epoch": 0, "name": ""}}
+    dcp.load(target, storage_reader=FluxStorageReader(url, **options(flux_server)))
+    assert torch.equal(target["big"], state["big"])
+    assert torch.equal(target["small"]["a"], state["small"]["a"])
+    assert torch.equal(target["small"]["b"], state["small"]["b"])
+    assert target["meta"] == {"epoch": 3, "name": "run-1"}
+
+    # Loading one small tensor fetches its bytes, not the 2 MiB file.
+    flux_server.reset_stats()
+    part = {"small": {"a": torch.zeros(10, dtype=torch.int64)}}
+    dcp.load(part, storage_reader=FluxStorageReader(url, max_gap=0, **options(flux_server)))
+    assert torch.equal(part["small"]["a"], state["small"]["a"])
+    assert flux_server.stats()["bytes_out"] < 256 * 1024
+
+
+def test_two_ranks_save_then_load_into_two_and_into_one(flux_server, bucket):
+    url = f"flux://{bucket}/sharded"
+    run_ranks("save_load", url, flux_server.url)  # the ranks also load it back, resharded, and check
+    names = flux_server.list_names(bucket, "sharded/")
+    assert {"sharded/__0_0.distcp", "sharded/__1_0.distcp", "sharded/.metadata"} <= set(names)
+
+    full = expected()
+    one = {"model": {"w": torch.zeros_like(full["model"]["w"]), "b": torch.zeros_like(full["model"]["b"])}, "step": 0}
+    dcp.load(one, storage_reader=FluxStorageReader(url, **options(flux_server)))
+    assert torch.equal(one["model"]["w"], full["model"]["w"])
+    assert torch.equal(one["model"]["b"], full["model"]["b"])
+    assert one["step"] == 12
+
+
+def test_save_killed_midway_leaves_no_metadata(flux_server, bucket):
+    url = f"flux://{bucket}/killed"
+    # A complete earlier save at the same URL: the new save must retire its .metadata first.
+    dcp.save({"old": torch.ones(4)}, storage_writer=FluxStorageWriter(url, **options(flux_server)))
+    assert "killed/.metadata" in flux_server.list_names(bucket, "killed/")
+
+    flux_server.configure(latency_ms=100, bandwidth_mbps=20)  # ~48 MB takes a few seconds
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER), "big", url, flux_server.url],
+        env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not flux_server.multipart_uploads(bucket):
+            assert proc.poll() is None, f"save ended before it could be killed: {proc.stdout.read()[-2000:]}"
+            assert time.monotonic() < deadline, "the save never started uploading"
+            time.sleep(0.05)
+        time.sleep(0.3)  # a few parts in flight
+        assert proc.poll() is None, "save finished before it could be killed; make it bigger"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    flux_server.configure(latency_ms=0, bandwidth_mbps=0)
+
+    names = flux_server.list_names(bucket, "killed/")
+    assert "killed/.metadata" not in names
+    assert not any(n.endswith(".tmp") for n in names)
+    reader = FluxStorageReader(url, **options(flux_server))
+    with pytest.raises(IncompleteCheckpointError, match=f"no complete checkpoint at {url}") as info:
+        reader.read_metadata()
+    assert isinstance(info.value, FileNotFoundError)
+    # dcp.load wraps storage errors in its CheckpointException; ours is its message.
+    with pytest.raises(CheckpointException, match=f"no complete checkpoint at {url}"):
+        dcp.load({"t0": torch.zeros(1_000_000)}, storage_reader=reader)
+
+
+def test_async_save_with_gloo_group(flux_server, bucket):
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        url = f"flux://{bucket}/async"
+        model = torch.nn.Linear(64, 32)
+        saved = {k: v.clone() for k, v in model.state_dict().items()}
+        future = dcp.async_save({"model": model.state_dict()},
+                                storage_writer=FluxStorageWriter(url, **options(flux_server)))
+        with torch.no_grad():
+            model.weight.zero_()  # training goes on; the staged copy is what gets saved
+        future.result(timeout=120)
+        target = {"model": {k: torch.empty_like(v) for k, v in saved.items()}}
+        dcp.load(target, storage_reader=FluxStorageReader(url, **options(flux_server)))
+        for k in saved:
+            assert torch.equal(target["model"][k], saved[k])
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,191 @@
+"""FluxMapDataset and FluxIterableDataset with a real DataLoader against the fluxfs server."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from torch.utils.data import DataLoader
+
+from fluxfs.pipes import FluxIterableDataset, FluxMapDataset, ObjectMeta
+
+from .conftest import N_DATA, N_SMALL, expected_bytes
+
+
+def key_size_label(data: bytes, meta: ObjectMeta):
+    """A transform returning what the tests check (module level: picklable for spawned workers)."""
+    return meta.key, data, meta.size, -1 if meta.label is None else meta.label
+
+
+def collect(loader) -> Counter:
+    """Keys seen across all batches, with bytes checked exactly against what the server generated."""
+    seen: Counter = Counter()
+    for keys, datas in loader:
+        for key, data in zip(keys, datas):
+            assert data == expected_bytes(key), f"wrong bytes for {key}"
+            seen[key] += 1
+    return seen
+
+
+def all_keys(prefix: str, n: int) -> Counter:
+    return Counter(f"{prefix}{i:08d}" for i in range(n))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_map_dataset_dataloader_reads_every_object_once(flux_server, data_bucket, storage_options, num_workers):
+    ds = FluxMapDataset.from_prefix(f"flux://{data_bucket}/data/", storage_options=storage_options)
+    assert len(ds) == N_DATA
+    flux_server.reset_stats()
+    loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=num_workers)
+    assert collect(loader) == all_keys("data/", N_DATA)
+    # The listing ran once, in this process, before the workers started: none of them listed again.
+    assert flux_server.stats()["requests"].get("list", 0) == 0
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_iterable_dataset_dataloader_reads_every_object_once(data_bucket, storage_options, num_workers):
+    ds = FluxIterableDataset.from_prefix(f"flux://{data_bucket}/data/", storage_options=storage_options,
+                                         shuffle=True, seed=3)
+    loader = DataLoader(ds, batch_size=64, num_workers=num_workers)
+    assert collect(loader) == all_keys("data/", N_DATA)
+
+
+def test_getitems_returns_one_sample_per_index_in_order(data_bucket, storage_options):
+    ds = FluxMapDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                    transform=key_size_label)
+    got = ds.__getitems__([5, 0, 5, -1])
+    assert [g[0] for g in got] == ["small/00000005", "small/00000000", "small/00000005", f"small/{N_SMALL - 1:08d}"]
+    for key, data, size, _ in got:
+        assert data == expected_bytes(key) and size == len(data)
+    assert ds[7][0] == "small/00000007"
+    with pytest.raises(IndexError):
+        ds[N_SMALL]
+
+
+def order_of(ds) -> list[str]:
+    return [key for key, _ in ds]
+
+
+def test_shuffle_differs_per_epoch_and_repeats_for_the_same_seed(data_bucket, storage_options):
+    def make(seed):
+        return FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                               shuffle=True, seed=seed)
+
+    ds = make(0)
+    epoch0 = order_of(ds)
+    ds.set_epoch(1)
+    epoch1 = order_of(ds)
+    assert sorted(epoch0) == sorted(epoch1) == sorted(all_keys("small/", N_SMALL))
+    assert epoch0 != epoch1
+    assert epoch0 != sorted(epoch0)  # shuffled at all
+    again = make(0)
+    assert order_of(again) == epoch0
+    again.set_epoch(1)
+    assert order_of(again) == epoch1
+    assert order_of(make(1)) != epoch0
+
+
+def test_explicit_rank_and_world_size_shard_disjoint_and_complete(data_bucket, storage_options):
+    shares = [order_of(FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                                       shuffle=True, rank=r, world_size=3)) for r in range(3)]
+    assert sum(shares, []) and Counter(sum(shares, [])) == all_keys("small/", N_SMALL)
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+
+def test_empty_prefix_raises_naming_the_url(data_bucket, storage_options):
+    url = f"flux://{data_bucket}/nothing-here/"
+    for cls in (FluxMapDataset, FluxIterableDataset):
+        ds = cls.from_prefix(url, storage_options=storage_options)
+        with pytest.raises(FileNotFoundError, match=url):
+            list(ds) if cls is FluxIterableDataset else len(ds)
+
+
+def test_prefix_is_a_key_prefix_not_a_directory(data_bucket, storage_options):
+    ds = FluxMapDataset.from_prefix(f"flux://{data_bucket}/small/0000001", storage_options=storage_options)
+    assert len(ds) == 10  # small/00000010 .. small/00000019
+
+
+def test_from_objects_and_missing_policy(data_bucket, storage_options):
+    urls = [f"flux://{data_bucket}/small/{i:08d}" for i in (3, 1, 2)]
+    ds = FluxMapDataset.from_objects(urls, storage_options=storage_options, transform=key_size_label)
+    assert [ds[i][0] for i in range(len(ds))] == ["small/00000001", "small/00000002", "small/00000003"]
+    gone = f"flux://{data_bucket}/small/does-not-exist"
+    with pytest.raises(FileNotFoundError, match=gone):
+        len(FluxMapDataset.from_objects(urls + [gone], storage_options=storage_options))
+    skipping = FluxIterableDataset.from_objects(urls + [gone], storage_options=storage_options, on_missing="skip")
+    assert sorted(order_of(skipping)) == ["small/00000001", "small/00000002", "small/00000003"]
+    assert skipping.missing == [gone]
+
+
+def json_manifest(fs, bucket: str, prefix: str) -> list[dict]:
+    """Manifest rows as `fs.write_manifest` writes them: one JSON object per line."""
+    infos = fs.find(f"{bucket}/{prefix}", detail=True).values()
+    return [{"name": i["name"], "size": i["size"], "generation": i["generation"], "crc32c": i["crc32c"]}
+            for i in infos]
+
+
+@pytest.mark.parametrize("where", ["local", "bucket"])
+def test_json_lines_manifest(fs, data_bucket, storage_options, tmp_path, where):
+    rows = json_manifest(fs, data_bucket, "small/")
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    if where == "local":
+        path = tmp_path / "manifest.jsonl"
+        path.write_text(text)
+        path = str(path)
+    else:
+        path = f"flux://{data_bucket}/manifests/small.jsonl"
+        fs.pipe(path, text.encode())
+    ds = FluxMapDataset.from_manifest(path, storage_options=storage_options, transform=key_size_label)
+    assert len(ds) == N_SMALL
+    loader = DataLoader(ds, batch_size=50, num_workers=0, collate_fn=list)
+    got = [s for batch in loader for s in batch]
+    assert Counter(s[0] for s in got) == all_keys("small/", N_SMALL)
+    assert all(data == expected_bytes(key) and size == len(data) for key, data, size, _ in got)
+
+
+def test_json_manifest_naming_a_missing_object(fs, data_bucket, storage_options, tmp_path):
+    rows = sorted(json_manifest(fs, data_bucket, "small/"), key=lambda r: r["name"])[:10]
+    assert len(rows) == 10
+    gone = {"name": f"{data_bucket}/small/vanished", "size": 100, "generation": "1", "crc32c": "AAAAAA=="}
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows + [gone]))
+    with pytest.raises(FileNotFoundError, match="small/vanished"):
+        list(FluxIterableDataset.from_manifest(str(path), storage_options=storage_options))
+    skipping = FluxIterableDataset.from_manifest(str(path), storage_options=storage_options, on_missing="skip")
+    assert sorted(order_of(skipping)) == [f"small/{i:08d}" for i in range(10)]
+    assert skipping.missing == [f"flux://{data_bucket}/small/vanished"]
+
+
+def test_tab_manifest_with_labels(data_bucket, storage_options, tmp_path):
+    lines = [f"small/{i:08d}\t{i % 10}" for i in range(0, N_SMALL, 2)]
+    path = tmp_path / "labels.txt"
+    path.write_text("\n".join(lines) + "\n")
+    ds = FluxMapDataset.from_manifest(str(path), base_url=f"flux://{data_bucket}/", storage_options=storage_options,
+                                      transform=key_size_label)
+    assert len(ds) == N_SMALL // 2
+    loader = DataLoader(ds, batch_size=32, num_workers=2, collate_fn=list)
+    got = {key: (data, label) for batch in loader for key, data, _, label in batch}
+    assert set(got) == {f"small/{i:08d}" for i in range(0, N_SMALL, 2)}
+    for key, (data, label) in got.items():
+        assert data == expected_bytes(key)
+        assert label == int(key[-8:]) % 10
+
+
+def test_tab_manifest_missing_object_raises_or_is_skipped(data_bucket, storage_options, tmp_path):
+    path = tmp_path / "labels.txt"
+    path.write_text(f"flux://{data_bucket}/small/00000001\tcat\nflux://{data_bucket}/small/nope\tdog\n")
+    with pytest.raises(FileNotFoundError, match="small/nope"):
+        len(FluxMapDataset.from_manifest(str(path), storage_options=storage_options))
+    ds = FluxMapDataset.from_manifest(str(path), storage_options=storage_options, on_missing="skip",
+                                      transform=key_size_label)
+    assert len(ds) == 1 and ds[0][0] == "small/00000001" and ds[0][3] == "cat"
+    assert ds.missing == [f"flux://{data_bucket}/small/nope"]
+
+
+def test_bad_arguments_are_rejected_clearly(storage_options):
+    with pytest.raises(ValueError, match="on_missing"):
+        FluxMapDataset.from_objects(["flux://b/k"], on_missing="ignore")
+    with pytest.raises(ValueError, match="bucket"):
+        FluxMapDataset.from_prefix("flux:///x", storage_options=storage_options)
+    with pytest.raises(ValueError, match="read_batch"):
+        FluxIterableDataset.from_prefix("flux://b/x", read_batch=0)

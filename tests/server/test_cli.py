@@ -1,0 +1,64 @@
+"""`python -m fluxfs.server`: URL on the first stdout line, serves, stops cleanly on SIGTERM/SIGINT."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from fluxfs.server import run
+from fluxfs.server.cli import add_arguments, settings_from
+
+from .raw import obj_path, request, upload
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _start(*flags):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen([sys.executable, "-m", "fluxfs.server", "--port", "0", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_prints_url_and_stops_on_signal(sig):
+    proc = _start("--fail-rate", "1", "--fail-ops", "write", "--fail-codes", "503")
+    try:
+        url = proc.stdout.readline().decode().strip()
+        assert url.startswith("http://127.0.0.1:")
+        assert request(url, "POST", "/storage/v1/b", b'{"name": "clib"}').status == 200
+        assert upload(url, "clib", "a", b"1").status == 503  # the flags took effect
+        proc.send_signal(sig)
+        assert proc.wait(timeout=15) == 0
+        assert proc.stdout.read() == b""  # the URL is the only thing printed on stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_cli_rejects_bad_flags():
+    proc = _start("--fail-ops", "bogus")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and out == b"" and b"unknown op" in err
+
+
+def test_add_arguments_for_fluxfs_serve():
+    import argparse
+    p = add_arguments(argparse.ArgumentParser())
+    args = p.parse_args(["--profile", "cloud", "--latency-ms", "5", "--fail-codes", "429,503", "--seed", "3"])
+    assert settings_from(args) == {"profile": "cloud", "latency_ms": 5.0, "fail_codes": "429,503", "seed": 3}
+
+
+def test_subprocess_handle_same_api(tmp_path):
+    with run(in_process=False, root=str(tmp_path), deny_ops={"delete"}) as srv:
+        srv.generate("sub-b", 20, size=8, prefix="p/")
+        assert srv.list_names("sub-b", "p/") == [f"p/{i:08d}" for i in range(20)]
+        assert request(srv.url, "DELETE", obj_path("sub-b", "p/00000001")).status == 403
+        assert srv.stats()["requests"] == {"delete": 1}
+        proc = srv.process
+    assert proc.poll() is not None  # closed with the context

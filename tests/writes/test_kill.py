@@ -1,0 +1,50 @@
+"""A writer killed mid-upload leaves no visible object; abort/cleanup then remove its leftovers."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import fsspec.asyn
+import pytest
+
+from fluxfs import cleanup
+from fluxfs.xml_upload import abort_incomplete_uploads
+from tests.conftest import make_fs
+
+from .util import PART_SIZES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("multipart", ["xml", "compose"])
+def test_killed_writer_leaves_no_object(flux_server, bucket, multipart):
+    flux_server.configure(latency_ms=100)  # parts take a while, so the kill lands mid-upload
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.writes.writer_proc", flux_server.url, bucket, "ckpt", multipart,
+         str(PART_SIZES[multipart])],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout.readline().strip() == "PARTS-IN-FLIGHT"
+        time.sleep(0.3)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+    flux_server.configure(latency_ms=0)
+    time.sleep(0.2)  # let the server notice the dropped connections
+    fs = make_fs(flux_server)
+    assert not fs.exists(f"{bucket}/ckpt")
+    if multipart == "xml":
+        assert [u["key"] for u in flux_server.multipart_uploads(bucket)] == ["ckpt"]
+        assert fsspec.asyn.sync(fs.loop, abort_incomplete_uploads, fs, bucket, "", 0) == ["ckpt"]
+        assert flux_server.multipart_uploads(bucket) == []
+    else:
+        assert flux_server.list_names(bucket, "_fluxfs-tmp/")  # the parts it had uploaded
+        assert cleanup.cleanup(fs, f"flux://{bucket}", older_than=0) >= 1
+        assert flux_server.list_names(bucket, "_fluxfs-tmp/") == []
+    assert not fs.exists(f"{bucket}/ckpt")
