@@ -1,7 +1,9 @@
 """`python -m bench dcp`: torch.distributed.checkpoint save and load of a large state dict (issue 7).
 
-State: float32 tensors of --tensor-mib each, --size bytes in all (default 2 GB; --quick 256 MB),
-one rank, no process group (dcp's single-process mode). Contenders, interleaved, same server:
+State: float32 tensors of --tensor-mib each, --size bytes in all (default 2 GB; --quick 256 MB).
+--ranks 1: one process, no process group (dcp's single-process mode); --ranks 2: two processes in a
+gloo group on 127.0.0.1, each holding a Shard(0) DTensor slice of every tensor (default: 1 and 2;
+--quick: 1). Contenders, interleaved, same server:
   fluxfs      FluxStorageWriter / FluxStorageReader (parallel multipart parts; ranged, coalesced reads)
   gcsfs       torch's FsspecWriter / FsspecReader on gcsfs.core.GCSFileSystem, as users get them
               (defaults: sync_files=True, thread_count=1)
@@ -10,15 +12,19 @@ one rank, no process group (dcp's single-process mode). Contenders, interleaved,
               import with google-cloud-storage 3.x, so it runs in a second environment
               (--dataflux-python, default bench/.venv-dataflux) as a subprocess reporting its own timings;
               without one it is reported as an error.
+Multi-rank runs and Dataflux run in subprocesses (bench/_dcp_worker.py) that time save and load
+themselves (slowest rank), so process start-up is not counted.
 Every load is compared with the saved tensors (not timed); each run's checkpoint is deleted after it.
 Headlines: save_mb_per_s and load_mb_per_s (MB = 10**6 bytes), wall/CPU seconds of save + load only.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import resource
+import socket
 import subprocess
 import sys
 import time
@@ -26,18 +32,22 @@ import warnings
 from pathlib import Path
 from typing import Callable, Dict
 
-from .common import WrongResult, run_scenario, start_server
+from .common import WrongResult, machine_info, run_scenario, start_server
 
 MB = 10**6
 BUCKET = "bench-dcp"
 HERE = Path(__file__).resolve().parent
-DATAFLUX_SCRIPT = HERE / "_dcp_dataflux.py"
+ROOT = HERE.parent
+CONTENDERS = ("fluxfs", "gcsfs", "gcsfs-best", "dataflux")
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tensor-mib", type=int, default=64, help="size of each tensor in MiB")
+    parser.add_argument("--ranks", default=None,
+                        help="comma-separated rank counts to run (default: 1 with --quick, else 1,2)")
     parser.add_argument("--dataflux-python", default=str(HERE / ".venv-dataflux" / "bin" / "python"),
-                        help="python of an environment with gcs-torch-dataflux and google-cloud-storage<3")
+                        help="python of an environment with gcs-torch-dataflux and google-cloud-storage<3 "
+                             "(bench/.venv-dataflux is made by `python -m bench checkpoint`)")
 
 
 def make_state(total: int, tensor_bytes: int, seed: int = 0) -> Dict:
@@ -47,9 +57,9 @@ def make_state(total: int, tensor_bytes: int, seed: int = 0) -> Dict:
     g = torch.Generator().manual_seed(seed)
     state, left, i = {}, total, 0
     while left > 0:
-        n = min(tensor_bytes, left) // 4
-        state[f"layers.{i}.weight"] = torch.randn(max(n, 1), generator=g)
-        left -= n * 4 or 4
+        n = max(min(tensor_bytes, left) // 4, 1)
+        state[f"layers.{i}.weight"] = torch.randn(n, generator=g)
+        left -= n * 4
         i += 1
     state["step"] = 1000
     return state
@@ -60,94 +70,123 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _why(stderr: str) -> str:
+    """The exception line of a worker's traceback and the innermost frame that raised it."""
+    lines = [ln.replace("[rank0]:", "").strip() for ln in stderr.strip().splitlines()]
+    lines = [ln for ln in lines if ln]
+    frames = [ln for ln in lines if ln.startswith("File ")]
+    return f"{lines[-1] if lines else 'no output'} ({frames[-1] if frames else 'no traceback'})"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run(args: argparse.Namespace) -> dict:
+    ranks = [int(r) for r in (args.ranks or ("1" if args.quick else "1,2")).split(",")]
+    if len(ranks) == 1:
+        return _run_ranks(args, ranks[0])
+    combined: Dict = {"scenario": "dcp", "profile": args.profile, "ranks": {}, "ratios": {}}
+    sub_args = copy.copy(args)
+    sub_args.json = None
+    for n in ranks:
+        report = _run_ranks(sub_args, n)
+        combined["ranks"][str(n)] = report
+        for k, v in report["ratios"].items():
+            combined["ratios"][f"{n}rank:{k}"] = v
+    combined["machine"] = machine_info()
+    print("ratios (dcp, %s): %s" % (args.profile, "  ".join(f"{k}={v:g}x" for k, v in combined["ratios"].items())))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(combined, indent=2))
+    return combined
+
+
+def _run_ranks(args: argparse.Namespace, world: int) -> dict:
     # gcsfs.GCSFileSystem would otherwise ask a gRPC API for the bucket layout (stalls on emulators).
     os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-    import gcsfs.core
     import torch
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
 
     from fluxfs import FluxFileSystem
-    from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter
+
+    from ._dcp_worker import storage
 
     warnings.filterwarnings("ignore", message=".*assuming the intent is to")  # dcp's single-process note
     total = args.size or (256 * MB if args.quick else 2000 * MB)
-    state = make_state(total, args.tensor_mib * 2**20)
-    nbytes = sum(v.numel() * v.element_size() for v in state.values() if isinstance(v, torch.Tensor))
-    params = {"bytes": nbytes, "tensors": len(state) - 1, "tensor_mib": args.tensor_mib, "ranks": 1}
+    state = make_state(total, args.tensor_mib * 2**20) if world == 1 else None
+    nbytes = total // 4 * 4
+    params = {"bytes": nbytes, "tensor_mib": args.tensor_mib, "ranks": world}
+
+    def figures(save_s: float, save_cpu: float, load_s: float, load_cpu: float) -> Dict:
+        return {"state_bytes": nbytes, "save_s": save_s, "load_s": load_s,
+                "save_mb_per_s": nbytes / save_s / MB, "load_mb_per_s": nbytes / load_s / MB,
+                "save_cpu_s": save_cpu, "load_cpu_s": load_cpu,
+                "wall_s": save_s + load_s, "cpu_s": save_cpu + load_cpu}
 
     with start_server(args) as srv:
         srv.create_bucket(BUCKET)
-        opts = {"endpoint_url": srv.url, "token": "anon"}
-        flux = FluxFileSystem(skip_instance_cache=True, **opts)
-        gfs = gcsfs.core.GCSFileSystem(skip_instance_cache=True, **opts)
+        endpoint = srv.url
+        flux = FluxFileSystem(endpoint_url=endpoint, token="anon", skip_instance_cache=True)
 
-        def on_gcsfs(storage):
-            storage.fs.fs = gfs  # torch resolved gs:// itself; use the plain GCSFileSystem instead
-            return storage
+        def clear(name: str) -> None:
+            if flux.exists(f"{BUCKET}/{name}"):
+                flux.rm(f"{BUCKET}/{name}", recursive=True)
 
-        def contender(name: str, writer: Callable[[str], object], reader: Callable[[str], object]) -> Callable:
+        def in_process(name: str) -> Callable[[], Dict]:
             def fn() -> Dict:
                 url = f"flux://{BUCKET}/{name}"
-                if flux.exists(f"{BUCKET}/{name}"):
-                    flux.rm(f"{BUCKET}/{name}", recursive=True)
+                clear(name)
                 t0, c0 = time.perf_counter(), _cpu()
-                dcp.save(state, storage_writer=writer(url))
+                dcp.save(state, storage_writer=storage(name, url, endpoint, write=True))
                 t1, c1 = time.perf_counter(), _cpu()
                 target = {k: torch.empty_like(v) if isinstance(v, torch.Tensor) else 0 for k, v in state.items()}
                 t2, c2 = time.perf_counter(), _cpu()
-                dcp.load(target, storage_reader=reader(url))
+                dcp.load(target, storage_reader=storage(name, url, endpoint, write=False))
                 t3, c3 = time.perf_counter(), _cpu()
                 for k, v in state.items():
                     same = torch.equal(target[k], v) if isinstance(v, torch.Tensor) else target[k] == v
                     if not same:
                         raise WrongResult(f"{name}: {k} differs after load")
-                flux.rm(f"{BUCKET}/{name}", recursive=True)
-                return _figures(t1 - t0, c1 - c0, t3 - t2, c3 - c2)
+                clear(name)
+                return figures(t1 - t0, c1 - c0, t3 - t2, c3 - c2)
             return fn
 
-        def _figures(save_s: float, save_cpu: float, load_s: float, load_cpu: float) -> Dict:
-            return {"state_bytes": nbytes, "save_s": save_s, "load_s": load_s,
-                    "save_mb_per_s": nbytes / save_s / MB, "load_mb_per_s": nbytes / load_s / MB,
-                    "save_cpu_s": save_cpu, "load_cpu_s": load_cpu,
-                    "wall_s": save_s + load_s, "cpu_s": save_cpu + load_cpu}
-
-        def gs(url: str) -> str:
-            return url.replace("flux://", "gs://")
-
-        def dataflux() -> Dict:
-            python = Path(args.dataflux_python)
-            if not python.exists():
-                raise RuntimeError(
-                    f"no Dataflux environment at {python}: gcs-torch-dataflux 1.4's checkpoint module needs "
-                    "google-cloud-storage<3 (it imports a helper removed in 3.x), so it runs in a second venv")
-            name = "dataflux"
-            if flux.exists(f"{BUCKET}/{name}"):
-                flux.rm(f"{BUCKET}/{name}", recursive=True)
-            env = dict(os.environ, STORAGE_EMULATOR_HOST=srv.url)
-            cmd = [str(python), str(DATAFLUX_SCRIPT), srv.url, BUCKET, name, str(nbytes), str(args.tensor_mib)]
-            out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
-            if out.returncode != 0:
-                raise RuntimeError(f"dataflux subprocess failed: {out.stderr.strip()[-500:]}")
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            flux.rm(f"{BUCKET}/{name}", recursive=True)
-            return _figures(r["save_s"], r["save_cpu_s"], r["load_s"], r["load_cpu_s"])
+        def subprocesses(name: str) -> Callable[[], Dict]:
+            def fn() -> Dict:
+                python = sys.executable
+                if name == "dataflux":
+                    python = args.dataflux_python
+                    if not Path(python).exists():
+                        raise RuntimeError(
+                            f"no Dataflux environment at {python}: gcs-torch-dataflux 1.4's checkpoint module "
+                            "needs google-cloud-storage<3 (it imports a helper removed in 3.x); "
+                            "`python -m bench checkpoint` creates bench/.venv-dataflux")
+                clear(name)
+                env = dict(os.environ, STORAGE_EMULATOR_HOST=endpoint, OMP_NUM_THREADS="1",
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), GLOO_SOCKET_IFNAME="lo",
+                           PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+                cmd = [python, "-m", "bench._dcp_worker", name, endpoint, BUCKET, name, str(nbytes),
+                       str(args.tensor_mib)]
+                procs = [subprocess.Popen(cmd + [str(r), str(world)], cwd=ROOT, env=env, text=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) for r in range(world)]
+                outs = [p.communicate(timeout=3600) for p in procs]
+                for p, (_, err) in zip(procs, outs):
+                    if p.returncode != 0:
+                        raise RuntimeError(f"{name} worker failed: {_why(err)}")
+                r = json.loads(outs[0][0].strip().splitlines()[-1])
+                clear(name)
+                return figures(r["save_s"], r["save_cpu_s"], r["load_s"], r["load_cpu_s"])
+            return fn
 
         contenders = {
-            "fluxfs": contender("fluxfs", lambda u: FluxStorageWriter(u, **opts), lambda u: FluxStorageReader(u, **opts)),
-            "gcsfs": contender(
-                "gcsfs",
-                lambda u: on_gcsfs(FsspecWriter(gs(u), **opts)),
-                lambda u: on_gcsfs(FsspecReader(gs(u), **opts))),
-            "gcsfs-best": contender(
-                "gcsfs-best",
-                lambda u: on_gcsfs(FsspecWriter(gs(u), sync_files=False, thread_count=8, **opts)),
-                lambda u: on_gcsfs(FsspecReader(gs(u), **opts))),
-            "dataflux": dataflux,
+            name: in_process(name) if world == 1 and name != "dataflux" else subprocesses(name)
+            for name in CONTENDERS
         }
         return run_scenario(
-            "dcp", args, params, contenders,
+            "dcp" if world == 1 else f"dcp {world} ranks", args, params, contenders,
             headline=["save_mb_per_s", "load_mb_per_s"],
             ratios=[("fluxfs", "gcsfs"), ("fluxfs", "gcsfs-best"), ("fluxfs", "dataflux")],
         )

@@ -3,7 +3,9 @@
 The server runs in a subprocess (it does not share our GIL) and an aiohttp client measures:
 small GETs/s (32 in flight), single-stream MB/s of one big object, and list pages/s at growing
 bucket sizes (10k vs 100k vs 1M objects; --quick: 10k vs 100k). The list ratios
-(`pages:list-100k/list-10k`, ...) show that a page costs the same whatever the bucket size.
+(`pages:list-100k/list-10k`, ...) show that a page costs the same whatever the bucket size;
+server CPU per GET / per page (read from the subprocess) is reported too, being steadier than
+wall-clock rates on a shared machine.
 Targets with --profile local: >= 3,000 GET/s and >= 1,000 MB/s.
 """
 from __future__ import annotations
@@ -28,6 +30,17 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pages", type=int, default=None, help="list pages per run (default 50, quick 20)")
 
 
+def _server_cpu_clock(srv) -> Callable[[], float]:
+    """CPU seconds used so far by the server subprocess: on a shared machine, server CPU per request
+    is a steadier figure than wall-clock rates."""
+    try:
+        import psutil
+        proc = psutil.Process(srv.process.pid)
+    except Exception:  # in-process server or no psutil: no figure
+        return lambda: float("nan")
+    return lambda: sum(proc.cpu_times()[:2])
+
+
 def _run(coro_fn: Callable) -> Dict:
     # Results are small dicts: no big object crosses asyncio.run's return (see REFERENCE.md).
     return asyncio.run(coro_fn())
@@ -46,6 +59,7 @@ def run(args: argparse.Namespace) -> dict:
 
     with start_server(args) as srv:
         url = srv.url
+        server_cpu = _server_cpu_clock(srv)
         srv.generate(BUCKET_SMALL, _SMALL_COUNT, size=small_size, prefix="s/")
         for n in list_sizes:
             srv.generate(f"bench-list-{n}", n, size=1024, prefix="o/")
@@ -70,6 +84,7 @@ def run(args: argparse.Namespace) -> dict:
                     names = [f"s/{i % _SMALL_COUNT:08d}" for i in range(gets)]
                     it = iter(names)
                     got = 0
+                    c0 = server_cpu()
                     t0 = time.perf_counter()
 
                     async def worker():
@@ -86,7 +101,8 @@ def run(args: argparse.Namespace) -> dict:
 
                     await asyncio.gather(*[worker() for _ in range(args.concurrency)])
                     wall = time.perf_counter() - t0
-                return {"objects": got, "wall_s": wall, "objects_per_s": got / wall}
+                return {"objects": got, "wall_s": wall, "objects_per_s": got / wall,
+                        "server_cpu_us_per_get": (server_cpu() - c0) / got * 1e6}
             return _run(go)
 
         def stream() -> Dict:
@@ -115,6 +131,7 @@ def run(args: argparse.Namespace) -> dict:
                         # Start somewhere in the middle so pages come from deep in the index.
                         start = f"o/{random.randrange(0, max(1, n - pages * 1000)):08d}"
                         params = {"maxResults": "1000", "fields": _LIST_FIELDS, "startOffset": start}
+                        c0 = server_cpu()
                         t0 = time.perf_counter()
                         count = 0
                         for _ in range(pages):
@@ -130,7 +147,8 @@ def run(args: argparse.Namespace) -> dict:
                         wall = time.perf_counter() - t0
                     if count != pages * 1000:
                         raise WrongResult(f"listed {count} objects, expected {pages * 1000}")
-                    return {"items": count, "pages": pages, "wall_s": wall, "pages_per_s": pages / wall}
+                    return {"items": count, "pages": pages, "wall_s": wall, "pages_per_s": pages / wall,
+                            "server_cpu_ms_per_page": (server_cpu() - c0) / pages * 1e3}
                 return _run(go)
             return fn
 

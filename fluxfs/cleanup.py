@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures
 import contextlib
 import logging
 import os
@@ -208,13 +207,29 @@ def delete_all_blocking() -> int:
             jobs.append((reg, fs, path, gen))
     if not jobs:
         return 0
-    n = 0
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:
-        for (reg, _, path, _), ok in zip(jobs, pool.map(lambda j: _delete_blocking(j[1], j[2], j[3]), jobs)):
-            if ok:
-                reg.discard(path)
-                n += 1
-    return n
+    # Plain threads: concurrent.futures refuses new work once interpreter shutdown began.
+    ok = [False] * len(jobs)
+    todo = iter(range(len(jobs)))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            _, fs, path, gen = jobs[i]
+            ok[i] = _delete_blocking(fs, path, gen)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(16, len(jobs)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for (reg, _, path, _), done in zip(jobs, ok):
+        if done:
+            reg.discard(path)
+    return sum(ok)
 
 
 atexit.register(delete_all_blocking)

@@ -39,11 +39,13 @@ logger = logging.getLogger("fluxfs.compose_reads")
 
 # GCS composes at most 32 sources per call.
 MAX_SOURCES = 32
-# Defaults measured on the cloud profile (30 ms first byte, 100 MB/s per request, 2 cores):
-# see bench/reads.py and the comment in `settings`.
+# Defaults, chosen with bench/reads.py on the cloud profile (see `settings` for the reasons).
 DEFAULT_MAX_COMPOSITE_SIZE = 8 * 2**20
-DEFAULT_COMPOSE_THRESHOLD = 2 * 2**20
-DEFAULT_READ_CONCURRENCY = 32
+DEFAULT_COMPOSE_THRESHOLD = 256 * 2**10
+DEFAULT_READ_CONCURRENCY = 64
+# Deletes run beside the reads on their own budget; with 64 readers this stays under
+# aiohttp's 100-connection default, so a backlog of deletes never takes a reader's socket.
+DELETE_CONCURRENCY = 32
 
 Result = Union[bytes, BaseException]
 
@@ -62,11 +64,13 @@ class _Obj:
 def settings(fs: "FluxFileSystem") -> tuple[bool, int, int, int]:
     """(compose on?, max composite bytes, compose threshold, concurrency) for `fs`.
 
-    Defaults, measured with bench/reads.py on the cloud profile: 32 groups in flight keep
-    ~100 requests' worth of first-byte latency hidden while the 2-core client stays CPU
-    bound rather than latency bound; composites capped at 8 MiB (<= 32 x 256 KiB) download
-    in ~110 ms at 100 MB/s, so many stay in flight; objects above 2 MiB gain nothing from
-    compose (the GET is transfer bound, not request bound) and are read directly.
+    Defaults, measured with bench/reads.py on the cloud profile (30 ms first byte, 100 MB/s
+    per request) on the shared 2-core box: 64 groups in flight beat 32 (1,257 vs 766 obj/s at
+    100 KiB; requests are latency bound, so concurrency is throughput) and 96 gained nothing;
+    at 256 KiB compose and direct reads tie, at 1 MiB compose loses (98 vs 133 obj/s: the
+    transfer dominates and the serial compose -> GET adds a round trip), so objects above
+    256 KiB are read directly; 32 sources of <= 256 KiB make <= 8 MiB composites (~110 ms
+    at 100 MB/s), the cap also bounding memory per group.
     """
     cap = fs.max_composite_size if fs.max_composite_size is not None else DEFAULT_MAX_COMPOSITE_SIZE
     threshold = fs.compose_threshold if fs.compose_threshold is not None else DEFAULT_COMPOSE_THRESHOLD
@@ -137,7 +141,7 @@ class _Batch:
         self.mine: dict[str, Optional[str]] = {}      # temporaries of this batch not yet deleted
         self.composing: set[asyncio.Task] = set()   # compose requests (shielded: their outcome matters)
         self.deleting: set[asyncio.Task] = set()
-        self.delete_sem = asyncio.Semaphore(concurrency)
+        self.delete_sem = asyncio.Semaphore(DELETE_CONCURRENCY)
         self.stats = collections.Counter()
         self.active = 0
         self.wake = asyncio.Event()
@@ -269,7 +273,8 @@ class _Batch:
         }
         # Safe to retry: the destination name is unique to this group and the sources are pinned.
         resp = await http.request(self.fs, "POST", self.fs.json_url("b/{}/o/{}/compose", bucket, key),
-                                  op="compose", what=f"{bucket}/{key}", json=body)
+                                  op="compose", what=f"{bucket}/{key}", json=body,
+                                  params={"fields": "generation,size"})  # a partial response: less to send and parse
         return resp.json()
 
     # -- deletes ------------------------------------------------------------------------
@@ -369,10 +374,12 @@ def _cached_infos(fs: "FluxFileSystem", paths: list[str]) -> tuple[dict[str, dic
         index = by_parent.get(parent, False)
         if index is False:
             listing = fs.dircache.get(parent)
-            index = {i["name"]: i for i in listing if i.get("type") == "file"} if listing else None
+            index = {i["name"].rstrip("/"): i for i in listing} if listing else None
             by_parent[parent] = index
         info = index.get(p) if index else None
-        if info is not None and info.get("generation") is not None:
+        if info is None and p in fs.dircache:  # a prefix with a listing of its own
+            info = {"name": p, "size": 0, "type": "directory"}
+        if info is not None and (info.get("generation") is not None or info.get("type") == "directory"):
             found[p] = info
         else:
             missing.append(p)
@@ -451,9 +458,15 @@ async def infos_for_paths(fs: "FluxFileSystem", paths: list[str]) -> list[dict]:
     return [found.get(p) or {"name": p} for p in paths]
 
 
-async def cat_paths(fs: "FluxFileSystem", paths: list[str], on_error: str = "raise") -> dict[str, Result]:
-    """`cat` of many "bucket/key" paths: metadata from the cache or range listings, then `cat_objects`."""
+async def cat_paths(fs: "FluxFileSystem", paths: list[str], on_error: str = "raise",
+                    skip_dirs: bool = False) -> dict[str, Result]:
+    """`cat` of many "bucket/key" paths: metadata from the cache or range listings, then `cat_objects`.
+
+    `skip_dirs` (for recursive cats) drops paths the listing cache knows as directories.
+    """
     infos = await infos_for_paths(fs, paths)
+    if skip_dirs:
+        infos = [i for i in infos if i.get("type") != "directory"]
     return await cat_objects(fs, infos, on_error=on_error)
 
 

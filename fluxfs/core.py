@@ -179,7 +179,7 @@ class FluxFileSystem(GCSFileSystem):
                 if on_error == "raise":
                     raise
                 return exc
-        return await compose_reads.cat_paths(self, paths, on_error=on_error)
+        return await compose_reads.cat_paths(self, paths, on_error=on_error, skip_dirs=recursive)
 
     def cat(self, path, recursive=False, on_error="raise", **kwargs):
         """Blocking `_cat`; Ctrl-C cancels the batch and deletes its temporary objects first."""

@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     g.add_argument("--objects", type=int, default=20_000, help="images in the dataset (default 20000)")
     g.add_argument("--checkpoint-mb", type=int, default=128,
                    help="checkpoint size in MB: the model plus a tensor standing in for a bigger model (default 128)")
-    g.add_argument("--gcsfs-samples", type=int, default=1_000,
-                   help="samples the gcsfs training comparison reads (it is slow; default 1000)")
+    g.add_argument("--gcsfs-samples", type=int, default=500,
+                   help="samples the gcsfs training comparison reads (it is slow; default 500)")
     g.add_argument("--batch-size", type=int, default=256)
     g.add_argument("--workers", type=int, default=2, help="DataLoader worker processes (default 2)")
     g.add_argument("--profile", choices=["cloud", "local"], default="cloud",

@@ -61,115 +61,140 @@ def prefix_end(prefix: str) -> str | None:
 class KeySpace:
     """A monotone map between key suffixes and integers, to bisect and extrapolate key ranges.
 
-    A key is read as a fraction in base ``len(alphabet) + 2``: digit 0 is "end of key",
-    digits 1..len are the alphabet's characters in order, and the top digit stands for any
-    character above them. With an alphabet of the characters actually seen in names (say
-    16 for ``img_000123.jpg``), arithmetic midpoints land where the names are; over raw
-    code points (the fallback, ``alphabet=None``) they would land among unused characters.
-    Characters outside the alphabet map to the next one, so the map is monotone but not
-    injective: callers must check a computed key against the real bounds.
+    A key is read as a mixed-radix number, one digit per character position: digit 0 is
+    "end of key", digits 1..k are the characters seen at that position in sorted order, and
+    digit k+1 stands for anything above them. Per-position alphabets make numbered names
+    (``img_000123.jpg``) nearly linear, so extrapolating from one page of names lands close
+    to the intended count; over raw code points (`uniform`, the fallback) midpoints would land
+    among characters no name uses. Unseen characters map to the next seen one, so the map is
+    monotone but not injective: callers check every computed key against the real bounds.
     """
 
-    def __init__(self, alphabet: Iterable[str] | None):
-        self.chars = sorted(set(alphabet)) if alphabet is not None else None
-        if self.chars is None:
-            self.base = _MAX_CODEPOINT + 2
-        else:
-            self.base = len(self.chars) + 2
+    def __init__(self, alphabets: list[Iterable[str]]):
+        self.alphs = [sorted(set(a)) for a in alphabets]
+        self.radices = [len(a) + 2 for a in self.alphs]
 
-    def digit(self, c: str) -> int:
-        if self.chars is None:
+    @classmethod
+    def uniform(cls, n: int) -> "KeySpace":
+        """Raw code points (+1, so 0 is "end of key") over n positions."""
+        ks = cls([])
+        ks.alphs = [None] * n
+        ks.radices = [_MAX_CODEPOINT + 2] * n
+        return ks
+
+    def _digit(self, i: int, c: str) -> int:
+        alph = self.alphs[i]
+        if alph is None:
             return ord(c) + 1
-        return 1 + bisect.bisect_left(self.chars, c)
+        return 1 + bisect.bisect_left(alph, c)
 
-    def char(self, d: int) -> str | None:
-        """The character for digit `d` >= 1 (None when no valid character has that rank)."""
-        if self.chars is None:
+    def _char(self, i: int, d: int) -> str | None:
+        """The character for digit `d` >= 1 at position `i`, or None if none is valid there."""
+        alph = self.alphs[i]
+        if alph is None:
             o = d - 1
-            if o in _SURROGATES:
-                return None
-            return chr(o)
-        if d <= len(self.chars):
-            return self.chars[d - 1]
-        return _next_char(self.chars[-1]) if self.chars else "a"
+            return None if o in _SURROGATES else chr(o)
+        if d <= len(alph):
+            return alph[d - 1]
+        return _next_char(alph[-1]) if alph else None
 
-    def value(self, s: str | None, n: int) -> int:
-        """`s` as an n-digit integer; None stands for the end of the key space (base**n)."""
-        if s is None:
-            return self.base**n
-        v = 0
-        base = self.base
-        for i in range(n):
-            v = v * base + (self.digit(s[i]) if i < len(s) else 0)
+    def top(self) -> int:
+        """The value of the end of the key space (above every key)."""
+        v = 1
+        for r in self.radices:
+            v *= r
         return v
 
-    def key(self, v: int, n: int) -> str | None:
-        """A key near the n-digit value `v` (rounded up where digits cannot be spelled), or None."""
-        if v < 0 or v >= self.base**n:
+    def value(self, s: str | None) -> int:
+        """`s` as an integer (truncated to the known positions); None is the end of the key space."""
+        if s is None:
+            return self.top()
+        v = 0
+        for i, r in enumerate(self.radices):
+            v = v * r + (self._digit(i, s[i]) if i < len(s) else 0)
+        return v
+
+    def key(self, v: int) -> str | None:
+        """A key near the value `v`, rounded up where digits cannot be spelled; None if out of range."""
+        if v < 0:
             return None
         digits = []
-        for _ in range(n):
-            v, d = divmod(v, self.base)
+        for r in reversed(self.radices):
+            v, d = divmod(v, r)
             digits.append(d)
+        if v:
+            return None
         digits.reverse()
         out = []
         for i, d in enumerate(digits):
             if d == 0:
                 if any(digits[i + 1:]):
                     # "end of key" followed by more digits has no spelling: round up.
-                    out.append(self.char(1) or "\x00")
+                    c = self._char(i, 1)
+                    if c is not None:
+                        out.append(c)
                 break
-            c = self.char(d)
+            c = self._char(i, d)
             if c is None:
-                # A surrogate code point (or beyond the top): round up to the next valid character.
-                c = "\ue000" if self.chars is None and (d - 1) in _SURROGATES else None
-                if c is None:
-                    return None
-                out.append(c)
-                break
+                if self.alphs[i] is None and (d - 1) in _SURROGATES:
+                    out.append("\ue000")   # round a surrogate up to the next valid character
+                    break
+                return None
             out.append(c)
         return "".join(out)
 
 
-def choose_split(lo: str, hi: str | None, *, alphabet: Iterable[str] | None = None,
+class Alphabets:
+    """Characters seen at each position of key suffixes (sampled from listed names)."""
+
+    def __init__(self):
+        self.sets: list[set[str]] = []
+
+    def learn(self, keys: Iterable[str]) -> None:
+        sets = self.sets
+        for k in keys:
+            if len(k) > len(sets):
+                sets.extend(set() for _ in range(len(k) - len(sets)))
+            for i, c in enumerate(k):
+                sets[i].add(c)
+
+    def space(self, *extra: str | None) -> KeySpace:
+        """A KeySpace over the learned positions, plus the characters of `extra` keys."""
+        self.learn(e for e in extra if e)
+        return KeySpace(self.sets)
+
+
+def choose_split(lo: str, hi: str | None, *, alphabets: Alphabets | None = None,
                  keep: tuple[str, str, int, int] | None = None) -> str | None:
     """A key `m` with lo < m < hi (hi None: no upper bound), or None when the range cannot be split.
 
     All arguments are key suffixes (after the listing prefix). By default `m` is a midpoint.
     With `keep = (ref, last, intervals, items)` (a density sample: `intervals` name gaps
     between `ref` and `last`), `m` is placed about `items` names above `lo` by extrapolation.
-    Falls back to midpoints over the alphabet, then over raw code points; every candidate is
-    checked against the real bounds, so a poor guess costs balance, never correctness.
+    Falls back to midpoints over the learned alphabets, then over raw code points; every
+    candidate is checked against the real bounds, so a poor guess costs balance, never
+    correctness.
     """
-    spaces = []
-    if alphabet is not None:
-        chars = set(alphabet)
-        chars.update(lo)
-        if hi is not None:
-            chars.update(hi)
-        if chars:
-            spaces.append(KeySpace(chars))
-    spaces.append(KeySpace(None))
-
     def ok(m: str | None) -> bool:
         return m is not None and m > lo and (hi is None or m < hi)
 
+    spaces = []
+    if alphabets is not None:
+        ks = alphabets.space(lo, hi, *(keep[:2] if keep else ()))
+        if keep is not None:
+            ref, last, intervals, items = keep
+            gap = ks.value(last) - ks.value(ref)
+            if gap > 0 and intervals > 0:
+                m = ks.key(ks.value(lo) + gap * items // intervals)
+                if ok(m):
+                    return m
+        spaces.append(ks)
     n = max(len(lo), len(hi or "")) + 2
-    if keep is not None and spaces[0].chars is not None:
-        ref, last, intervals, items = keep
-        ks = spaces[0]
-        nn = max(n, len(ref) + 2, len(last) + 2)
-        gap = ks.value(last, nn) - ks.value(ref, nn)
-        if gap > 0 and intervals > 0:
-            m = ks.key(ks.value(lo, nn) + gap * items // intervals, nn)
-            if ok(m):
-                return m
+    spaces += [KeySpace.uniform(n), KeySpace.uniform(n + 2)]
     for ks in spaces:
-        for extra in (0, 2):
-            nn = n + extra
-            m = ks.key((ks.value(lo, nn) + ks.value(hi, nn)) // 2, nn)
-            if ok(m):
-                return m
+        m = ks.key((ks.value(lo) + ks.value(hi)) // 2)
+        if ok(m):
+            return m
     return None
 
 
@@ -212,16 +237,17 @@ class Lister:
         self.url = fs.json_url("b/{}/o", bucket)
         self.what = f"{bucket}/{prefix}" if prefix else bucket
         self.name_prefix = bucket + "/"
-        self.alphabet: set[str] = set()
+        self.alphabets = Alphabets()
         self.listed = 0
         self.active: set[Span] = set()     # owned by a worker, not done
         self.unowned: list[Span] = []
         self.pending = SortedKeyList(key=lambda s: s.start)   # sorted mode: spans not fully emitted
         self.emit_lock = asyncio.Lock()
         self.changed = asyncio.Event()
-        self.min_split = max(2, page_size)   # splitting off less than a page costs more than it saves
+        self.min_split = 2 * page_size   # the victim keeps its in-flight page, the thief gets at least one
         for start, end in self._initial_ranges(prefix, include_temp):
             span = Span(start, end)
+            self.alphabets.learn([start[len(prefix):], (end or "")[len(prefix):]])
             self._add_span(span)
             self.unowned.append(span)
 
@@ -241,12 +267,6 @@ class Lister:
     def _add_span(self, span: Span) -> None:
         if self.sort:
             self.pending.add(span)
-        self._learn(span.start, span.end or "")
-
-    def _learn(self, *keys: str) -> None:
-        n = len(self.prefix)
-        for k in keys:
-            self.alphabet.update(k[n:])
 
     def _notify(self) -> None:
         self.changed.set()
@@ -262,10 +282,9 @@ class Lister:
         ref, last = span.density[0][n:], span.density[1][n:]
         intervals = span.density[2]
         lo, hi = span.lo[n:], (span.end[n:] if span.end is not None else None)
-        ks = KeySpace(self.alphabet)
-        digits = max(len(ref), len(last), len(lo), len(hi or "")) + 2
-        gap = ks.value(last, digits) - ks.value(ref, digits)
-        width = ks.value(hi, digits) - ks.value(lo, digits)
+        ks = self.alphabets.space(lo, hi)
+        gap = ks.value(last) - ks.value(ref)
+        width = ks.value(hi) - ks.value(lo)
         if width <= 0:
             return 0
         if gap <= 0:
@@ -274,19 +293,29 @@ class Lister:
 
     def _steal(self) -> Span | None:
         """Split the span with the most estimated work left; the caller owns the upper part."""
-        candidates = [s for s in self.active if s.remaining is not None and s.remaining >= self.min_split]
+        # Only spans that have listed something: splitting a span before its first page is a
+        # guess that can fall below its data and take all of it, over and over (livelock).
+        candidates = [s for s in self.active if s.last is not None and s.remaining is not None
+                      and s.remaining >= self.min_split]
         candidates.sort(key=lambda s: s.remaining, reverse=True)
         n = len(self.prefix)
         for victim in candidates:
             lo, hi = victim.lo[n:], (victim.end[n:] if victim.end is not None else None)
-            keep = None
-            # Keep a chunk that grows with what the listing has seen so far (guided
-            # self-scheduling); split in half when the estimate says less than two chunks remain.
-            chunk = max(2 * self.page_size, self.listed // self.concurrency)
-            if victim.density is not None and victim.remaining > 2 * chunk:
-                ref, last, intervals = victim.density
-                keep = (ref[n:], last[n:], intervals, chunk)
-            m = choose_split(lo, hi, alphabet=self.alphabet, keep=keep)
+            # The victim keeps at least the page it is fetching now (splitting inside that
+            # page would throw away names already on the wire). Where the estimate is huge (an
+            # unbounded tail), it keeps a chunk as large as everything listed so far, so the
+            # tail's reach doubles every round and later thieves can halve the chunk; otherwise
+            # it keeps half of what is left.
+            chunk = max(8 * self.page_size, self.listed)
+            if victim.remaining > 4 * chunk:
+                keep_items = chunk
+            else:
+                keep_items = max(self.page_size, int(victim.remaining // 2))
+            if victim.remaining - keep_items < self.page_size:
+                continue
+            ref, last, intervals = victim.density
+            keep = (ref[n:], last[n:], intervals, keep_items)
+            m = choose_split(lo, hi, alphabets=self.alphabets, keep=keep)
             if m is None:
                 victim.remaining = None   # unsplittable until its next page says otherwise
                 continue
@@ -356,7 +385,10 @@ class Lister:
                 ref = items[0]["name"] if len(items) > 1 else span.lo
                 span.density = (ref, items[-1]["name"], max(1, len(items) - 1))
                 span.last = items[-1]["name"]
-                self._learn(items[0]["name"], span.last)
+                # Sampled names (32 per page) teach each position's characters; cheap enough per page.
+                step = max(1, len(items) // 32)
+                n = len(self.prefix)
+                self.alphabets.learn([it["name"][n:] for it in items[::step]] + [span.last[n:]])
             if token is None or hit_end:
                 span.done = True
             elif new_end != end:

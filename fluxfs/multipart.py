@@ -8,10 +8,12 @@ The strategy is the filesystem's ``multipart`` option: "xml", "compose" or "off"
 from __future__ import annotations
 
 import asyncio
+import atexit
 import io
 import logging
 import os
 import sys
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from .compose_upload import ComposeUploader
@@ -35,6 +37,10 @@ DEFAULT_WRITE_CONCURRENCY = 8
 # After every 2,000 parts the part size doubles, so the 10,000-part cap of XML multipart is only
 # reached past ~1 TB with 16 MiB parts (the file's size is unknown in advance).
 _PARTS_PER_SIZE_STEP = 2_000
+
+# Handles not yet closed: aborted at interpreter exit, so an unclosed writer never leaves its
+# multipart upload or temporaries behind (a killed process leaves them to `fluxfs cleanup`).
+_OPEN: "weakref.WeakSet[FluxWriteFile]" = weakref.WeakSet()
 
 STRATEGIES: dict[str, Callable] = {"xml": XmlUploader, "compose": ComposeUploader, "off": ResumableUploader}
 
@@ -93,6 +99,7 @@ class FluxWriteFile(io.IOBase):
         self._loc = 0
         self._state = "open"  # -> "uploaded" (autocommit=False) -> "committed" | "aborted"
         self._exc_at_open = sys.exc_info()[1]
+        _OPEN.add(self)
         #: the written object's info dict (gcsfs shape, with generation and crc32c) once committed
         self.object_info: dict | None = None
 
@@ -161,11 +168,11 @@ class FluxWriteFile(io.IOBase):
             self._end(abort=exc_type is not None)
 
     def __del__(self) -> None:
-        # Dropped without close(): never commit half a file; abort if the event loop still runs.
-        if getattr(self, "_state", None) in ("open", "uploaded"):
+        # Dropped without close(): never commit half a file; abort while the event loop still runs.
+        if getattr(self, "_state", None) in ("open", "uploaded") and not sys.is_finalizing():
             try:
-                self._abort_now()
-            except Exception:  # interpreter shutdown: `fluxfs cleanup` collects the leftovers
+                self._abort_now(timeout=30)
+            except Exception:  # the loop is gone: `fluxfs cleanup` collects the leftovers
                 pass
 
     # -- fsspec transactions (autocommit=False) -------------------------------------------
@@ -180,6 +187,7 @@ class FluxWriteFile(io.IOBase):
             self._abort_now()
             raise
         self._state = "committed"
+        _OPEN.discard(self)
         self.fs.invalidate_cache(self.path)
 
     def discard(self) -> None:
@@ -198,7 +206,7 @@ class FluxWriteFile(io.IOBase):
         chunks, self._chunks, self._buffered = self._chunks, [], 0
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def _run(self, coro):
+    def _run(self, coro, timeout: float | None = None):
         """Run a coroutine on the filesystem's loop; Ctrl-C while waiting cancels it."""
         loop = self.fs.loop
         try:
@@ -209,7 +217,7 @@ class FluxWriteFile(io.IOBase):
             pass
         fut = asyncio.run_coroutine_threadsafe(coro, loop)
         try:
-            return fut.result()
+            return fut.result(timeout)
         except BaseException:
             fut.cancel()
             raise
@@ -227,22 +235,41 @@ class FluxWriteFile(io.IOBase):
         if self.autocommit:
             self.object_info = info
             self._state = "committed"
+            _OPEN.discard(self)
             self.fs.invalidate_cache(self.path)
         else:
             self._state = "uploaded"
 
-    def _abort_now(self) -> None:
+    def _abort_now(self, timeout: float | None = None) -> None:
         if self._state in ("aborted", "committed"):
             return
         self._state = "aborted"
+        _OPEN.discard(self)
         self._chunks, self._buffered = [], 0
         try:
-            self._run(self._writer.abort())
+            self._run(self._writer.abort(), timeout)
         except Exception as exc:
             logger.warning("aborting the upload of %s failed: %s", self.path, exc)
 
     def __repr__(self) -> str:
         return f"<FluxWriteFile {self.mode} flux://{self.path} ({self._state})>"
+
+
+def _abort_unclosed() -> None:
+    for f in list(_OPEN):
+        f._abort_now(timeout=30)
+
+
+class _Anchor:
+    pass
+
+
+# gcsfs closes its HTTP sessions through weakref.finalize, whose exit hook is registered with atexit
+# when the first finalizer is created. Creating one now puts that hook before ours, and atexit runs
+# hooks last-in first-out: unclosed writers are aborted while their sessions still work.
+_anchor = _Anchor()
+weakref.finalize(_anchor, lambda: None)
+atexit.register(_abort_unclosed)
 
 
 # -- whole-object uploads for pipe_file / put_file (run on the loop) --------------------------

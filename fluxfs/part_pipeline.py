@@ -165,15 +165,16 @@ async def upload_single(
                     return found
             raise exists_error(bucket, key) from None
         resource = resp.json()
-        check_crc(resource, crc, len(data), what)
+        try:
+            check_crc(resource, crc, len(data), what)
+        except ChecksumMismatch:
+            # Never leave a corrupted object behind (a server that stored it without checking);
+            # pinned to its generation so a concurrent writer's object is never touched.
+            await delete_object(fs, bucket, key, resource.get("generation"))
+            raise
         return resource
 
-    try:
-        return await fs.retry_policy("write").run(attempt, what=f"upload {what}")
-    except ChecksumMismatch:
-        # Never leave a corrupted object behind (a write the server accepted without checking).
-        await delete_object(fs, bucket, key)
-        raise
+    return await fs.retry_policy("write").run(attempt, what=f"upload {what}")
 
 
 async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int, size: int) -> dict | None:

@@ -196,7 +196,16 @@ class FluxReadFile(io.RawIOBase):
     # -- fetching -----------------------------------------------------------------------
 
     def _run(self, coro) -> concurrent.futures.Future:
-        return asyncio.run_coroutine_threadsafe(coro, self.fs.loop)
+        loop = self.fs.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            # Blocking on our own loop would deadlock: async code should use fs._cat_file.
+            raise RuntimeError(f"FluxReadFile is blocking; do not use it on the filesystem's event loop ({self.path})")
+        return asyncio.run_coroutine_threadsafe(coro, loop)
 
     def _open_first(self) -> None:
         """The first block, unpinned: tells size, generation and crc32c (no metadata request)."""
@@ -338,6 +347,14 @@ class FluxReadFile(io.RawIOBase):
             n -= take
             self._pos += take
         return b"".join(parts)
+
+    def peek(self, size: int = 0) -> bytes:
+        """Bytes ahead of the position without moving it (at most 8 KiB: lets readline avoid 1-byte reads)."""
+        if self._pos >= self.size:
+            return b""
+        i, off = divmod(self._pos, self.blocksize)
+        blk = self._block(i)
+        return blk[off:off + max(1, min(size or 8192, 8192))]
 
     def readall(self) -> bytes:
         return self.read(-1)

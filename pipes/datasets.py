@@ -93,7 +93,9 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
 class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
     """Iterable dataset sharded over distributed ranks x DataLoader workers, with seeded shuffling and resume.
 
-    Every object is read exactly once per epoch across all ranks and workers. `state_dict` /
+    Every object is read exactly once per epoch across all ranks and workers (``drop_uneven=True``
+    instead gives every shard the same count, leaving out up to shards-1 objects per epoch, different
+    ones each epoch when shuffled). The object list is resolved when the dataset is built. `state_dict` /
     `load_state_dict` let ``torchdata.stateful_dataloader.StatefulDataLoader`` resume mid-epoch.
     """
 
@@ -107,11 +109,14 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
     def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
                  shuffle: bool = False, seed: int = 0, rank: Optional[int] = None,
                  world_size: Optional[int] = None, read_batch: int = 32, prefetch: int = 2,
-                 storage_options: Optional[dict] = None, on_missing: str = "raise"):
+                 drop_uneven: bool = False, storage_options: Optional[dict] = None, on_missing: str = "raise"):
         super().__init__(source, transform=transform, storage_options=storage_options, on_missing=on_missing)
         if read_batch < 1 or prefetch < 1:
             raise ValueError(f"read_batch and prefetch must be >= 1, not {read_batch} and {prefetch}")
-        self.shuffle, self.seed = bool(shuffle), int(seed)
+        # List now, in the constructing (main) process: DataLoader forks its workers without asking
+        # an IterableDataset anything, so a lazy listing would run once in every worker.
+        self._source.table  # noqa: B018
+        self.shuffle, self.seed, self.drop_uneven = bool(shuffle), int(seed), bool(drop_uneven)
         self.read_batch, self.prefetch = read_batch, prefetch
         self._rank, self._world_size = rank, world_size
         self._epoch = 0
@@ -174,7 +179,10 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
         count = self.num_objects
         start = self._start(shard, count)
         self._shard, self._position = shard, start
-        order = shard_indices(epoch_order(count, self.shuffle, self.seed, self._epoch), shard)
+        order = epoch_order(count, self.shuffle, self.seed, self._epoch)
+        if self.drop_uneven:  # equal shares (DDP steps in lockstep): drop this epoch's last count % shards
+            order = order[: count - count % shard.count]
+        order = shard_indices(order, shard)
         return self._generate(order, start)
 
     def _generate(self, order, start: int) -> Iterator[Any]:

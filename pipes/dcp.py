@@ -11,8 +11,10 @@ Built on torch's FsspecWriter/FsspecReader, changed where object storage needs i
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import io
+import itertools
 import os
 import pickle
 from typing import Any, Iterator
@@ -37,6 +39,40 @@ MiB = 1 << 20
 
 class IncompleteCheckpointError(FileNotFoundError):
     """The checkpoint has no ``.metadata``: it was never saved, or its save did not finish."""
+
+
+class _MemoryReader(io.RawIOBase):
+    """A seekable read-only file over a memoryview: torch.load reads from it without the copy BytesIO makes."""
+
+    def __init__(self, view: memoryview):
+        self._view = view
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        n = max(0, min(len(buffer), len(self._view) - self._pos))
+        buffer[:n] = self._view[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self._view) if size is None or size < 0 else min(len(self._view), self._pos + size)
+        out = bytes(self._view[self._pos : end])
+        self._pos = max(self._pos, end)
+        return out
 
 
 class _ObjectStoreFileSystem(_TorchFsspecFileSystem):
@@ -145,7 +181,8 @@ class FluxStorageReader(FsspecReader):
     """DCP storage reader for ``flux://bucket/prefix``: ranged, coalesced, parallel reads of what the plan needs.
 
     `max_gap`: ranges closer than this are fetched as one; `chunk_size`: the largest single GET;
-    `window`: bytes fetched ahead of deserialization (bounds memory); `concurrency`: GETs in flight.
+    `window`: bytes fetched as one batch, `prefetch`: batches fetched ahead of deserialization (memory is
+    about (prefetch + 1) x window); `concurrency`: GETs in flight per batch.
     """
 
     def __init__(
@@ -153,8 +190,9 @@ class FluxStorageReader(FsspecReader):
         url: str | os.PathLike,
         *,
         max_gap: int = 1 * MiB,
-        chunk_size: int = 16 * MiB,
-        window: int = 256 * MiB,
+        chunk_size: int = 8 * MiB,
+        window: int = 64 * MiB,
+        prefetch: int = 2,
         concurrency: int = 16,
         **storage_options: Any,
     ):
@@ -165,6 +203,9 @@ class FluxStorageReader(FsspecReader):
         self.chunk_size = chunk_size
         self.window = window
         self.concurrency = concurrency
+        if prefetch < 1:
+            raise ValueError(f"prefetch must be at least 1, not {prefetch}")
+        self.prefetch = prefetch
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         path = str(self._get_metadata_path(kwargs.get("rank")))
@@ -237,13 +278,18 @@ class FluxStorageReader(FsspecReader):
         return [p[0] if len(p) == 1 else b"".join(p) for p in pieces]
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
-        windows = list(self._windows(self._ranges(plan)))
-        # One thread prefetches window i+1 while this one deserializes window i.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fluxfs-dcp-read") as pool:
-            pending = pool.submit(self._fetch, windows[0]) if windows else None
-            for i, window in enumerate(windows):
-                blobs = pending.result()
-                pending = pool.submit(self._fetch, windows[i + 1]) if i + 1 < len(windows) else None
+        windows = iter(list(self._windows(self._ranges(plan))))
+        # `prefetch` windows are fetched ahead while this thread deserializes the oldest one, so
+        # the network and the CPU work overlap; memory stays about (prefetch + 1) x window.
+        with concurrent.futures.ThreadPoolExecutor(self.prefetch, thread_name_prefix="fluxfs-dcp-read") as pool:
+            pending: collections.deque = collections.deque()
+            for window in itertools.islice(windows, self.prefetch):
+                pending.append((window, pool.submit(self._fetch, window)))
+            while pending:
+                window, fetched = pending.popleft()
+                blobs = fetched.result()
+                for nxt in itertools.islice(windows, 1):
+                    pending.append((nxt, pool.submit(self._fetch, nxt)))
                 for (_, start, _, items), blob in zip(window, blobs):
                     view = memoryview(blob)
                     for item in items:
@@ -257,7 +303,7 @@ class FluxStorageReader(FsspecReader):
 
     def _load_item(self, planner: LoadPlanner, item: ReadItem, info: _StorageInfo, data: memoryview) -> None:
         """Deserialize one item's bytes and hand them to the planner (same semantics as torch's reader)."""
-        stream = self.transforms.transform_load_stream(item, info.transform_descriptors or (), io.BytesIO(data))
+        stream = self.transforms.transform_load_stream(item, info.transform_descriptors or (), _MemoryReader(data))
         if item.type == LoadItemType.BYTE_IO:
             planner.load_bytes(item, io.BytesIO(stream.read(-1)))
             return

@@ -13,7 +13,8 @@ from typing import Any, Dict, Iterator, Optional, Union
 import fsspec
 from torchdata.nodes.base_node import BaseNode
 
-from .sources import DEFAULT_PROTOCOL, MISSING_POLICIES, ObjectMeta, Transform, key_and_bytes, read_infos, split_url
+from .sources import (DEFAULT_PROTOCOL, MISSING_POLICIES, ObjectMeta, Transform, key_and_bytes, list_objects,
+                      read_infos, split_url)
 
 
 class ListObjects(BaseNode[Dict[str, Any]]):
@@ -48,23 +49,11 @@ class ListObjects(BaseNode[Dict[str, Any]]):
                 raise ValueError(f"ListObjects({self.url}) resumes only with sort=True: unsorted order differs per run")
             self._last_name = initial_state[self.LAST_NAME_KEY]
             self._yielded = initial_state[self.YIELDED_KEY]
-        self._listing = self._list(self._last_name)
-
-    def _list(self, after: Optional[str]) -> Iterator[dict]:
         fs = fsspec.filesystem(self.protocol, **self.storage_options)
-        if hasattr(fs, "iter_objects"):
-            batches = fs.iter_objects(self.bucket, prefix=self.key_prefix, sort=self.sort)
-        else:  # no streaming lister on this filesystem: one flat listing
-            found = fs.find(self.bucket, prefix=self.key_prefix, detail=True).values()
-            batches = iter([sorted((i for i in found if i.get("type", "file") == "file"), key=lambda i: i["name"])])
-        empty = True
-        for batch in batches:
-            for info in batch:
-                empty = False
-                if after is None or info["name"] > after:
-                    yield info
-        if empty and after is None:
-            raise FileNotFoundError(f"no objects under {self.url}")
+        # A module-level generator, not a method: a generator holding `self` would make a reference
+        # cycle, and a cycle may be collected on fsspec's event-loop thread, where closing the
+        # listing (a blocking call onto that loop) cannot run.
+        self._listing = _stream_listing(fs, self.url, self.bucket, self.key_prefix, self.sort, self._last_name)
 
     def next(self) -> Dict[str, Any]:
         info = next(self._listing)  # type: ignore[arg-type]
@@ -197,6 +186,22 @@ class ReadObjects(BaseNode[Any]):
         if self._in_flight:
             return {self.SOURCE_KEY: self._in_flight[0][0], self.OFFSET_KEY: self._in_flight[0][2]}
         return {self.SOURCE_KEY: self.source.state_dict(), self.OFFSET_KEY: 0}
+
+
+def _stream_listing(fs, url: str, bucket: str, key_prefix: str, sort: bool, after: Optional[str]) -> Iterator[dict]:
+    """Info dicts under the prefix (after `after` in name order, when resuming); none at all -> FileNotFoundError."""
+    if hasattr(fs, "iter_objects"):
+        batches = fs.iter_objects(bucket, prefix=key_prefix, sort=sort)
+    else:  # another fsspec filesystem: one flat listing
+        batches = iter([sorted(list_objects(fs, bucket, key_prefix), key=lambda i: i["name"])])
+    empty = True
+    for batch in batches:
+        for info in batch:
+            empty = False
+            if after is None or info["name"] > after:
+                yield info
+    if empty and after is None:
+        raise FileNotFoundError(f"no objects under {url}")
 
 
 def _as_info(item: Union[dict, str]) -> dict:

@@ -6,13 +6,14 @@ The filesystem is never pickled: each process builds its own from the storage op
 """
 from __future__ import annotations
 
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import fsspec
+
+from fluxfs.manifest import read_manifest
 
 MISSING_POLICIES = ("raise", "skip")
 DEFAULT_PROTOCOL = "flux"
@@ -190,7 +191,12 @@ class ObjectSource:
         return ObjectTable.from_infos(present, labels)
 
     def _resolve_manifest(self, where: str) -> ObjectTable:
-        entries = parse_manifest(read_text(where, self.storage_options), self.base_url, self.protocol)
+        # Remote manifests are opened with this dataset's storage options (endpoint, token).
+        fs = self.fs if "://" in where and where.split("://", 1)[0] == self.protocol else None
+        entries = [e.info() for e in read_manifest(where, fs=fs, base=self.base_url)]
+        for e in entries:
+            if isinstance(e.get("label"), str):
+                e["label"] = _label(e["label"])
         if not entries:
             raise ValueError(f"manifest {where} lists no objects")
         labels = {e["name"]: e.get("label") for e in entries if e.get("label") is not None}
@@ -243,10 +249,12 @@ def list_objects(fs, bucket: str, key_prefix: str) -> Iterator[dict]:
     if hasattr(fs, "iter_objects"):
         for batch in fs.iter_objects(bucket, prefix=key_prefix):
             yield from batch
-    else:  # the filesystem has no streaming lister: one flat listing
+    else:  # another fsspec filesystem: one flat listing, filtered here (not all honour `prefix`)
+        want = f"{bucket}/{key_prefix}"
         for info in fs.find(bucket, prefix=key_prefix, detail=True).values():
-            if info.get("type", "file") == "file":
-                yield info
+            name = info["name"].lstrip("/")
+            if info.get("type", "file") == "file" and name.startswith(want):
+                yield {**info, "name": name}
 
 
 def lookup_objects(fs, paths: Sequence[str]) -> dict[str, dict]:
@@ -287,48 +295,9 @@ def read_infos(fs, infos: list[dict]) -> dict[str, Any]:
         else:
             unsized.extend(i["name"] for i in sized)
     if unsized:  # no sizes to plan composites with: plain concurrent GETs
-        out.update(fs.cat(list(dict.fromkeys(unsized)), on_error="return"))
+        got = fs.cat(list(dict.fromkeys(unsized)), on_error="return")
+        out.update((k.lstrip("/"), v) for k, v in got.items())  # some filesystems spell paths "/bucket/key"
     return out
-
-
-def read_text(where: str, storage_options: dict) -> str:
-    """A manifest's text, from a local path or any fsspec URL."""
-    if "://" in where:
-        with fsspec.open(where, "rb", **(storage_options if where.startswith(DEFAULT_PROTOCOL + "://") else {})) as f:
-            return f.read().decode("utf-8")
-    with open(where, encoding="utf-8") as f:
-        return f.read()
-
-
-def parse_manifest(text: str, base_url: Optional[str], protocol: str) -> list[dict]:
-    """Entries {"name": "bucket/key", "size"?, "generation"?, "crc32c"?, "label"?} from either manifest form.
-
-    JSON lines (``{"name": "bucket/key", "size": ..., ...}``, as ``fs.write_manifest`` writes them) or
-    plain text ``key<TAB>label`` (label optional; keys relative to `base_url`, or full URLs).
-    """
-    entries = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        if line.lstrip().startswith("{"):
-            try:
-                entry = json.loads(line)
-                name = entry["name"]
-            except (ValueError, KeyError) as exc:
-                raise ValueError(f"manifest line {lineno}: not a JSON object with a 'name': {line[:80]!r}") from exc
-            if "://" in name:
-                name = _path_of(name)
-            entries.append({**entry, "name": name})
-            continue
-        key, _, label = line.rstrip("\r\n").partition("\t")
-        if "://" in key:
-            name = _path_of(key)
-        elif base_url:
-            name = _path_of(base_url.rstrip("/") + "/" + key.lstrip("/"))
-        else:
-            name = _path_of(key)  # "bucket/key"
-        entries.append({"name": name, "label": _label(label) if label else None})
-    return entries
 
 
 def _label(text: str) -> Any:

@@ -109,7 +109,7 @@ class Server:
             except (ServerError, ValueError, TypeError, KeyError) as e:
                 code = e.code if isinstance(e, ServerError) else 400
                 return web.json_response({"error": {"code": code, "message": str(e)}}, status=code)
-        q = dict(parse_qsl(query, keep_blank_values=True)) if query else {}
+        q = dict(parse_qsl(query, keep_blank_values=True, errors="surrogateescape")) if query else {}
         is_xml = not path.startswith(("/storage/v1/", "/upload/storage/v1/", "/download/storage/v1/",
                                       "/batch/storage/v1"))
         try:
@@ -119,30 +119,29 @@ class Server:
         self.requests[op] += 1
         prof = self.profile
         s = prof.s
-        reset = False
+        reject: Optional[ServerError] = None
+        code, reset = None, False
         if s["require_token"] is not None and \
                 request.headers.get("Authorization") != "Bearer " + s["require_token"]:
-            return await self.send(request, error_reply(
-                ServerError(401, "Anonymous caller does not have storage access (missing or wrong bearer token).",
-                            "required"), is_xml), False)
-        if op in s["deny_ops"]:
-            return await self.send(request, error_reply(
-                ServerError(403, f"The caller does not have permission for '{op}' operations.", "forbidden"),
-                is_xml), False)
-        if not prof.rate_ok():
+            reject = ServerError(401, "Anonymous caller does not have storage access (missing or wrong bearer "
+                                      "token).", "required")
+        elif op in s["deny_ops"]:
+            reject = ServerError(403, f"The caller does not have permission for '{op}' operations.", "forbidden")
+        elif not prof.rate_ok():
             self.faults[op] += 1
-            return await self.send(request, error_reply(
-                ServerError(429, "The rate of requests exceeds the limit; reduce your request rate.",
-                            "rateLimitExceeded"), is_xml), False)
-        code, reset = prof.fault(op)
-        if code is not None:
-            self.faults[op] += 1
-            # Read the body first so the client sees the answer rather than a broken pipe.
+            reject = ServerError(429, "The rate of requests exceeds the limit; reduce your request rate.",
+                                 "rateLimitExceeded")
+        else:
+            code, reset = prof.fault(op)
+            if code is not None:
+                self.faults[op] += 1
+                reject = ServerError(code, f"Injected fault ({code}) for a '{op}' request.",
+                                     "rateLimitExceeded" if code == 429 else "backendError")
+        if reject is not None:
+            # Read the body first so an uploading client sees the answer rather than a broken pipe.
             if request.can_read_body:
                 await request.read()
-            return await self.send(request, error_reply(
-                ServerError(code, f"Injected fault ({code}) for a '{op}' request.",
-                            "rateLimitExceeded" if code == 429 else "backendError"), is_xml), False)
+            return await self.send(request, error_reply(reject, is_xml), False)
         if reset:
             self.faults[op] += 1
         if s["latency_ms"]:
@@ -170,12 +169,24 @@ class Server:
         self.bytes_out += n
         if not reset and n <= (_PACE_CHUNK if bw else _WRITE_CHUNK):
             return web.Response(status=reply.status, body=body if n else None, headers=reply.headers)
-        # Streamed: paced to the bandwidth cap and/or cut short by an injected reset.
+        # Streamed in slices: big bodies, bodies paced to the bandwidth cap, injected resets.
         resp = web.StreamResponse(status=reply.status, headers=reply.headers)
         resp.content_length = n
-        await resp.prepare(request)
-        mv = memoryview(body) if n else memoryview(b"")
-        stop = n // 2 if reset else n
+        try:
+            await resp.prepare(request)
+            await self._stream(resp, memoryview(body) if n else memoryview(b""), n // 2 if reset else n, bw)
+            if reset:
+                # Abort (RST) rather than close: the client sees a connection reset mid-body.
+                if request.transport is not None:
+                    request.transport.abort()
+                return resp
+            await resp.write_eof()
+        except ConnectionError:
+            pass  # the client went away mid-body: nothing to report
+        return resp
+
+    @staticmethod
+    async def _stream(resp: web.StreamResponse, mv: memoryview, stop: int, bw: float) -> None:
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         pos = 0
@@ -188,10 +199,3 @@ class Server:
                 if delay > 0:
                     await asyncio.sleep(delay)
             await resp.write(chunk)
-        if reset:
-            # Abort (RST) rather than close: the client sees a connection reset mid-body.
-            if request.transport is not None:
-                request.transport.abort()
-            return resp
-        await resp.write_eof()
-        return resp

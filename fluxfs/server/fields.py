@@ -29,7 +29,7 @@ def _parse_list(s: str, pos: int) -> Tuple[Dict[str, Any], int]:
             raise ServerError(400, f"Invalid field selection {s!r}", "invalidParameter")
         sub: Tree = None
         if pos < len(s) and s[pos] == "/":
-            sub, pos = _parse_path(s, pos + 1)
+            sub, pos = _parse_list_one(s, pos + 1)  # a/b/c: one nested level per '/'
         elif pos < len(s) and s[pos] == "(":
             sub, pos = _parse_list(s, pos + 1)
             if pos >= len(s) or s[pos] != ")":
@@ -40,12 +40,6 @@ def _parse_list(s: str, pos: int) -> Tuple[Dict[str, Any], int]:
             pos += 1
             continue
         return tree, pos
-
-
-def _parse_path(s: str, pos: int) -> Tuple[Dict[str, Any], int]:
-    # a/b/c  or a/b(c,d): one nested element per '/'.
-    sub, pos2 = _parse_list_one(s, pos)
-    return sub, pos2
 
 
 def _parse_list_one(s: str, pos: int) -> Tuple[Dict[str, Any], int]:

@@ -4,12 +4,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
-import secrets
-import time
 from functools import partial
 from typing import Any, Dict, List, Optional, Tuple
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from aiohttp import web
 
@@ -85,6 +82,7 @@ def route(method: str, path: str, q: Dict[str, str]):
         # /upload/storage/v1/b/B/o
         if len(segs) == 7 and segs[4] == "b" and segs[6] == "o":
             bucket = unquote(segs[5])
+            from .uploads import resumable_cancel, resumable_chunk, upload_start
             if method in ("PUT", "POST") and "upload_id" in q:  # gcsfs POSTs its chunks
                 return "write", partial(resumable_chunk, bucket=bucket)
             if method == "POST":
@@ -100,7 +98,10 @@ def route(method: str, path: str, q: Dict[str, str]):
             return "read", partial(object_get, bucket=unquote(segs[4]), name=_name(segs[6:]), media=True)
         raise ServerError(404, f"Not found: {method} {path}", "notFound")
     if path.startswith("/batch/"):
-        raise ServerError(400, "Batch requests are not supported by this server.", "invalid")
+        if method != "POST":
+            raise ServerError(405, "Batch requests are POSTs.", "methodNotAllowed")
+        from .batch import handle_batch
+        return "batch", handle_batch
     # /storage/v1/b[/B[/o[/NAME[...]]]]
     n = len(segs)
     if n < 4 or segs[3] != "b":
@@ -125,6 +126,7 @@ def route(method: str, path: str, q: Dict[str, str]):
         if method == "GET":
             return "list", partial(object_list, bucket=bucket)
         if method == "POST":  # objects.insert on the non-upload path (metadata only, empty body)
+            from .uploads import upload_start
             return "write", partial(upload_start, bucket=bucket)
         raise ServerError(405, f"Method not allowed: {method}", "methodNotAllowed")
     rest = segs[6:]
@@ -316,181 +318,3 @@ async def copy(srv, request, q, bucket, name, dbucket, dname, rewrite):
     if "fields" in q:
         out = apply_fields(out, parse_fields(q["fields"]))
     return json_reply(out)
-
-
-# ---------------------------------------------------------------- uploads
-def _client_hashes(meta: Dict[str, Any], headers) -> Tuple[Optional[str], Optional[str]]:
-    md5, crc = meta.get("md5Hash"), meta.get("crc32c")
-    for part in headers.getall("x-goog-hash", []):
-        for kv in part.split(","):
-            k, _, v = kv.strip().partition("=")
-            if k == "md5":
-                md5 = v
-            elif k == "crc32c":
-                crc = v
-    return md5, crc
-
-
-def _split_multipart(body: bytes, ctype: str) -> List[Tuple[Dict[str, str], bytes]]:
-    m = re.search(r'boundary="?([^";]+)"?', ctype)
-    if not m:
-        raise ServerError(400, "multipart upload without a boundary.", "invalid")
-    delim = b"--" + m.group(1).encode()
-    chunks = body.split(delim)
-    parts = []
-    for c in chunks[1:]:
-        if c.startswith(b"--"):
-            break
-        if c.startswith(b"\r\n"):
-            c = c[2:]
-        elif c.startswith(b"\n"):
-            c = c[1:]
-        head, sep, data = c.partition(b"\r\n\r\n")
-        if not sep:
-            head, sep, data = c.partition(b"\n\n")
-        if data.endswith(b"\r\n"):
-            data = data[:-2]
-        elif data.endswith(b"\n"):
-            data = data[:-1]
-        hdrs = {}
-        for line in head.decode("latin-1").splitlines():
-            k, _, v = line.partition(":")
-            hdrs[k.strip().lower()] = v.strip()
-        parts.append((hdrs, data))
-    if len(parts) != 2:
-        raise ServerError(400, f"multipart upload needs 2 parts (metadata, media), got {len(parts)}.", "invalid")
-    return parts
-
-
-class Resumable:
-    """An in-progress resumable upload session."""
-
-    __slots__ = ("bucket", "name", "meta", "buf", "q", "created")
-
-    def __init__(self, bucket: str, name: str, meta: Dict[str, Any], q: Dict[str, str]):
-        self.bucket, self.name, self.meta, self.q = bucket, name, meta, q
-        self.buf = bytearray()
-        self.created = time.time()
-
-
-def _store_upload(srv, request, q, bucket, name, meta, data, status=200) -> Reply:
-    ctype, md, extra = _meta_from(meta)
-    md5, crc = _client_hashes(meta, request.headers)
-    obj = srv.store.put(bucket, name, data, content_type=ctype, metadata=md, extra=extra, expect_md5=md5,
-                        expect_crc=crc, preconditions=preconds(q))
-    return _resource_reply(request, q, obj, bucket, status)
-
-
-async def upload_start(srv, request, q, bucket):
-    srv.store.bucket(bucket)
-    kind = q.get("uploadType", "media" if request.path.startswith("/upload/") else "json")
-    if kind == "media":
-        name = q.get("name")
-        if not name:
-            raise ServerError(400, "Upload requires the 'name' query parameter.", "required")
-        data = await srv.body(request)
-        meta = {"contentType": request.headers.get("Content-Type") or None}
-        if q.get("contentEncoding"):
-            meta["contentEncoding"] = q["contentEncoding"]
-        return _store_upload(srv, request, q, bucket, name, meta, data)
-    if kind == "multipart":
-        data = await srv.body(request)
-        (h1, metaraw), (h2, media) = _split_multipart(data, request.headers.get("Content-Type", ""))
-        try:
-            meta = json.loads(metaraw) if metaraw.strip() else {}
-        except ValueError:
-            raise ServerError(400, "multipart upload metadata is not valid JSON.", "parseError")
-        name = meta.get("name") or q.get("name")
-        if not name:
-            raise ServerError(400, "Upload requires an object name.", "required")
-        if not meta.get("contentType") and h2.get("content-type"):
-            meta["contentType"] = h2["content-type"]
-        return _store_upload(srv, request, q, bucket, name, meta, media)
-    if kind == "resumable":
-        meta = await _json_body(srv, request)
-        name = meta.get("name") or q.get("name")
-        if not name:
-            raise ServerError(400, "Upload requires an object name.", "required")
-        if not meta.get("contentType") and request.headers.get("X-Upload-Content-Type"):
-            meta["contentType"] = request.headers["X-Upload-Content-Type"]
-        # Fail fast on preconditions (GCS checks them at initiation and again at finalization).
-        check_preconditions(srv.store.peek(bucket, name), **preconds(q))
-        uid = secrets.token_urlsafe(18)
-        srv.resumable[uid] = Resumable(bucket, name, meta, q)
-        loc = f"{base_url(request)}/upload/storage/v1/b/{quote(bucket, safe='')}/o?uploadType=resumable&upload_id={uid}"
-        return Reply(200, b"", {"Location": loc, "X-GUploader-UploadID": uid, "Content-Type": "text/plain"})
-    if kind == "json":  # metadata-only objects.insert: an empty object
-        meta = await _json_body(srv, request)
-        name = meta.get("name") or q.get("name")
-        if not name:
-            raise ServerError(400, "Object name is required.", "required")
-        return _store_upload(srv, request, q, bucket, name, meta, b"")
-    raise ServerError(400, f"Unknown uploadType {kind!r}.", "invalid")
-
-
-_RANGE_RE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)$")
-
-
-async def resumable_chunk(srv, request, q, bucket):
-    uid = q["upload_id"]
-    sess = srv.resumable.get(uid)
-    if sess is None or sess.bucket != bucket:
-        raise ServerError(404, f"No such resumable upload session: {uid}", "notFound")
-    data = await srv.body(request)
-    cr = request.headers.get("Content-Range")
-    have = len(sess.buf)
-    if cr is None:  # the whole object in one request
-        if have:
-            raise ServerError(400, "Content-Range is required after the first chunk.", "invalid")
-        sess.buf += data
-        return _finish(srv, request, uid, sess)
-    m = _RANGE_RE.match(cr.strip())
-    if not m:
-        raise ServerError(400, f"Invalid Content-Range {cr!r}", "invalid")
-    total = None if m.group(3) == "*" else int(m.group(3))
-    if m.group(1) is None:  # status query ("bytes */N" or "bytes */*")
-        if data:
-            raise ServerError(400, "Content-Range 'bytes */N' must not carry a body.", "invalid")
-        if total is not None and total == have:
-            return _finish(srv, request, uid, sess)  # GCS: an empty final request finalizes
-        if total is not None and total < have:
-            raise ServerError(400, f"Declared size {total} is less than the {have} bytes already received.")
-        return _incomplete(have)
-    start, end = int(m.group(1)), int(m.group(2))
-    if end - start + 1 != len(data):
-        raise ServerError(400, f"Content-Range {cr!r} does not match the {len(data)}-byte body.", "invalid")
-    if start > have:
-        raise ServerError(400, f"Chunk starts at {start} but only {have} bytes were received; resume at {have}.",
-                          "invalid")
-    if end + 1 > have:  # bytes before `have` were already persisted: ignore the overlap
-        sess.buf += data[have - start:]
-    if total is not None:
-        if len(sess.buf) > total:
-            raise ServerError(400, f"Received {len(sess.buf)} bytes, more than the declared {total}.", "invalid")
-        if len(sess.buf) == total:
-            return _finish(srv, request, uid, sess)
-    return _incomplete(len(sess.buf))
-
-
-def _incomplete(n: int) -> Reply:
-    h = {"Content-Type": "text/plain"}
-    if n:
-        h["Range"] = f"bytes=0-{n - 1}"
-    return Reply(308, b"", h)
-
-
-def _finish(srv, request, uid, sess) -> Reply:
-    try:
-        reply = _store_upload(srv, request, sess.q, sess.bucket, sess.name, sess.meta, bytes(sess.buf))
-    except ServerError as e:
-        if e.code in (400, 412):  # a failed final check ends the session, nothing stored
-            srv.resumable.pop(uid, None)
-        raise
-    srv.resumable.pop(uid, None)
-    return reply
-
-
-async def resumable_cancel(srv, request, q, bucket):
-    if srv.resumable.pop(q["upload_id"], None) is None:
-        raise ServerError(404, "No such resumable upload session.", "notFound")
-    return Reply(499, b"")

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -200,6 +198,12 @@ class Bucket:
             self.objects[name] = v
         return v
 
+    def view(self, name: str) -> Obj:
+        """Like lookup, for listing: a synthetic object is built but not kept, so a list page costs
+        the same whether or not its objects were touched before."""
+        v = self.objects[name]
+        return v.obj(name) if v.__class__ is SynthBatch else v
+
     def resource(self, base_url: str) -> Dict[str, Any]:
         r = {"kind": "storage#bucket", "id": self.name, "name": self.name,
              "selfLink": f"{base_url}/storage/v1/b/{self.name}", "projectNumber": "0",
@@ -245,7 +249,11 @@ def validate_bucket_name(name: str) -> None:
 def validate_object_name(name: str) -> None:
     if not name:
         raise ServerError(400, "Object name must not be empty.", "required")
-    if len(name.encode("utf-8", "surrogatepass")) > 1024:
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ServerError(400, "Object names must be valid UTF-8.") from None
+    if len(encoded) > 1024:
         raise ServerError(400, "Object name is longer than 1024 bytes.")
     if name in (".", "..") or "\r" in name:
         raise ServerError(400, f"Invalid object name: {name!r}")
@@ -413,11 +421,11 @@ class Store:
                         prefixes.append(p)
                         n += 1
                         if include_trailing and key == p:
-                            items.append(b.lookup(key))
+                            items.append(b.view(key))
                         start = prefix_successor(p)
                         jumped = True
                         break
-                items.append(b.lookup(key))
+                items.append(b.view(key))
                 n += 1
             if not jumped:
                 return items, prefixes, None

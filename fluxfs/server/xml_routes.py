@@ -57,6 +57,8 @@ def route(method: str, path: str, q: Dict[str, str]):
             return "list", partial(list_uploads, bucket=bucket)
         if method == "GET":
             return "list", partial(list_objects, bucket=bucket)
+        if method == "HEAD":
+            return "bucket", partial(head_bucket, bucket=bucket)
         raise ServerError(405, f"Method not allowed: {method} on a bucket", xml_code="MethodNotAllowed")
     key = unquote(key_raw, errors="surrogateescape")
     if "uploadId" in q:
@@ -147,6 +149,11 @@ def _gen_headers(obj) -> Dict[str, str]:
 async def delete_object(srv, request, q, bucket, key):
     srv.store.delete(bucket, key, _gen(q.get("generation"), "generation"), _preconds(request))
     return Reply(204, b"")
+
+
+async def head_bucket(srv, request, q, bucket):
+    srv.store.bucket(bucket)
+    return Reply(200, b"")
 
 
 async def list_objects(srv, request, q, bucket):

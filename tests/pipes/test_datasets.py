@@ -38,16 +38,22 @@ def test_map_dataset_dataloader_reads_every_object_once(flux_server, data_bucket
     flux_server.reset_stats()
     loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=num_workers)
     assert collect(loader) == all_keys("data/", N_DATA)
+    requests = flux_server.stats()["requests"]
     # The listing ran once, in this process, before the workers started: none of them listed again.
-    assert flux_server.stats()["requests"].get("list", 0) == 0
+    assert requests.get("list", 0) == 0
+    # Each DataLoader batch is one batched read: composites of up to 32 objects, not a GET per object.
+    assert 0 < requests["compose"] and requests["read"] <= N_DATA // 16
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_iterable_dataset_dataloader_reads_every_object_once(data_bucket, storage_options, num_workers):
+def test_iterable_dataset_dataloader_reads_every_object_once(flux_server, data_bucket, storage_options,
+                                                            num_workers):
     ds = FluxIterableDataset.from_prefix(f"flux://{data_bucket}/data/", storage_options=storage_options,
                                          shuffle=True, seed=3)
+    flux_server.reset_stats()
     loader = DataLoader(ds, batch_size=64, num_workers=num_workers)
     assert collect(loader) == all_keys("data/", N_DATA)
+    assert flux_server.stats()["requests"].get("list", 0) == 0  # forked workers did not list again
 
 
 def test_getitems_returns_one_sample_per_index_in_order(data_bucket, storage_options):
@@ -90,14 +96,19 @@ def test_explicit_rank_and_world_size_shard_disjoint_and_complete(data_bucket, s
                                                        shuffle=True, rank=r, world_size=3)) for r in range(3)]
     assert sum(shares, []) and Counter(sum(shares, [])) == all_keys("small/", N_SMALL)
     assert max(map(len, shares)) - min(map(len, shares)) <= 1
+    even = [order_of(FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                                     rank=r, world_size=3, drop_uneven=True)) for r in range(3)]
+    assert [len(e) for e in even] == [N_SMALL // 3] * 3
+    assert len(set(sum(even, []))) == N_SMALL // 3 * 3
 
 
 def test_empty_prefix_raises_naming_the_url(data_bucket, storage_options):
     url = f"flux://{data_bucket}/nothing-here/"
-    for cls in (FluxMapDataset, FluxIterableDataset):
-        ds = cls.from_prefix(url, storage_options=storage_options)
-        with pytest.raises(FileNotFoundError, match=url):
-            list(ds) if cls is FluxIterableDataset else len(ds)
+    lazy = FluxMapDataset.from_prefix(url, storage_options=storage_options)  # map-style lists on first use
+    with pytest.raises(FileNotFoundError, match=url):
+        len(lazy)
+    with pytest.raises(FileNotFoundError, match=url):
+        FluxIterableDataset.from_prefix(url, storage_options=storage_options)
 
 
 def test_prefix_is_a_key_prefix_not_a_directory(data_bucket, storage_options):

@@ -137,6 +137,40 @@ def test_same_size_overwrite_caught_by_listed_crc32c(rfs, other, any_bucket, no_
     assert rfs.cat_objects(infos) == data
 
 
+def test_compensating_size_changes_caught_by_listed_crc32c(rfs, other, any_bucket, no_temps):
+    """One object grows as another shrinks: the composite's size is as listed, the slices are not aligned."""
+    data = _write(rfs, any_bucket, [500] * 8)
+    infos = list(rfs.find(f"{any_bucket}/d", detail=True).values())
+    a, b = sorted(data)[2], sorted(data)[5]
+    data[a], data[b] = b"A" * 600, b"B" * 400
+    other.pipe({a: data[a], b: data[b]})
+    assert rfs.cat_objects(infos) == data
+
+
+def test_cat_after_find_needs_no_metadata_requests(flux_server, fs, bucket):
+    data = _write(fs, bucket, [10] * 100)
+    paths = list(data)
+    flux_server.reset_stats()
+    assert fs.cat(paths) == data  # cold: metadata from one range listing, not per object
+    req = _requests(flux_server)
+    assert req["list"] == 1 and req["compose"] == 4, req
+    fs.find(f"{bucket}/d")
+    flux_server.reset_stats()
+    assert fs.cat(paths) == data
+    req = _requests(flux_server)
+    assert "list" not in req and req["compose"] == 4 and req["read"] == 4, req
+
+
+def test_objects_from_several_buckets(flux_server, fs, bucket):
+    second = bucket + "x"
+    flux_server.create_bucket(second)
+    data = _write(fs, bucket, [10] * 40)
+    data.update(_write(fs, second, [20] * 40))
+    infos = list(fs.find(f"{bucket}/d", detail=True).values()) + list(fs.find(f"{second}/d", detail=True).values())
+    assert fs.cat_objects(infos[::-1]) == data
+    assert flux_server.list_names(second, "_fluxfs-tmp/") == []
+
+
 def test_vanished_after_listing_precondition_path(flux_server, fs, bucket):
     data = _write(fs, bucket, [50] * 40)
     infos = list(fs.find(f"{bucket}/d", detail=True).values())
@@ -232,11 +266,11 @@ def test_injected_faults_on_compose_get_and_delete(flux_server, bucket):
     fs = make_fs(flux_server, retry={"initial": 0.005, "maximum": 0.05})
     data = _write(fs, bucket, [random.Random(i).randint(0, 2000) for i in range(400)])
     infos = list(fs.find(f"{bucket}/d", detail=True).values())
-    flux_server.configure(fail_rate=0.1, fail_ops=["compose", "read", "delete"])
+    flux_server.configure(fail_rate=0.1, reset_rate=0.03, fail_ops=["compose", "read", "delete"])
     for _ in range(2):
         assert fs.cat_objects(infos) == data
     assert sum(flux_server.stats()["faults"].values()) > 0
-    flux_server.configure(fail_rate=0.0)
+    flux_server.configure(fail_rate=0.0, reset_rate=0.0)
     assert flux_server.list_names(bucket, "_fluxfs-tmp/") == []
 
 
@@ -250,7 +284,7 @@ def test_cancel_during_batch_deletes_composites(flux_server, fs, bucket):
     deadline = time.monotonic() + 10
     while flux_server.stats()["requests"].get("compose", 0) < 5 and time.monotonic() < deadline:
         time.sleep(0.01)
-    future.cancel()
+    assert future.cancel(), "the batch ended before it could be cancelled"
     # The cancelled batch waits for its composes to answer, then deletes them.
     deadline = time.monotonic() + 10
     while (flux_server.list_names(bucket, "_fluxfs-tmp/") or compose_reads_busy(fs)) and time.monotonic() < deadline:
@@ -291,3 +325,9 @@ def test_keyboard_interrupt_during_cat_cleans_up(flux_server, fs, bucket):
     # cat re-raised only after the batch's temporaries were deleted.
     assert flux_server.list_names(bucket, "_fluxfs-tmp/") == []
     flux_server.configure(latency_ms=0)
+
+
+def test_recursive_cat_of_a_prefix(rfs, any_bucket, no_temps):
+    data = _write(rfs, any_bucket, [3, 0, 40], prefix="r/a/")
+    data.update(_write(rfs, any_bucket, [5, 6], prefix="r/b/c/"))
+    assert rfs.cat(f"{any_bucket}/r", recursive=True) == data

@@ -48,3 +48,17 @@ def test_killed_writer_leaves_no_object(flux_server, bucket, multipart):
         assert cleanup.cleanup(fs, f"flux://{bucket}", older_than=0) >= 1
         assert flux_server.list_names(bucket, "_fluxfs-tmp/") == []
     assert not fs.exists(f"{bucket}/ckpt")
+
+
+@pytest.mark.parametrize("multipart", ["xml", "compose"])
+def test_unclosed_writer_is_aborted_at_exit(flux_server, bucket, multipart):
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.writes.writer_proc", flux_server.url, bucket, "ckpt", multipart,
+         str(PART_SIZES[multipart]), "exit"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0 and "EXITING" in out.stdout, out.stderr[-2000:]
+    fs = make_fs(flux_server)
+    assert not fs.exists(f"{bucket}/ckpt")
+    assert flux_server.multipart_uploads(bucket) == []
+    assert flux_server.list_names(bucket, "_fluxfs-tmp/") == []

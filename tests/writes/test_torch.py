@@ -60,17 +60,17 @@ def test_torch_save_failure_leaves_no_checkpoint(flux_server, bucket):
 
 
 def test_saving_memory_is_bounded(flux_server, bucket):
-    """A 128 MiB state dict saves holding about concurrency x part size, not the whole file."""
+    """A 64 MiB state dict saves holding about concurrency x part size, not the whole file."""
     part, conc = 5 * MiB, 2
     out = subprocess.run(
         [sys.executable, "-m", "tests.writes.rss_proc", flux_server.url, bucket, "xml", str(part), str(conc),
-         "16", "8"],
+         "16", "4"],
         cwd=ROOT, capture_output=True, text=True, timeout=240, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["state_bytes"] >= 128 * MiB
+    assert result["state_bytes"] >= 64 * MiB
     # The issue's budget: extra RSS while saving <= 4 x part size x concurrency (40 MiB here).
     assert result["extra_rss"] <= 4 * part * conc, result
     fs = fsspec.filesystem("flux", endpoint_url=flux_server.url, token="anon", skip_instance_cache=True)
-    assert fs.info(f"{bucket}/ckpt.pt")["size"] > 128 * MiB
+    assert fs.info(f"{bucket}/ckpt.pt")["size"] > 64 * MiB
