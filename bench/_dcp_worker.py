@@ -25,9 +25,11 @@ def storage(contender: str, url: str, endpoint: str, write: bool):
     """The DCP writer (write=True) or reader for `contender` at a flux:// `url`."""
     opts = {"endpoint_url": endpoint, "token": "anon"}
     gs = url.replace("flux://", "gs://")
-    if contender == "fluxfs":
+    if contender in ("fluxfs", "fluxfs-resumable"):
         from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter
 
+        if contender == "fluxfs-resumable":
+            opts["multipart"] = "off"  # one resumable upload per file instead of parallel XML parts
         return FluxStorageWriter(url, **opts) if write else FluxStorageReader(url, **opts)
     if contender in ("gcsfs", "gcsfs-best"):
         import gcsfs.core

@@ -5,6 +5,8 @@ State: float32 tensors of --tensor-mib each, --size bytes in all (default 2 GB; 
 gloo group on 127.0.0.1, each holding a Shard(0) DTensor slice of every tensor (default: 1 and 2;
 --quick: 1). Contenders, interleaved, same server:
   fluxfs      FluxStorageWriter / FluxStorageReader (parallel multipart parts; ranged, coalesced reads)
+  fluxfs-resumable  the same with multipart="off" (one resumable upload per file): on 2 busy cores
+              the server's CPU, not the wire, limits writes, and this path costs it least
   gcsfs       torch's FsspecWriter / FsspecReader on gcsfs.core.GCSFileSystem, as users get them
               (defaults: sync_files=True, thread_count=1)
   gcsfs-best  the same with sync_files=False and thread_count=8 (8 files uploaded at once)
@@ -38,7 +40,7 @@ MB = 10**6
 BUCKET = "bench-dcp"
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-CONTENDERS = ("fluxfs", "gcsfs", "gcsfs-best", "dataflux")
+CONTENDERS = ("fluxfs", "fluxfs-resumable", "gcsfs", "gcsfs-best", "dataflux")
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -188,7 +190,8 @@ def _run_ranks(args: argparse.Namespace, world: int) -> dict:
         return run_scenario(
             "dcp" if world == 1 else f"dcp {world} ranks", args, params, contenders,
             headline=["save_mb_per_s", "load_mb_per_s"],
-            ratios=[("fluxfs", "gcsfs"), ("fluxfs", "gcsfs-best"), ("fluxfs", "dataflux")],
+            ratios=[("fluxfs", "gcsfs"), ("fluxfs", "gcsfs-best"), ("fluxfs", "dataflux"),
+                    ("fluxfs-resumable", "gcsfs")],
         )
 
 

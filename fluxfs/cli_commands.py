@@ -559,24 +559,17 @@ def cmd_cp(args: argparse.Namespace) -> int:
 
 # -- cleanup, bench, demo, serve ------------------------------------------------------------
 
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_age(text: str) -> float:
-    """'90s', '30m', '1h', '2d', '0' -> seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text or "")
-    if not m:
-        raise UsageError(f"bad age {text!r}: use e.g. 30m, 1h, 2d (or 0 for all)")
-    return float(m.group(1)) * _UNITS[m.group(2)]
-
-
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    from .cleanup import cleanup
+    from .cleanup import cleanup, parse_age
 
+    try:
+        age = parse_age(args.older_than)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     fs = make_fs(args)
     path = remote_path(args.url)
     _require_bucket(fs, path, args.url)
-    removed = cleanup(fs, args.url, older_than=parse_age(args.older_than))
+    removed = cleanup(fs, args.url, older_than=age)
     n = len(removed) if isinstance(removed, (list, tuple, set)) else removed
     if not args.quiet:
         print(f"removed {n} temporary object(s) from {args.url}", file=sys.stderr)

@@ -92,7 +92,13 @@ def to_objs(infos: Iterable[dict]) -> list[_Obj]:
     seen: set[str] = set()
     out = []
     for info in infos:
+        if isinstance(info, str):
+            info = {"name": info}  # a bare path: no listing info, read directly
+        elif not isinstance(info, dict) or "name" not in info:
+            raise ValueError(f"cat_objects takes info dicts with a 'name' ('bucket/key'), not {info!r}")
         name = info["name"]
+        if "://" in name:  # "flux://bucket/key" or "gs://bucket/key": results are keyed "bucket/key"
+            name = name.split("://", 1)[1]
         if name in seen:
             continue
         seen.add(name)

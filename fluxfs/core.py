@@ -10,7 +10,7 @@ import os
 from typing import Any, AsyncIterator, Iterator
 from urllib.parse import quote
 
-from fsspec.asyn import sync_wrapper
+from fsspec.asyn import get_loop, sync_wrapper
 from gcsfs.core import GCSFileSystem
 
 from . import http, tempnames
@@ -61,6 +61,20 @@ class FluxFileSystem(GCSFileSystem):
         self.progress = progress
 
     # -- plumbing shared by the accelerations ---------------------------------------------
+
+    @property
+    def loop(self):
+        """fsspec's event loop; in a forked child (a DataLoader worker) a fresh loop and HTTP session.
+
+        fsspec refuses to run a filesystem in a child forked after its loop started; the
+        parent's loop thread and sockets do not exist there, so we start over instead.
+        """
+        if self._pid != os.getpid() and not self.asynchronous:
+            self._pid = os.getpid()
+            self._loop = get_loop()
+            self._session = None
+            self._ssl_context_task = None
+        return self._loop
 
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete")."""

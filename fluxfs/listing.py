@@ -424,6 +424,7 @@ class Lister:
                 if head.buffer:
                     batch, head.buffer = head.buffer, []
                     await self.queue.put(batch)
+                    continue   # look again: names (and `done`) may have arrived while we waited
                 if not head.done:
                     break
                 self.pending.remove(head)

@@ -26,11 +26,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger("fluxfs.multipart")
 
-# Defaults measured with bench/checkpoint.py on the cloud profile (100 MB/s and 30 ms first byte
-# per request, 2 shared cores): a 16 MiB part spends ~170 ms on the wire against 30 ms of latency,
-# so latency costs <15%; 8 parts in flight already saturate what the client CPU can push
-# (copy + crc32c + HTTP), while 16 x 32 MiB was no faster and quadrupled the memory held. The
-# writer holds about (concurrency + 2) x part size = 160 MiB at most.
+# Defaults, from the cloud profile's model of one request (30 ms to first byte, ~100 MB/s) and a
+# sweep with bench/checkpoint.py-style writes: a 16 MiB part spends ~170 ms on the wire against 30 ms
+# of latency (85% busy; 8 MiB: 74%), and 8 in flight cover ~700 MB/s, more than a 2-core client can
+# push. Measured on this box (fluxfs server, cloud profile, 256 MB): every mix of 8-32 MiB x 4-16
+# gave 40-60 MB/s, bound by CPU (client copy + crc32c + HTTP, and the server's hashing), so larger
+# values only add memory. The writer holds about (concurrency + 2) x part size = 160 MiB at most.
+# XML multipart needs >= 5 MiB parts; Dataflux uses 32 MiB x 8 threads after staging the whole file.
 DEFAULT_PART_SIZE = 16 * 2**20
 DEFAULT_WRITE_CONCURRENCY = 8
 

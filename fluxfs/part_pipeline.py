@@ -300,23 +300,32 @@ class PartWriter:
         """Make the object visible; verify its crc32c against what was written (removing it on mismatch)."""
         self._check()
         tail, tail_crc = self._tail
-        self._completing = True
-        if self._uploader is None:
-            resource = await upload_single(self.fs, self.bucket, self.key, tail, tail_crc,
-                                           create_only=self.create_only, content_type=self.content_type,
-                                           metadata=self.metadata)
-        else:
-            results = [self._results[n] for n in range(1, self.parts + 1)]
-            size = self.size + len(tail)
-            crc = crc32c_combine(self.crc, tail_crc, len(tail))
-            self.size, self.crc = size, crc
-            resource = await self._uploader.complete(results, size, crc, tail, tail_crc)
+        if self._uploader is not None:
+            self.crc = crc32c_combine(self.crc, tail_crc, len(tail))
+            self.size += len(tail)
+        try:
+            # Set only while a completion request may be in flight: an interrupt (cancellation) then
+            # makes `abort` check whether it landed. An error answer means it did not.
+            self._completing = True
+            if self._uploader is None:
+                resource = await upload_single(self.fs, self.bucket, self.key, tail, tail_crc,
+                                               create_only=self.create_only, content_type=self.content_type,
+                                               metadata=self.metadata)
+            else:
+                results = [self._results[n] for n in range(1, self.parts + 1)]
+                resource = await self._uploader.complete(results, self.size, self.crc, tail, tail_crc)
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            self._completing = False
+            raise
+        self._completing = False
+        if self._uploader is not None:
             try:
-                check_crc(resource, crc, size, self.what)
+                check_crc(resource, self.crc, self.size, self.what)
             except ChecksumMismatch:
                 await delete_object(self.fs, self.bucket, self.key, resource.get("generation"))
                 raise
-        self._completing = False
         self.info = object_info(self.fs, self.bucket, resource)
         return self.info
 

@@ -13,6 +13,7 @@ import pickle
 import threading
 from typing import IO, Any
 
+import fsspec
 import torch
 
 from fluxfs import FluxFileSystem
@@ -71,14 +72,16 @@ class FluxCheckpoint:
     """Checkpoint reader/writer for ``flux://bucket/key`` URLs, with bounded background saves.
 
     ``FluxCheckpoint(endpoint_url=..., token=..., part_size=..., retry=...)``: keyword
-    arguments other than `max_in_flight` are FluxFileSystem storage options.
+    arguments other than `max_in_flight` are FluxFileSystem storage options (FSSPEC_FLUX_*
+    environment variables fill in the rest).
     """
 
     def __init__(self, *, max_in_flight: int = 2, **storage_options: Any):
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         self.storage_options = storage_options
-        self.fs = FluxFileSystem(**storage_options)
+        # Through fsspec.filesystem so FSSPEC_FLUX_* variables and fsspec's config apply, as for URLs.
+        self.fs: FluxFileSystem = fsspec.filesystem("flux", **storage_options)
         self.max_in_flight = max_in_flight
         self._slots = threading.BoundedSemaphore(max_in_flight)
         self._lock = threading.Lock()

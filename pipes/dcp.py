@@ -7,10 +7,12 @@ Built on torch's FsspecWriter/FsspecReader, changed where object storage needs i
   (one atomic object, no tmp+rename) only after every data file is committed and checked, so a
   crashed save is never mistaken for a complete one;
 - reads fetch only the byte ranges the load plan needs, coalesced, in parallel chunks, with the
-  next window prefetched while the current one is deserialized.
+  next window prefetched while the current one is deserialized; they are pinned to the data files'
+  generations recorded in ``.metadata``, so a concurrent overwrite fails loudly instead of mixing.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures
 import io
@@ -19,6 +21,7 @@ import os
 import pickle
 from typing import Any, Iterator
 
+import fsspec.asyn
 import torch
 from fsspec.core import url_to_fs
 from fsspec.utils import merge_offset_ranges
@@ -31,7 +34,7 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
-__all__ = ["FluxStorageWriter", "FluxStorageReader", "IncompleteCheckpointError"]
+__all__ = ["FluxStorageWriter", "FluxStorageReader", "IncompleteCheckpointError", "CheckpointChangedError"]
 
 METADATA = ".metadata"
 MiB = 1 << 20
@@ -39,6 +42,10 @@ MiB = 1 << 20
 
 class IncompleteCheckpointError(FileNotFoundError):
     """The checkpoint has no ``.metadata``: it was never saved, or its save did not finish."""
+
+
+class CheckpointChangedError(RuntimeError):
+    """A data file was replaced after its ``.metadata`` was read (a concurrent save to the same URL)."""
 
 
 class _MemoryReader(io.RawIOBase):
@@ -146,27 +153,29 @@ class FluxStorageWriter(FsspecWriter):
             storage_md.update({wr.index: wr.storage_data for wr in write_results})
         metadata.storage_data = storage_md
         metadata.storage_meta = self.storage_meta()
-        self._verify_data_files(storage_md.values())
+        # Generations let a reader refuse data files replaced after it read this .metadata.
+        metadata.fluxfs_generations = self._verify_data_files(storage_md.values())
         # A single atomic object write (no tmp + rename, which is copy + delete on GCS).
         with self.fs.create_stream(self._this_saves_metadata_path(), "wb") as f:
             pickle.dump(metadata, f)
 
-    def _verify_data_files(self, infos: Any) -> None:
-        """Every data file the metadata points at exists and is long enough: checked with one listing."""
+    def _verify_data_files(self, infos: Any) -> dict[str, str]:
+        """Check with one listing that every data file exists and is long enough; returns their generations."""
         needed: dict[str, int] = {}
         for info in infos:
             if isinstance(info, _StorageInfo):
                 needed[info.relative_path] = max(needed.get(info.relative_path, 0), info.offset + info.length)
         if not needed:
-            return
+            return {}
         prefix = self.fs.strip(self.path)
         fs = self.fs.fs
         fs.invalidate_cache(prefix)
-        sizes = {
-            entry["name"].rstrip("/").rsplit("/", 1)[-1]: entry["size"]
+        listing = {
+            entry["name"].rstrip("/").rsplit("/", 1)[-1]: entry
             for entry in fs.ls(prefix, detail=True)
             if entry.get("type") == "file"
         }
+        sizes = {name: entry["size"] for name, entry in listing.items()}
         for name, end in sorted(needed.items()):
             if name not in sizes:
                 raise FileNotFoundError(f"DCP save to {self.path}: data file {name} is missing; not writing {METADATA}")
@@ -175,6 +184,7 @@ class FluxStorageWriter(FsspecWriter):
                     f"DCP save to {self.path}: data file {name} has {sizes[name]} bytes, metadata needs {end}; "
                     f"not writing {METADATA}"
                 )
+        return {name: str(listing[name]["generation"]) for name in needed if listing[name].get("generation")}
 
 
 class FluxStorageReader(FsspecReader):
@@ -206,6 +216,7 @@ class FluxStorageReader(FsspecReader):
         if prefetch < 1:
             raise ValueError(f"prefetch must be at least 1, not {prefetch}")
         self.prefetch = prefetch
+        self._generations: dict[str, str] = {}
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         path = str(self._get_metadata_path(kwargs.get("rank")))
@@ -216,6 +227,14 @@ class FluxStorageReader(FsspecReader):
                 f"no complete checkpoint at {self.path}: {path} does not exist "
                 "(nothing was saved there, or the save did not finish)"
             ) from exc
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
+        # {"bucket/key": generation} of each data file, when FluxStorageWriter recorded them.
+        self._generations = {
+            self.fs.strip(self.fs.concat_path(self.path, name)): gen
+            for name, gen in (getattr(metadata, "fluxfs_generations", None) or {}).items()
+        }
 
     # -- reading the plan -------------------------------------------------------------------
 
@@ -269,13 +288,42 @@ class FluxStorageReader(FsspecReader):
                 starts.append(lo)
                 ends.append(min(lo + self.chunk_size, end))
                 owner.append(n)
-        chunks = self.fs.fs.cat_ranges(paths, starts, ends, batch_size=self.concurrency, on_error="raise")
+        fs = self.fs.fs
+        generations = self._generations
+        if generations and getattr(fs, "async_impl", False):
+            chunks = fsspec.asyn.sync(fs.loop, self._cat_pinned, fs, paths, starts, ends, generations)
+        else:
+            chunks = fs.cat_ranges(paths, starts, ends, batch_size=self.concurrency, on_error="raise")
         pieces: list[list[bytes]] = [[] for _ in window]
         for n, path, chunk, lo, hi in zip(owner, paths, chunks, starts, ends):
             if len(chunk) != hi - lo:
                 raise IOError(f"short read of {path} bytes {lo}-{hi}: got {len(chunk)} bytes")
             pieces[n].append(chunk)
         return [p[0] if len(p) == 1 else b"".join(p) for p in pieces]
+
+    async def _cat_pinned(self, fs: Any, paths: list, starts: list, ends: list, generations: dict) -> list[bytes]:
+        """Ranged reads pinned to the generations the metadata recorded: an overwritten file fails loudly."""
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(path: str, start: int, end: int) -> bytes:
+            gen = generations.get(path)
+            async with sem:
+                try:
+                    return await fs._cat_file(path, start=start, end=end, **({"generation": gen} if gen else {}))
+                except FileNotFoundError as exc:
+                    raise CheckpointChangedError(
+                        f"checkpoint {self.path} changed while loading: {path} generation {gen} is gone "
+                        "(overwritten by another save to the same URL?); load it again"
+                    ) from exc
+
+        tasks = [asyncio.ensure_future(one(*r)) for r in zip(paths, starts, ends)]
+        try:
+            return await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         windows = iter(list(self._windows(self._ranges(plan))))

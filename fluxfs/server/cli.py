@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from typing import List, Optional
@@ -24,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--fail-ops", default=None,
                         help="ops faults apply to: list,read,write,compose,delete,copy,metadata,bucket (default all)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the fault injection")
+    # Used by run(in_process=False): exit when the parent dies, so no orphan server outlives a crash.
+    parser.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     return parser
 
 
@@ -60,11 +63,20 @@ def serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        watch = asyncio.ensure_future(_watch_parent(args.parent_pid, stop)) if args.parent_pid else None
         await stop.wait()
+        if watch is not None:
+            watch.cancel()
         await runner.cleanup()
 
     asyncio.run(main())
     return 0
+
+
+async def _watch_parent(pid: int, stop: asyncio.Event) -> None:
+    while os.getppid() == pid:
+        await asyncio.sleep(1.0)
+    stop.set()
 
 
 def main(argv: Optional[List[str]] = None) -> int:

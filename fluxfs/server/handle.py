@@ -135,7 +135,8 @@ def _url_host(host: str) -> str:
 
 def _start_subprocess(host: str, port: int, root: Optional[str], profile: str,
                       settings: Dict[str, Any]) -> ServerHandle:
-    cmd = [sys.executable, "-m", "fluxfs.server", "--host", host, "--port", str(port), "--profile", profile]
+    cmd = [sys.executable, "-m", "fluxfs.server", "--host", host, "--port", str(port), "--profile", profile,
+           "--parent-pid", str(os.getpid())]
     if root:
         cmd += ["--root", str(root)]
     env = dict(os.environ)

@@ -14,8 +14,9 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
-from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter, IncompleteCheckpointError
+from fluxfs.pipes.dcp import CheckpointChangedError, FluxStorageReader, FluxStorageWriter, IncompleteCheckpointError
 
 from .dcp_worker import expected
 
@@ -91,6 +92,26 @@ def test_single_process_round_trip_and_partial_load(flux_server, bucket):
     dcp.load(part, storage_reader=FluxStorageReader(url, max_gap=0, **options(flux_server)))
     assert torch.equal(part["small"]["a"], state["small"]["a"])
     assert flux_server.stats()["bytes_out"] < 256 * 1024
+
+
+def test_overwrite_during_load_fails_instead_of_mixing(flux_server, bucket):
+    url = f"flux://{bucket}/changing"
+    dcp.save({"w": torch.zeros(1000)}, storage_writer=FluxStorageWriter(url, **options(flux_server)))
+    # A load that has read .metadata (the steps dcp.load runs), then another job saves there.
+    reader = FluxStorageReader(url, **options(flux_server))
+    metadata = reader.read_metadata()
+    reader.set_up_storage_reader(metadata, True)
+    target = {"w": torch.full((1000,), -1.0)}
+    planner = DefaultLoadPlanner()
+    planner.set_up_planner(target, metadata, True)
+    plan = reader.prepare_local_plan(planner.create_local_plan())
+    dcp.save({"w": torch.ones(1000)}, storage_writer=FluxStorageWriter(url, **options(flux_server)))
+    with pytest.raises(CheckpointChangedError, match="changed while loading"):
+        reader.read_data(plan, planner).wait()
+    assert torch.equal(target["w"], torch.full((1000,), -1.0))  # nothing from the new save leaked in
+    # A fresh load sees the new checkpoint whole.
+    dcp.load(target, storage_reader=FluxStorageReader(url, **options(flux_server)))
+    assert torch.equal(target["w"], torch.ones(1000))
 
 
 def test_two_ranks_save_then_load_into_two_and_into_one(flux_server, bucket):

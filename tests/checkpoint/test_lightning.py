@@ -54,8 +54,9 @@ def test_fit_checkpoint_resume(flux_server, bucket, tmp_path, monkeypatch, use_a
     dirpath = f"flux://{bucket}/run1"
 
     def make_io():
-        io = FluxCheckpointIO(endpoint_url=flux_server.url, token="anon")
-        return AsyncCheckpointIO(io) if use_async else io
+        if use_async:  # storage options from fsspec's config, like ModelCheckpoint's
+            return AsyncCheckpointIO(FluxCheckpointIO())
+        return FluxCheckpointIO(endpoint_url=flux_server.url, token="anon")
 
     model = TinyModel()
     trainer(6, make_io(), dirpath, tmp_path).fit(model)

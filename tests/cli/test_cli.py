@@ -264,6 +264,11 @@ def test_cleanup_removes_only_temporaries(cli, fs, bucket):
     assert not fs.exists(temp) and fs.cat(f"{bucket}/keep") == b"data"
 
 
+def test_bench_passes_its_arguments_through(cli, capfd):
+    assert cli("bench", "--help").code == 0  # python -m bench --help, run from the checkout
+    assert "python -m bench" in capfd.readouterr().out
+
+
 # -- the installed console script -----------------------------------------------------------
 
 def test_console_script(flux_server, bucket):

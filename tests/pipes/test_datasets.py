@@ -200,3 +200,34 @@ def test_bad_arguments_are_rejected_clearly(storage_options):
         FluxMapDataset.from_prefix("flux:///x", storage_options=storage_options)
     with pytest.raises(ValueError, match="read_batch"):
         FluxIterableDataset.from_prefix("flux://b/x", read_batch=0)
+
+
+def test_any_fsspec_filesystem_without_fluxfs_accelerations():
+    """The datasets and nodes fall back to find/cat on filesystems without iter_objects/cat_objects."""
+    import fsspec
+
+    from fluxfs.pipes import ListObjects, ReadObjects
+
+    mem = fsspec.filesystem("memory")
+    root = "pipes-fallback-test"
+    try:
+        for key, body in {"a/1": b"x", "a/2": b"yy", "ab": b"not under a/", "b/1": b"z"}.items():
+            mem.pipe(f"/{root}/{key}", body)
+        ds = FluxMapDataset.from_prefix(f"memory://{root}/a/")
+        assert [ds[i] for i in range(len(ds))] == [("a/1", b"x"), ("a/2", b"yy")]
+        assert list(FluxIterableDataset.from_objects([f"memory://{root}/b/1", f"memory://{root}/a/2"])) == [
+            ("a/2", b"yy"), ("b/1", b"z")]
+        assert list(ReadObjects(ListObjects(f"memory://{root}/a"), protocol="memory")) == [
+            ("a/1", b"x"), ("a/2", b"yy"), ("ab", b"not under a/")]
+    finally:
+        mem.rm(f"/{root}", recursive=True)
+
+
+def test_reads_survive_injected_faults_and_leave_no_temporary_objects(flux_server, data_bucket, storage_options):
+    ds = FluxMapDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options)
+    len(ds)
+    flux_server.configure(fail_rate=0.1, fail_codes=(503, 429), seed=5)
+    assert collect(DataLoader(ds, batch_size=40, num_workers=0)) == all_keys("small/", N_SMALL)
+    assert flux_server.stats()["faults"], "no fault was injected: the test proved nothing"
+    flux_server.configure(profile="local")
+    assert [n for n in flux_server.list_names(data_bucket) if not n.startswith(("data/", "small/", "manifests/"))] == []

@@ -7,7 +7,6 @@ import warnings
 
 import pytest
 
-from fluxfs import compose_reads
 from fluxfs.compose_reads import MAX_SOURCES, plan, to_objs
 from tests.conftest import make_fs
 from tests.reads.conftest import temp_names
@@ -331,3 +330,12 @@ def test_recursive_cat_of_a_prefix(rfs, any_bucket, no_temps):
     data = _write(rfs, any_bucket, [3, 0, 40], prefix="r/a/")
     data.update(_write(rfs, any_bucket, [5, 6], prefix="r/b/c/"))
     assert rfs.cat(f"{any_bucket}/r", recursive=True) == data
+
+
+def test_cat_objects_rejects_bad_infos_and_accepts_urls(flux_server, fs, bucket):
+    data = _write(fs, bucket, [4, 5])
+    with pytest.raises(ValueError, match="info dicts with a 'name'"):
+        fs.cat_objects([{"size": 3}])
+    infos = [dict(i, name="flux://" + i["name"]) for i in fs.find(f"{bucket}/d", detail=True).values()]
+    assert fs.cat_objects(infos) == data
+    assert fs.cat_objects(list(data)) == data  # bare paths: read directly

@@ -62,3 +62,18 @@ def test_subprocess_handle_same_api(tmp_path):
         assert srv.stats()["requests"] == {"delete": 1}
         proc = srv.process
     assert proc.poll() is not None  # closed with the context
+
+
+def test_subprocess_server_exits_when_parent_dies():
+    """A crashed benchmark must not leave its server running."""
+    code = ("import os; from fluxfs.server import run; s = run(in_process=False); "
+            "print(s.process.pid, flush=True); os._exit(0)")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=60)
+    pid = int(out.stdout.split()[0])
+    import psutil
+    try:
+        psutil.Process(pid).wait(timeout=15)
+    except psutil.NoSuchProcess:
+        pass
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

@@ -1,0 +1,53 @@
+"""Bad-input catalogue: objects that change (size, content) while or after being listed or read (docs/bad-inputs.md)."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from .conftest import assert_nothing_left
+
+
+def _bytes(n: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def test_object_changes_size_during_a_read(fs, flux_server, bucket):
+    path = f"{bucket}/growing.bin"
+    fs.pipe_file(path, _bytes(400_000, 1))
+    # Small blocks, no whole-object prefetch: the rest is fetched after the overwrite below.
+    f = fs.open(path, "rb", block_size=64 * 1024, whole_object_limit=0, prefetch=1)
+    first = f.read(1000)
+    assert first == _bytes(400_000, 1)[:1000]
+    fs.pipe_file(path, _bytes(900_000, 2))
+    with pytest.raises(FileNotFoundError, match=rf"{path} was overwritten or deleted while open: generation \d+ is gone"):
+        f.read()
+    f.close()
+
+
+def test_object_changes_size_after_listing(fs, flux_server, bucket):
+    flux_server.generate(bucket, 64, size=(10, 2000), prefix="s/")
+    infos = [i for batch in fs.iter_objects(f"{bucket}/s") for i in batch]
+    fs.pipe_file(f"{bucket}/s/00000010", b"now much longer than it was listed" * 200)
+    fs.pipe_file(f"{bucket}/s/00000011", b"")
+    got = fs.cat_objects(infos)  # composites pinned to the listed generations fail over to direct reads
+    assert got[f"{bucket}/s/00000010"] == b"now much longer than it was listed" * 200
+    assert got[f"{bucket}/s/00000011"] == b""
+    for name, data in got.items():
+        if not name.endswith(("00000010", "00000011")):
+            assert data == fs.cat_file(name)
+    assert_nothing_left(flux_server, bucket)
+
+
+def test_manifest_with_stale_sizes(fs, flux_server, bucket, tmp_path, storage_options):
+    from fluxfs.pipes import FluxMapDataset
+
+    fs.pipe({f"{bucket}/m/{i}": _bytes(100 + i, i) for i in range(8)})
+    lines = [json.dumps({"name": f"{bucket}/m/{i}", "size": 100 + i}) for i in range(8)]
+    lines[3] = json.dumps({"name": f"{bucket}/m/3", "size": 5})  # wrong size in the manifest
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("\n".join(lines) + "\n")
+    ds = FluxMapDataset.from_manifest(str(manifest), storage_options=storage_options)
+    assert [ds[i][1] for i in range(8)] == [_bytes(100 + i, i) for i in range(8)]
+    assert_nothing_left(flux_server, bucket)

@@ -1,0 +1,75 @@
+"""Bad-input catalogue: loading things that are not checkpoints, interrupted saves (docs/bad-inputs.md)."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+from .conftest import assert_nothing_left
+
+
+class Unpicklable:
+    """Fails half-way through torch.save, after the tensors before it were written."""
+
+    def __reduce__(self):
+        raise RuntimeError("cannot pickle Unpicklable")
+
+
+class Custom:
+    def __init__(self, value):
+        self.value = value
+
+
+@pytest.fixture
+def ckpt(storage_options):
+    from fluxfs.pipes import FluxCheckpoint
+
+    return FluxCheckpoint(**storage_options, part_size=5 * 2**20)
+
+
+def test_load_of_a_text_object(ckpt, fs, bucket):
+    fs.pipe_file(f"{bucket}/notes.txt", b"hello, this is not a checkpoint\n" * 10)
+    url = f"flux://{bucket}/notes.txt"
+    with pytest.raises(pickle.UnpicklingError, match=f"{url} is not a torch checkpoint"):
+        ckpt.load(url)
+
+
+def test_load_of_an_empty_object(ckpt, fs, bucket):
+    fs.pipe_file(f"{bucket}/empty.pt", b"")
+    url = f"flux://{bucket}/empty.pt"
+    with pytest.raises(pickle.UnpicklingError, match=f"{url} is not a torch checkpoint"):
+        ckpt.load(url)
+
+
+def test_load_of_a_missing_checkpoint(ckpt, bucket):
+    with pytest.raises(FileNotFoundError, match=f"No such object or bucket: {bucket}/nope.pt: No such object"):
+        ckpt.load(f"flux://{bucket}/nope.pt")
+
+
+def test_load_of_arbitrary_objects_is_refused_by_default(ckpt, bucket):
+    url = f"flux://{bucket}/custom.pt"
+    ckpt.save({"w": torch.ones(2), "obj": Custom(3)}, url)
+    with pytest.raises(pickle.UnpicklingError, match=rf"{url} holds objects other than tensors .* "
+                                                     r"pass weights_only=False"):
+        ckpt.load(url)
+    assert ckpt.load(url, weights_only=False)["obj"].value == 3
+
+
+@pytest.mark.parametrize("size", [1000, 3 * 2**20], ids=["small", "multipart"])
+def test_interrupted_save_leaves_no_object(ckpt, flux_server, bucket, size):
+    url = f"flux://{bucket}/model.pt"
+    # The tensor (up to 12 MiB: several 5 MiB parts already uploaded) is written before the failure.
+    with pytest.raises(RuntimeError, match="cannot pickle Unpicklable"):
+        ckpt.save({"w": torch.randn(size), "bad": Unpicklable()}, url)
+    assert flux_server.list_names(bucket) == []
+    assert_nothing_left(flux_server, bucket)
+
+
+def test_interrupted_save_keeps_the_previous_checkpoint(ckpt, flux_server, bucket):
+    url = f"flux://{bucket}/model.pt"
+    ckpt.save({"w": torch.arange(10)}, url)
+    with pytest.raises(RuntimeError, match="cannot pickle Unpicklable"):
+        ckpt.save({"w": torch.randn(3 * 2**20), "bad": Unpicklable()}, url)
+    assert torch.equal(ckpt.load(url)["w"], torch.arange(10))
+    assert_nothing_left(flux_server, bucket)
