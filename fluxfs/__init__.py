@@ -4,8 +4,23 @@
 listing, compose-backed batched reads and parallel multipart writes). This package never
 imports torch; the PyTorch layer lives in `fluxfs.pipes`.
 """
-from .core import FluxFileSystem
-from .retry import RetryPolicy
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["FluxFileSystem", "RetryPolicy", "__version__"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: `python -m fluxfs.server` and `fluxfs serve` need neither gcsfs nor aiohttp's client,
+    # and importing gcsfs costs seconds of start-up.
+    if name == "FluxFileSystem":
+        from .core import FluxFileSystem
+
+        return FluxFileSystem
+    if name == "RetryPolicy":
+        from .retry import RetryPolicy
+
+        return RetryPolicy
+    raise AttributeError(f"module 'fluxfs' has no attribute {name!r}")

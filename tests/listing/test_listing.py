@@ -213,3 +213,14 @@ def test_low_concurrency_and_progress(flux_server, bucket, conc):
     bar = Counter()
     assert len(listed_names(fs, bucket, progress=bar)) == 250
     assert bar.n == 250
+
+
+def test_sorted_output_with_a_slow_consumer(flux_server, bucket):
+    """A consumer slower than the lister keeps the batch queue full: sorted output stays complete and ordered."""
+    flux_server.generate(bucket, 1200, 0, prefix="s/")
+    fs = make_fs(flux_server, list_page_size=5, list_concurrency=8)
+    got = []
+    for batch in fs.iter_objects(bucket, sort=True):
+        got += [o["name"] for o in batch]
+        time.sleep(0.002)
+    assert got == [f"{bucket}/s/{i:08d}" for i in range(1200)]
