@@ -63,29 +63,33 @@ def main() -> int:
 
     from bench.dcp import make_state  # the same tensors and seed as the in-process contenders
 
-    full = make_state(int(nbytes), int(tensor_mib) * 2**20)
     if world > 1:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor import DTensor, Shard
 
         dist.init_process_group("gloo", rank=rank, world_size=world)
         mesh = init_device_mesh("cpu", (world,))
-        # Each rank keeps only its slice (and the full tensor only until it is sliced).
-        local = {k: v.tensor_split(world)[rank].clone() if isinstance(v, torch.Tensor) else v for k, v in full.items()}
-        del full
-        state = {k: DTensor.from_local(v, mesh, [Shard(0)], run_check=False) if isinstance(v, torch.Tensor) else v
-                 for k, v in local.items()}
+        local = make_state(int(nbytes), int(tensor_mib) * 2**20, shard=(rank, world))
+        # Global lengths (slices may be uneven), so each DTensor knows the full shape.
+        lengths: list = [None] * world
+        dist.all_gather_object(lengths, {k: len(v) for k, v in local.items() if isinstance(v, torch.Tensor)})
+
+        def dtensor(k, v):
+            full = torch.Size([sum(part[k] for part in lengths)])
+            return DTensor.from_local(v, mesh, [Shard(0)], run_check=False, shape=full, stride=(1,))
+
+        state = {k: dtensor(k, v) if isinstance(v, torch.Tensor) else v for k, v in local.items()}
 
         def fresh():
-            return {k: DTensor.from_local(torch.empty_like(v), mesh, [Shard(0)], run_check=False)
-                    if isinstance(v, torch.Tensor) else 0 for k, v in local.items()}
+            return {k: dtensor(k, torch.empty_like(v)) if isinstance(v, torch.Tensor) else 0
+                    for k, v in local.items()}
 
         def local_part(t):
             return t.to_local() if isinstance(t, DTensor) else t
 
         barrier = dist.barrier
     else:
-        local, state = full, full
+        local = state = make_state(int(nbytes), int(tensor_mib) * 2**20)
 
         def fresh():
             return {k: torch.empty_like(v) if isinstance(v, torch.Tensor) else 0 for k, v in local.items()}

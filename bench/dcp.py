@@ -52,15 +52,20 @@ def add_args(parser: argparse.ArgumentParser) -> None:
                              "(bench/.venv-dataflux is made by `python -m bench checkpoint`)")
 
 
-def make_state(total: int, tensor_bytes: int, seed: int = 0) -> Dict:
-    """`total` bytes of random float32 tensors named like a model's layers, plus a little metadata."""
+def make_state(total: int, tensor_bytes: int, seed: int = 0, shard: tuple[int, int] | None = None) -> Dict:
+    """`total` bytes of random float32 tensors named like a model's layers, plus a little metadata.
+
+    With `shard=(rank, world)` only that rank's dim-0 slice of each tensor is kept (the full tensor
+    lives just while it is sliced), so ranks of a multi-process run hold 1/world of the state each.
+    """
     import torch
 
     g = torch.Generator().manual_seed(seed)
     state, left, i = {}, total, 0
-    while left > 0:
-        n = max(min(tensor_bytes, left) // 4, 1)
-        state[f"layers.{i}.weight"] = torch.randn(n, generator=g)
+    while left >= 4:
+        n = min(tensor_bytes, left) // 4
+        t = torch.randn(n, generator=g)
+        state[f"layers.{i}.weight"] = t if shard is None else t.tensor_split(shard[1])[shard[0]].clone()
         left -= n * 4
         i += 1
     state["step"] = 1000

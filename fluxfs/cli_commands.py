@@ -160,12 +160,9 @@ def _bar(args: argparse.Namespace, **kw) -> tqdm:
 
 
 def iter_info_batches(fs, path: str) -> Iterator[List[Dict[str, Any]]]:
-    """Batches of object info dicts for every object under `path`, as the fast lister yields them."""
-    if hasattr(fs, "iter_objects"):
-        for batch in fs.iter_objects(path):
-            yield list(batch)
-    else:  # before the parallel lister: one flat listing
-        yield [i for i in fs.find(path, detail=True).values() if i.get("type", "file") == "file"]
+    """Batches of object info dicts for every object under `path`, as the parallel lister yields them."""
+    for batch in fs.iter_objects(path):
+        yield list(batch)
 
 
 def list_objects(fs, path: str, args: argparse.Namespace, desc: str = "listing") -> List[Dict[str, Any]]:
@@ -474,11 +471,8 @@ def _read_chunks(f, bar: tqdm) -> Iterator[bytes]:
 
 
 def _download_batch(fs, batch: List[Transfer], bar: tqdm) -> None:
-    infos = [t.info for t in batch]
-    if hasattr(fs, "cat_objects"):
-        data = fs.cat_objects(infos)
-    else:  # before batched reads exist
-        data = fs.cat([t.src for t in batch])
+    # One compose-backed batched read; sizes and generations come from the listing already done.
+    data = fs.cat_objects([t.info for t in batch])
     for t in batch:
         payload = data[t.src]
         if isinstance(payload, BaseException):

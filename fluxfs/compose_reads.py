@@ -9,7 +9,8 @@ on the listing being fresh:
   ``objectPreconditions.ifGenerationMatch``), so a composite cannot mix versions: a changed
   or vanished object makes the compose fail (412/404);
 * every slice is checked against the listed crc32c, which also catches servers that ignore
-  the pins (fake-gcs-server) and misaligned slices;
+  the pins (fake-gcs-server) and misaligned slices (objects listed without a crc32c are
+  therefore never composed);
 * whatever fails falls back to a direct read of the current object (fresh metadata from the
   response headers, verified against its own crc32c).
 
@@ -115,14 +116,17 @@ def to_objs(infos: Iterable[dict]) -> list[_Obj]:
 def plan(objs: list[_Obj], cap: int, threshold: int) -> tuple[list[list[_Obj]], list[_Obj]]:
     """Split into composite groups (<= 32 sources, <= cap bytes, never over) and direct reads.
 
-    Objects without size/generation, above `threshold`, and groups of one are read directly.
-    Consecutive objects of one bucket share a group, so input order keeps data locality.
+    Objects without size, generation or crc32c, above `threshold`, and groups of one are read
+    directly. The crc32c is required because it is what checks each slice: a server that ignores
+    the generation pins (fake-gcs-server) would otherwise hand back misaligned slices unnoticed
+    when one object grows as another shrinks. Consecutive objects of one bucket share a group,
+    so input order keeps data locality.
     """
     groups: list[list[_Obj]] = []
     direct: list[_Obj] = []
     open_groups: dict[str, tuple[list[_Obj], int]] = {}
     for o in objs:
-        if o.size is None or o.generation is None or o.size > threshold:
+        if o.size is None or o.generation is None or o.crc is None or o.size > threshold:
             direct.append(o)
             continue
         cur, total = open_groups.get(o.bucket, (None, 0))

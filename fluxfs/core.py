@@ -146,7 +146,10 @@ class FluxFileSystem(GCSFileSystem):
                     return
                 yield batch
         finally:
-            sync(self.loop, agen.aclose)
+            try:
+                sync(self.loop, agen.aclose)
+            except RuntimeError:
+                pass   # interrupted inside __anext__ (e.g. Ctrl-C): the generator is still running
 
     async def _find(self, path, maxdepth=None, withdirs=False, detail=False, prefix="", **kwargs):
         """gcsfs's `_find` (same names, same dircache filling) on the parallel lister."""

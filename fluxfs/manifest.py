@@ -129,7 +129,7 @@ def parse_line(line: str, *, base: str | None = None, where: str = "manifest", l
         shown = s if len(s) <= 200 else s[:200] + "..."
         return ValueError(f"{where}, line {lineno}: {why}: {shown!r}")
 
-    if s.lstrip().startswith("{"):
+    if s.lstrip()[:1] in ("{", "["):
         try:
             obj = json.loads(s)
         except ValueError as exc:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import http
 from .errors import PreconditionFailed
+from .part_pipeline import body as sliced
 from .part_pipeline import confirm_written, crc_b64, exists_error
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,14 +79,15 @@ class ResumableUploader:
                 if have >= end and total is None:
                     return None
                 begin = max(start, have)
-            body = data[begin - start:] if begin > start else data
+            payload = data[begin - start:] if begin > start else data
             size = "*" if total is None else str(total)
             rng = f"bytes {begin}-{end - 1}/{size}" if end > begin else f"bytes */{size}"
             headers = {"Content-Range": rng}
             if total is not None:
                 headers["x-goog-hash"] = f"crc32c={crc_b64(crc)}"  # the server checks the whole object
             try:
-                resp = await http.request_once(self.fs, "PUT", self.session, what=what, headers=headers, data=body,
+                resp = await http.request_once(self.fs, "PUT", self.session, what=what, headers=headers,
+                                               data=sliced(payload),
                                                ok=(308,) if total is None else (200, 201))
             except PreconditionFailed:
                 raise exists_error(self.pw.bucket, self.pw.key) from None

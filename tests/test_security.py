@@ -38,17 +38,17 @@ def planted(flux_server):
 
 
 def _fs(flux_server, token, **options) -> FluxFileSystem:
-    return FluxFileSystem(endpoint_url=flux_server.url, token=Credentials(token), skip_instance_cache=True,
-                          retry={"initial": 0.001, "maximum": 0.01, "max_attempts": 20}, **options)
+    options.setdefault("retry", {"initial": 0.001, "maximum": 0.01, "max_attempts": 20})
+    return FluxFileSystem(endpoint_url=flux_server.url, token=Credentials(token), skip_instance_cache=True, **options)
 
 
 def test_token_never_appears_in_logs_reprs_or_errors(flux_server, bucket, planted, caplog):
     root = logging.getLogger()
-    old_level = root.level
     caplog.set_level(logging.DEBUG)
-    for name in list(logging.root.manager.loggerDict) + ["fluxfs", "gcsfs", "aiohttp", "urllib3", "google"]:
+    names = set(logging.root.manager.loggerDict) | {"fluxfs", "gcsfs", "aiohttp", "urllib3", "google", ""}
+    old_levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
         logging.getLogger(name).setLevel(logging.DEBUG)
-    root.setLevel(logging.DEBUG)
     seen: list[str] = []
     try:
         # Without the token nothing works: proves every request below carries it.
@@ -107,11 +107,12 @@ def test_token_never_appears_in_logs_reprs_or_errors(flux_server, bucket, plante
         seen.append(repr(w))
         w.discard()
     finally:
-        root.setLevel(old_level)
+        for name, level in old_levels.items():  # leave logging as it was (torch logs at exit)
+            logging.getLogger(name).setLevel(level)
         flux_server.configure(require_token=None)
     formatter = logging.Formatter("%(name)s %(levelname)s %(message)s")
     logged = [formatter.format(r) for r in caplog.records]
-    assert logged, "no log records captured: the test would prove nothing"
+    assert len(logged) > 10, "hardly any log records captured: the test would prove nothing"
     assert any(r.levelno == logging.DEBUG for r in caplog.records)
     leaks = [t for t in logged + seen if planted in t]
     assert leaks == []

@@ -88,7 +88,27 @@ class Server:
         self.store.keys_scanned = 0
 
     async def body(self, request: web.Request) -> bytes:
-        data = await request.read()
+        """The request body; under a bandwidth cap it is taken off the socket at the capped rate.
+
+        Pacing uploads like downloads matters: a real GCS stream is capped both ways, and
+        parallel part uploads only pay off if one stream cannot carry the whole checkpoint.
+        """
+        bw = self.profile.s["bandwidth_mbps"]
+        if not bw or not request.can_read_body:
+            data = await request.read()
+        else:
+            loop = asyncio.get_running_loop()
+            t0, got, parts = loop.time(), 0, []
+            while True:
+                chunk = await request.content.read(_PACE_CHUNK)
+                if not chunk:
+                    break
+                parts.append(chunk)
+                got += len(chunk)
+                delay = t0 + got / (bw * 1e6) - loop.time()
+                if delay > 0:  # leave the rest in the socket: TCP back-pressure paces the client
+                    await asyncio.sleep(delay)
+            data = b"".join(parts)
         self.bytes_in += len(data)
         return data
 

@@ -17,13 +17,21 @@ from tests.conftest import make_fs
 N = 20_000
 
 
-def _listing_tasks(fs) -> list[str]:
-    """Names of coroutines of the parallel lister still alive on the filesystem's event loop."""
-    async def names():
-        return [t.get_coro().__qualname__ for t in asyncio.all_tasks() if not t.done()]
+def _tasks_of(fs) -> list[asyncio.Task]:
+    """Unfinished tasks on the (process-wide) fsspec event loop that belong to `fs`'s parallel lister."""
+    def mine(task: asyncio.Task) -> bool:
+        frame = getattr(task.get_coro(), "cr_frame", None)
+        owner = frame.f_locals.get("self") if frame is not None else None
+        return type(owner).__name__ == "Lister" and owner.fs is fs
 
-    running = asyncio.run_coroutine_threadsafe(names(), fs.loop).result(10)
-    return [n for n in running if n.startswith(("Lister.", "iter_objects", "find", "list_all"))]
+    async def collect():
+        return [t for t in asyncio.all_tasks() if not t.done() and mine(t)]
+
+    return asyncio.run_coroutine_threadsafe(collect(), fs.loop).result(10)
+
+
+def _listing_tasks(fs) -> list[str]:
+    return [t.get_coro().__qualname__ for t in _tasks_of(fs)]
 
 
 def _ctrl_c_after(seconds: float, still_running: threading.Event) -> threading.Thread:
@@ -50,7 +58,11 @@ def slow_listing(flux_server, bucket):
     """20,000 objects listed 50 per page at 40 ms a page by 4 workers: about 4 s to list."""
     flux_server.generate(bucket, N, size=1, prefix="many/")
     flux_server.configure(latency_ms=40)
-    return make_fs(flux_server, list_page_size=50, list_concurrency=4)
+    fs = make_fs(flux_server, list_page_size=50, list_concurrency=4)
+    yield fs
+    # Whatever a failing test leaked must not run on into the next tests (the loop and server are shared).
+    for task in _tasks_of(fs):
+        fs.loop.call_soon_threadsafe(task.cancel)
 
 
 def test_ctrl_c_during_find(slow_listing, flux_server, bucket):

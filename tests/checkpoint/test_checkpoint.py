@@ -107,6 +107,15 @@ def test_missing_checkpoint_and_bad_urls(ckpt, bucket):
         ckpt.save({}, f"flux://{bucket}")
 
 
+def test_failed_save_leaves_previous_checkpoint_intact(ckpt, bucket, flux_server):
+    url = f"flux://{bucket}/model.pt"
+    ckpt.save({"w": torch.ones(3)}, url)
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        ckpt.save({"w": torch.zeros(4_000_000), "bad": lambda: None}, url)  # a lambda cannot be pickled
+    assert torch.equal(ckpt.load(url)["w"], torch.ones(3))
+    assert flux_server.list_names(bucket) == ["model.pt"]
+
+
 def test_snapshot_copies_tensors_and_keeps_structure():
     weight = torch.nn.Parameter(torch.ones(3))
     sd = collections.OrderedDict(w=weight, tied=weight, n=[torch.zeros(2)])

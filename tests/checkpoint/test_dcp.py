@@ -80,7 +80,12 @@ def test_single_process_round_trip_and_partial_load(flux_server, bucket):
 
     target = {"big": torch.zeros(512, 1024), "small": {"a": torch.zeros(10, dtype=torch.int64),
               "b": torch.zeros(3, dtype=torch.bfloat16)}, "meta": {"epoch": 0, "name": ""}}
-    dcp.load(target, storage_reader=FluxStorageReader(url, **options(flux_server)))
+    # checkpoint_id makes dcp call reset(url): the storage options must survive it (checked first,
+    # so a regression fails here instead of reaching for the default endpoint).
+    reader = FluxStorageReader(url, **options(flux_server))
+    reader.reset(url)
+    assert reader.fs.fs.storage_options["endpoint_url"] == flux_server.url
+    dcp.load(target, checkpoint_id=url, storage_reader=reader)
     assert torch.equal(target["big"], state["big"])
     assert torch.equal(target["small"]["a"], state["small"]["a"])
     assert torch.equal(target["small"]["b"], state["small"]["b"])
@@ -134,7 +139,8 @@ def test_save_killed_midway_leaves_no_metadata(flux_server, bucket):
     dcp.save({"old": torch.ones(4)}, storage_writer=FluxStorageWriter(url, **options(flux_server)))
     assert "killed/.metadata" in flux_server.list_names(bucket, "killed/")
 
-    flux_server.configure(latency_ms=100, bandwidth_mbps=20)  # ~48 MB takes a few seconds
+    # 500 ms before every answer: 12 x 4 MB of 5 MiB parts, 8 in flight, need several seconds.
+    flux_server.configure(latency_ms=500)
     proc = subprocess.Popen(
         [sys.executable, str(WORKER), "big", url, flux_server.url],
         env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -145,7 +151,7 @@ def test_save_killed_midway_leaves_no_metadata(flux_server, bucket):
             assert proc.poll() is None, f"save ended before it could be killed: {proc.stdout.read()[-2000:]}"
             assert time.monotonic() < deadline, "the save never started uploading"
             time.sleep(0.05)
-        time.sleep(0.3)  # a few parts in flight
+        # An upload is open and its parts are in flight: kill the saver now, as a preemption would.
         assert proc.poll() is None, "save finished before it could be killed; make it bigger"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -153,7 +159,7 @@ def test_save_killed_midway_leaves_no_metadata(flux_server, bucket):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    flux_server.configure(latency_ms=0, bandwidth_mbps=0)
+    flux_server.configure(latency_ms=0)
 
     names = flux_server.list_names(bucket, "killed/")
     assert "killed/.metadata" not in names
@@ -167,10 +173,10 @@ def test_save_killed_midway_leaves_no_metadata(flux_server, bucket):
         dcp.load({"t0": torch.zeros(1_000_000)}, storage_reader=reader)
 
 
-def test_async_save_with_gloo_group(flux_server, bucket):
+def test_async_save_with_gloo_group(flux_server, bucket, monkeypatch):
     if dist.is_initialized():
         pytest.skip("a process group is already initialized in this process")
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")  # loopback only
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     try:
         url = f"flux://{bucket}/async"

@@ -131,3 +131,11 @@ def test_bad_options_are_clear_errors(flux_server, bucket):
     with pytest.raises(TypeError, match="bogus"):
         make_fs(flux_server).open(f"{bucket}/o", "wb", bogus=1)
     assert not make_fs(flux_server).exists(f"{bucket}/o")
+
+
+def test_text_mode_through_fsspec(flux_server, bucket):
+    fs = make_fs(flux_server, multipart="compose", part_size=COMPOSE_PART)
+    text = "checkpoint → ünïcode\n" * 20_000  # spans several parts
+    with fs.open(f"{bucket}/notes.txt", "w", encoding="utf-8") as f:
+        f.write(text)
+    assert fs.cat_file(f"{bucket}/notes.txt").decode("utf-8") == text
