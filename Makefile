@@ -24,6 +24,7 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) -m bench all --profile cloud --json-dir bench/results
+	$(PY) -m bench.report
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -176,3 +176,22 @@ def test_training_epoch_under_faults(flux_server, bucket, storage_options):
         assert data == expected(key), key
     no_faults(flux_server)
     assert_clean(flux_server, bucket)
+
+
+def test_torchdata_nodes_under_faults(flux_server, bucket, storage_options):
+    from torchdata.nodes import Loader
+
+    from fluxfs.pipes import ListObjects, ReadObjects
+
+    flux_server.generate(bucket, 300, size=SIZES, prefix="n/", seed=0)
+    faults(flux_server, {"list", "read", "compose", "delete"}, seed=10)
+    before = fault_count(flux_server)
+    node = ReadObjects(ListObjects(f"flux://{bucket}/n/", storage_options=storage_options),
+                       storage_options=storage_options, batch_size=32)
+    got = dict(Loader(node))
+    assert fault_count(flux_server) > before
+    assert sorted(got) == sorted(flux_server.list_names(bucket, "n/"))
+    for key, data in got.items():
+        assert data == expected(key), key
+    no_faults(flux_server)
+    assert_clean(flux_server, bucket)

@@ -1,0 +1,102 @@
+"""`python -m bench.report`: the README's benchmark table and a ratio plot from bench/results/*.json.
+
+Every figure comes from a JSON report written by a benchmark run; nothing is typed in by hand.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Iterator
+
+# The metric a row quotes, in order of preference, with its unit.
+METRICS = (("objects_per_s", "obj/s"), ("samples_per_s", "samples/s"), ("save_mb_per_s", "MB/s save"),
+           ("load_mb_per_s", "MB/s load"), ("pages_per_s", "pages/s"), ("gets_per_s", "GET/s"),
+           ("mb_per_s", "MB/s"))
+PEERS = ("gcsfs", "dataflux", "dataflux-best", "limit")
+
+
+def subreports(report: dict) -> Iterator[tuple[str, dict]]:
+    """(label, report) for a report and for each of its sets (scenarios that run several sizes)."""
+    if "sets" in report:
+        for name, sub in report["sets"].items():
+            yield f"{report['scenario']} {name}", {**sub, "profile": report.get("profile")}
+    else:
+        yield report["scenario"], report
+
+
+def metrics_of(report: dict) -> list[tuple[str, str]]:
+    medians = [c.get("median", {}) for c in report.get("contenders", {}).values()]
+    return [(m, unit) for m, unit in METRICS if any(m in med for med in medians)]
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+
+
+def table(reports: list[dict]) -> str:
+    lines = ["| scenario (profile) | metric | fluxfs | " + " | ".join(PEERS) + " | ratios (median of runs) |",
+             "|---|---|---|" + "---|" * len(PEERS) + "---|"]
+    for report in reports:
+        for label, sub in subreports(report):
+            contenders = sub.get("contenders", {})
+            ratios = sub.get("ratios") or {}
+            found = metrics_of(sub)
+            # save and load are both headline metrics; elsewhere the first (most specific) one is.
+            shown_metrics = [m for m in found if m[0] in ("save_mb_per_s", "load_mb_per_s")] or found[:1]
+            for metric, unit in shown_metrics:
+                cells = []
+                for name in ("fluxfs",) + PEERS:
+                    c = contenders.get(name, {})
+                    cells.append("error" if "error" in c else fmt(c.get("median", {}).get(metric)))
+                prefix = metric.split("_")[0] + ":"
+                shown = {k: v for k, v in ratios.items() if ":" not in k or k.startswith(prefix)}
+                ratio_text = ", ".join(f"{k.split(':')[-1]} {v:g}x" for k, v in shown.items())
+                lines.append(f"| {label} ({sub.get('profile')}) | {unit} | " + " | ".join(cells) + f" | {ratio_text} |")
+    return "\n".join(lines)
+
+
+def plot(reports: list[dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels, values = [], []
+    for report in reports:
+        for label, sub in subreports(report):
+            for key, value in (sub.get("ratios") or {}).items():
+                if key.split(":")[-1] in ("fluxfs/gcsfs", "fluxfs/dataflux"):
+                    labels.append(f"{label}: {key}")
+                    values.append(value)
+    if not labels:
+        return
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(labels) + 1.2))
+    ax.barh(labels, values, color=["#2a7" if v >= 1 else "#c44" for v in values])
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("speed-up of fluxfs (x, median of runs; 1 = same speed)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__)
+    parser.add_argument("--dir", default=str(Path(__file__).parent / "results"))
+    args = parser.parse_args(argv)
+    results = Path(args.dir)
+    reports = [json.loads(p.read_text()) for p in sorted(results.glob("*.json"))]
+    if not reports:
+        print(f"no reports in {results}: run `make bench` or `python -m bench SCENARIO --json PATH` first")
+        return 1
+    md = table(reports)
+    (results / "summary.md").write_text(md + "\n")
+    plot(reports, results / "ratios.png")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
