@@ -15,7 +15,6 @@ the server runs in its own process and is not counted).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import resource
 import time

@@ -97,11 +97,13 @@ def _delete_url(fs: "FluxFileSystem", path: str) -> tuple[str, str, str]:
     return bucket, key, fs.json_url("b/{}/o/{}", bucket, key)
 
 
-async def delete(fs: "FluxFileSystem", path: str, generation: Optional[str] = None) -> bool:
+async def delete(fs: "FluxFileSystem", path: str, generation: Optional[str] = None,
+                 raise_denied: bool = False) -> bool:
     """Delete a temporary object and release it; True when gone (404 counts: already gone).
 
     Errors other than 404 are logged and the object stays registered, so the atexit hook
-    (or `cleanup`) gets another chance.
+    (or `cleanup`) gets another chance. With `raise_denied`, a 403 is raised instead
+    (PermissionError): compose reads stop making temporaries they cannot delete.
     """
     bucket, key, url = _delete_url(fs, path)
     params = {"generation": str(generation)} if generation else None
@@ -111,6 +113,11 @@ async def delete(fs: "FluxFileSystem", path: str, generation: Optional[str] = No
         pass
     except asyncio.CancelledError:
         raise
+    except PermissionError:
+        if raise_denied:
+            raise
+        logger.warning("could not delete temporary object %s: permission denied", path)
+        return False
     except Exception as exc:  # noqa: BLE001 - reported, object kept for a later attempt
         logger.warning("could not delete temporary object %s: %s", path, exc)
         return False

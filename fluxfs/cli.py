@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, default=16, help="transfers in flight (default 16)")
     p.add_argument("-n", "--no-clobber", action="store_true", help="fail if a destination already exists")
 
+    p = add("mb", c.cmd_mb, "make a bucket (handy on `fluxfs serve`; on GCS it needs a project: -o project=...)")
+    p.add_argument("url", help="flux://BUCKET")
+
     p = add("cleanup", c.cmd_cleanup, "delete fluxfs temporary objects left behind by crashed jobs")
     p.add_argument("url", help="flux://BUCKET")
     p.add_argument("--older-than", default="1h", metavar="AGE",

@@ -265,6 +265,8 @@ def cmd_du(args: argparse.Namespace) -> int:
         acc = per_child.setdefault(child, [0, 0])
         acc[0] += size
         acc[1] += 1
+    if count == 0 and "/" in path.strip("/"):
+        raise FileNotFoundError(f"no objects under {args.url}")
     fmt = human if args.human else str
     if not args.summarize:
         for child in sorted(per_child):
@@ -548,6 +550,18 @@ def cmd_cp(args: argparse.Namespace) -> int:
         nbytes = sum(t.size for t in transfers)
         print(f"copied {len(transfers)} file(s), {human(nbytes)} in {dt:.1f} s "
               f"({human(nbytes / dt if dt else 0)}/s)", file=sys.stderr)
+    return 0
+
+
+def cmd_mb(args: argparse.Namespace) -> int:
+    fs = make_fs(args)
+    path = remote_path(args.url)
+    bucket = path.strip("/")
+    if "/" in bucket:
+        raise UsageError(f"mb takes a bucket URL such as flux://my-bucket, not {args.url!r}")
+    if fs.exists(bucket):
+        raise FileExistsError(f"bucket {bucket!r} exists")
+    fs.mkdir(bucket, create_parents=True)
     return 0
 
 

@@ -308,7 +308,7 @@ class _Batch:
         async with self.delete_sem:
             gen = self.mine.get(tpath)
             try:
-                ok = await cleanup.delete(self.fs, tpath, gen)
+                ok = await cleanup.delete(self.fs, tpath, gen, raise_denied=True)
             except PermissionError as exc:
                 _deny_compose(self.fs, exc)
                 ok = False

@@ -6,6 +6,7 @@ delegated to `listing`, `compose_reads`, `read_file` and `multipart`.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, AsyncIterator, Iterator
 from urllib.parse import quote
@@ -135,21 +136,27 @@ class FluxFileSystem(GCSFileSystem):
 
         Closing the generator early (break, or garbage collection) cancels the listing.
         """
-        from fsspec.asyn import sync
+        from .cleanup import run_sync
 
         agen = self._iter_objects(path, prefix, sort, batch_size, **kwargs)
         try:
             while True:
                 try:
-                    batch = sync(self.loop, agen.__anext__)
+                    # run_sync: a Ctrl-C while waiting cancels the listing before it is re-raised.
+                    batch = run_sync(self, agen.__anext__)
                 except StopAsyncIteration:
                     return
                 yield batch
         finally:
             try:
-                sync(self.loop, agen.aclose)
+                running = asyncio.get_running_loop()
             except RuntimeError:
-                pass   # interrupted inside __anext__ (e.g. Ctrl-C): the generator is still running
+                running = None
+            if running is self.loop:
+                # Garbage-collected on the loop's own thread: a blocking wait here would deadlock.
+                running.create_task(agen.aclose())
+            else:
+                run_sync(self, agen.aclose)
 
     async def _find(self, path, maxdepth=None, withdirs=False, detail=False, prefix="", **kwargs):
         """gcsfs's `_find` (same names, same dircache filling) on the parallel lister."""
@@ -161,11 +168,35 @@ class FluxFileSystem(GCSFileSystem):
         return await listing.find(self, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                                   prefix=prefix, update_cache=kwargs.get("update_cache", True))
 
+    def find(self, path, maxdepth=None, withdirs=False, detail=False, **kwargs):
+        """Blocking `_find`; Ctrl-C cancels the listing's workers before it is re-raised."""
+        from .cleanup import run_sync
+
+        return run_sync(self, self._find, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
+
+    def du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
+        """Blocking `_du`; Ctrl-C cancels the listing's workers before it is re-raised."""
+        from .cleanup import run_sync
+
+        return run_sync(self, self._du, path, total=total, maxdepth=maxdepth, withdirs=withdirs, **kwargs)
+
     async def _du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Sizes from one fast `_find(detail=True)` (fsspec's default asks `_info` object by object)."""
         infos = await self._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=True, **kwargs)
         sizes = {name: info.get("size", 0) or 0 for name, info in infos.items()}
         return sum(sizes.values()) if total else sizes
+
+    def created(self, path):
+        """Creation time; a listing's info dicts (in the dircache after `find`) carry no timeCreated: ask the object."""
+        info = self.info(path)
+        if "ctime" in info:
+            return info["ctime"]
+        from fsspec.asyn import sync
+
+        bucket, key, _ = self.split_path(path)
+        resp = sync(self.loop, http.request, self, "GET", self.json_url("b/{}/o/{}", bucket, key), op="metadata",
+                    what=f"{bucket}/{key}", params={"fields": "timeCreated"})
+        return self._parse_timestamp(resp.json()["timeCreated"])
 
     def write_manifest(self, path: str, out: Any, sort: bool = True, progress: Any = None, **kwargs: Any) -> int:
         """Write a JSON-lines manifest of every object under `path` to `out`; returns the object count.

@@ -7,6 +7,18 @@ left, split at a key between that span's last listed name and its end. Spans par
 key space and a worker only keeps names strictly above its last one and below its (possibly
 shrunk) end, so every object comes out exactly once whatever the splits.
 
+Where to split: names are read as mixed-radix numbers over the characters seen at each
+position (`KeySpace`), and a span's last page gives a density (names per unit of that
+space), so a split can leave the victim about N names. Only spans that have listed a page
+are split, the victim keeps at least its in-flight page, and every split key is checked
+against the real bounds (falling back to midpoints, then to "just above the last name");
+a range with no key strictly inside (``"a"`` .. ``"a\\x00"``) is simply not split.
+
+A split shrinks the victim's ``endOffset`` while its next page may be on the wire: names at
+or above the new end are dropped from that page, and its page token (issued for the old
+end) is discarded in favour of ``startOffset=last``. Objects added or deleted meanwhile
+are listed or not, as with any listing, but never twice.
+
 All of it runs as asyncio tasks on the filesystem's event loop (no processes, no threads),
 so it works in notebooks and inside DataLoader workers.
 """

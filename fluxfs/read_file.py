@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import collections
 import concurrent.futures
 import dataclasses
 import io
+import itertools
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from urllib.parse import quote
 
+import aiohttp
 import google_crc32c
 
 from . import http
-from .errors import ChecksumMismatch
+from .errors import ChecksumMismatch, raise_for_status
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
@@ -106,6 +109,97 @@ async def get_range(fs: "FluxFileSystem", bucket: str, key: str, start: Optional
                             what=f"read {bucket}/{key}")
 
 
+@dataclasses.dataclass
+class Streamed:
+    """Bytes of one ranged GET kept as the chunks aiohttp received: joining them would cost a copy."""
+
+    chunks: list              # bytes objects, in order
+    start: int
+    size: int                 # the whole object's size
+    generation: Optional[str]
+    crc32c: Optional[int]
+
+
+Head = Callable[[int, Optional[str], Optional[int]], None]
+
+
+def _content_range(value: str) -> tuple[int, int]:
+    """(first byte, object size) from "bytes a-b/size"."""
+    first, _, total = value.partition(" ")[2].partition("/")
+    return (int(first.split("-")[0]) if first and first != "*" else 0), int(total)
+
+
+async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_head: Optional[Head]) -> Streamed:
+    """One GET of [start, end), its body collected chunk by chunk; `on_head(size, generation, crc32c)`
+    is called as soon as the headers tell them (before the body, on a 206), so a caller can start
+    the other ranges one transfer time earlier."""
+    params = {"alt": "media"}
+    if generation is not None:
+        params["generation"] = str(generation)
+    what = f"{bucket}/{key}"
+    session = await fs._set_session()
+    async with session.get(media_url(fs, bucket, key), params=fs._get_params(params),
+                           headers=fs._get_headers({"Range": f"bytes={start}-{end - 1}"}),
+                           timeout=fs.http_timeout) as r:
+        if r.status == 416 and start == 0:
+            # GCS answers a ranged GET of an empty object with 416: read it whole instead.
+            got = await _get_once(fs, bucket, key, None, None, generation, True)
+            if on_head is not None:
+                on_head(got.size, got.generation, got.crc32c)
+            return Streamed([got.body] if got.body else [], 0, got.size, got.generation, got.crc32c)
+        if r.status not in (200, 206):
+            body = await r.read()
+            if r.status == 416:
+                raise ValueError(f"Requested range {start}-{end} not satisfiable for {what}")
+            raise_for_status(r.status, body, what, r.headers)
+            raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
+        h = r.headers
+        gen = h.get("x-goog-generation")
+        crc = _crc_from_headers(h)
+        begin, size = _content_range(h.get("Content-Range", "")) if r.status == 206 else (0, -1)
+        if r.status == 206 and on_head is not None:
+            on_head(size, gen, crc)
+        chunks = []
+        n = 0
+        async for data, _ in r.content.iter_chunks():  # one buffered chunk at a time, no joining
+            if data:
+                chunks.append(data)
+                n += len(data)
+    if r.status == 200:  # the server sent the whole object (empty, or it ignored Range)
+        begin, size = 0, n
+        if crc is not None:
+            value = 0
+            for c in chunks:
+                value = google_crc32c.extend(value, c)
+            if value != crc:
+                raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}): bytes corrupted in transit")
+        if on_head is not None:
+            on_head(size, gen, crc)
+    elif n != min(end, size) - begin:
+        raise aiohttp.ClientPayloadError(f"short body reading {what}: {n} bytes for range {begin}-{end}")
+    return Streamed(chunks, begin, size, gen, crc)
+
+
+async def get_chunks(fs: "FluxFileSystem", bucket: str, key: str, start: int, end: int,
+                     generation: Optional[str] = None, on_head: Optional[Head] = None) -> Streamed:
+    """GET bytes [start, end) as received chunks, under the read retry policy.
+
+    A retry after the headers were seen is pinned to the generation they named, so the
+    bytes can never come from two versions.
+    """
+    seen = {"gen": generation}
+
+    def head(size: int, gen: Optional[str], crc: Optional[int]) -> None:
+        if seen["gen"] is None:
+            seen["gen"] = gen
+        if on_head is not None:
+            on_head(size, gen, crc)
+
+    policy = fs.retry_policy("read")
+    return await policy.run(lambda: _stream_once(fs, bucket, key, start, end, seen["gen"], head),
+                            what=f"read {bucket}/{key}")
+
+
 def _split(start: int, end: int, chunk: int) -> list[tuple[int, int]]:
     return [(a, min(a + chunk, end)) for a in range(start, end, chunk)]
 
@@ -130,18 +224,16 @@ async def read_object(fs: "FluxFileSystem", bucket: str, key: str, *, start: Opt
     first_end = s + chunk if end is None else min(end, s + chunk)
     if end is not None and first_end <= s:
         return Fetched(b"", s, -1, generation, None)
-    first = await get_range(fs, bucket, key, s, first_end, generation)
+    first = await get_chunks(fs, bucket, key, s, first_end, generation)
     stop = first.size if end is None else min(end, first.size)
-    got = len(first.body)
-    if s + got >= stop:
-        return first
+    got = sum(map(len, first.chunks))
+    ranges = _split(s + got, stop, chunk) if s + got < stop else []
     gen = first.generation
-    ranges = _split(s + got, stop, chunk)
     sem = asyncio.Semaphore(concurrency)
 
-    async def one(a: int, b: int) -> bytes:
+    async def one(a: int, b: int) -> list:
         async with sem:
-            return (await get_range(fs, bucket, key, a, b, gen, check=False)).body
+            return (await get_chunks(fs, bucket, key, a, b, gen)).chunks
 
     tasks = [asyncio.ensure_future(one(a, b)) for a, b in ranges]
     try:
@@ -151,10 +243,34 @@ async def read_object(fs: "FluxFileSystem", bucket: str, key: str, *, start: Opt
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-    body = b"".join([first.body, *parts])
+    # One copy: every received chunk of every range straight into the result.
+    body = b"".join(itertools.chain(first.chunks, *parts))
     if s == 0 and stop == first.size and first.crc32c is not None and google_crc32c.value(body) != first.crc32c:
         raise ChecksumMismatch(f"crc32c mismatch reading {bucket}/{key} (generation {gen}) with parallel ranges")
     return Fetched(body, s, first.size, gen, first.crc32c)
+
+
+class _Block:
+    """One block of a read handle, as the chunks received (a join would cost a copy of every byte)."""
+
+    __slots__ = ("chunks", "ends", "length")
+
+    def __init__(self, chunks: list):
+        self.chunks = [c for c in chunks if len(c)]
+        self.ends = list(itertools.accumulate(len(c) for c in self.chunks))
+        self.length = self.ends[-1] if self.ends else 0
+
+    def views(self, off: int, n: int) -> Iterator:
+        """Buffers covering bytes [off, off + n) of the block: whole chunks as they are, else memoryview slices."""
+        k = bisect.bisect_right(self.ends, off)
+        while n > 0 and k < len(self.chunks):
+            c = self.chunks[k]
+            a = off - (self.ends[k] - len(c))
+            take = min(n, len(c) - a)
+            yield c if a == 0 and take == len(c) else memoryview(c)[a:a + take]
+            off += take
+            n -= take
+            k += 1
 
 
 class FluxReadFile(io.RawIOBase):
@@ -187,7 +303,7 @@ class FluxReadFile(io.RawIOBase):
         self.size: Optional[int] = None
         self._crc_expected: Optional[int] = None
         self._pos = 0
-        self._blocks: "collections.OrderedDict[int, bytes]" = collections.OrderedDict()
+        self._blocks: "collections.OrderedDict[int, _Block]" = collections.OrderedDict()
         self._pending: dict[int, concurrent.futures.Future] = {}
         self._crc: Optional[int] = 0   # running crc32c of bytes [0, _crc_pos); None once given up
         self._crc_pos = 0
@@ -208,12 +324,30 @@ class FluxReadFile(io.RawIOBase):
         return asyncio.run_coroutine_threadsafe(coro, loop)
 
     def _open_first(self) -> None:
-        """The first block, unpinned: tells size, generation and crc32c (no metadata request)."""
-        fetched = self._run(get_range(self.fs, self.bucket, self.key, 0, self.blocksize, self.generation)).result()
-        self.size = fetched.size
-        self.generation = fetched.generation
-        self._crc_expected = fetched.crc32c
-        self._store(0, fetched.body)
+        """The first block, unpinned: its headers tell size, generation and crc32c (no metadata request).
+
+        The other blocks of a whole-object read start as soon as those headers arrive, not
+        after the first block's body: one transfer time less before they are all in flight.
+        """
+        head: concurrent.futures.Future = concurrent.futures.Future()
+
+        def on_head(size: int, gen: Optional[str], crc: Optional[int]) -> None:
+            if not head.done():
+                head.set_result((size, gen, crc))
+
+        def on_done(f: concurrent.futures.Future) -> None:
+            if not head.done():
+                head.set_exception(concurrent.futures.CancelledError() if f.cancelled() else
+                                   f.exception() or RuntimeError(f"no headers reading {self.path}"))
+
+        first = self._run(get_chunks(self.fs, self.bucket, self.key, 0, self.blocksize, self.generation, on_head))
+        first.add_done_callback(on_done)
+        try:
+            self.size, self.generation, self._crc_expected = head.result()
+        except BaseException:
+            first.cancel()
+            raise
+        self._pending[0] = first
         if self.size <= self.whole_object_limit:
             self._request(range(1, self._nblocks()))
 
@@ -226,18 +360,26 @@ class FluxReadFile(io.RawIOBase):
                 continue
             a = i * self.blocksize
             b = min(a + self.blocksize, self.size)
-            self._pending[i] = self._run(get_range(self.fs, self.bucket, self.key, a, b, self.generation, check=False))
+            self._pending[i] = self._run(get_chunks(self.fs, self.bucket, self.key, a, b, self.generation))
 
-    def _store(self, i: int, data: bytes) -> None:
-        self._blocks[i] = data
+    def _store(self, i: int, got: Streamed) -> _Block:
+        if i == 0 and got.start == 0 and sum(map(len, got.chunks)) > self.blocksize:
+            # A whole-object answer (a server ignoring Range): cut it into blocks.
+            body = b"".join(got.chunks)
+            for j in range(self._nblocks()):
+                self._store(j, Streamed([body[j * self.blocksize:(j + 1) * self.blocksize]], j * self.blocksize,
+                                        got.size, got.generation, got.crc32c))
+            return self._blocks[0]
+        blk = self._blocks[i] = _Block(got.chunks)
         # Feed the running crc while blocks arrive in order.
         while self._crc is not None and self._crc_pos < self.size:
             j = self._crc_pos // self.blocksize
-            blk = self._blocks.get(j)
-            if blk is None:
+            nxt = self._blocks.get(j)
+            if nxt is None:
                 break
-            self._crc = google_crc32c.extend(self._crc, blk)
-            self._crc_pos += len(blk)
+            for c in nxt.chunks:
+                self._crc = google_crc32c.extend(self._crc, c)
+            self._crc_pos += nxt.length
         if self._crc is not None and self._crc_pos >= self.size and self._crc_expected is not None:
             if self._crc != self._crc_expected:
                 raise ChecksumMismatch(f"crc32c mismatch reading {self.path} (generation {self.generation})")
@@ -248,8 +390,9 @@ class FluxReadFile(io.RawIOBase):
             old, _ = self._blocks.popitem(last=False)
             if self._crc is not None and old * self.blocksize >= self._crc_pos:
                 self._crc = None  # a block left before being hashed: can no longer verify the whole
+        return blk
 
-    def _block(self, i: int) -> bytes:
+    def _block(self, i: int) -> _Block:
         blk = self._blocks.get(i)
         if blk is not None:
             self._blocks.move_to_end(i)
@@ -257,18 +400,17 @@ class FluxReadFile(io.RawIOBase):
         self._request([i])
         fut = self._pending.pop(i)
         try:
-            data = fut.result().body
+            got = fut.result()
         except FileNotFoundError as exc:
             raise FileNotFoundError(f"{self.path} was overwritten or deleted while open: generation "
                                     f"{self.generation} is gone ({exc})") from exc
-        self._store(i, data)
-        return data
+        return self._store(i, got)
 
     def _ensure_ahead(self, i: int) -> None:
         self._request(range(i, min(i + self.prefetch, self._nblocks())))
         # Move finished prefetches into the cache (and the crc) without blocking.
-        for j in [j for j, f in self._pending.items() if f.done() and not f.exception()]:
-            self._store(j, self._pending.pop(j).result().body)
+        for j in [j for j, f in self._pending.items() if f.done() and not f.cancelled() and not f.exception()]:
+            self._store(j, self._pending.pop(j).result())
 
     # -- io API ---------------------------------------------------------------------------
 
@@ -302,18 +444,25 @@ class FluxReadFile(io.RawIOBase):
         self._pos = pos
         return pos
 
-    def _copy_out(self, out: memoryview) -> int:
-        """Copy bytes from the current position into `out`; returns how many."""
-        n = min(len(out), max(0, self.size - self._pos))
-        done = 0
-        while done < n:
+    def _views(self, n: int) -> Iterator:
+        """Buffers holding the next `n` bytes (fewer at the end), advancing the position."""
+        while n > 0:
             i, off = divmod(self._pos, self.blocksize)
             self._ensure_ahead(i)
             blk = self._block(i)
-            take = min(n - done, len(blk) - off)
-            out[done:done + take] = blk[off:off + take]
-            done += take
+            take = min(n, blk.length - off)
+            if take <= 0:
+                return
+            yield from blk.views(off, take)
+            n -= take
             self._pos += take
+
+    def _copy_out(self, out: memoryview) -> int:
+        """Copy bytes from the current position into `out`; returns how many."""
+        done = 0
+        for v in self._views(min(len(out), max(0, self.size - self._pos))):
+            out[done:done + len(v)] = v
+            done += len(v)
         return done
 
     def readinto(self, b) -> int:
@@ -329,24 +478,10 @@ class FluxReadFile(io.RawIOBase):
         n = remaining if size is None or size < 0 else min(size, remaining)
         if n == 0:
             return b""
-        i, off = divmod(self._pos, self.blocksize)
-        if off + n <= self.blocksize:
-            # Common small read inside one block: a single slice, no intermediate buffer.
-            self._ensure_ahead(i)
-            blk = self._block(i)
-            self._pos += n
-            return blk[off:off + n] if (off or n != len(blk)) else blk
-        # Spanning blocks: join slices of the cached blocks (one copy).
-        parts = []
-        while n > 0:
-            i, off = divmod(self._pos, self.blocksize)
-            self._ensure_ahead(i)
-            blk = self._block(i)
-            take = min(n, len(blk) - off)
-            parts.append(memoryview(blk)[off:off + take])
-            n -= take
-            self._pos += take
-        return b"".join(parts)
+        parts = list(self._views(n))
+        if len(parts) == 1:
+            return parts[0] if isinstance(parts[0], bytes) else bytes(parts[0])
+        return b"".join(parts)  # one copy, straight from the received chunks
 
     def peek(self, size: int = 0) -> bytes:
         """Bytes ahead of the position without moving it (at most 8 KiB: lets readline avoid 1-byte reads)."""
@@ -354,7 +489,7 @@ class FluxReadFile(io.RawIOBase):
             return b""
         i, off = divmod(self._pos, self.blocksize)
         blk = self._block(i)
-        return blk[off:off + max(1, min(size or 8192, 8192))]
+        return b"".join(blk.views(off, max(1, min(size or 8192, 8192))))
 
     def readall(self) -> bytes:
         return self.read(-1)

@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 
-import pytest
 from fsspec.asyn import sync
 
 from fluxfs.server.synthetic import synthetic_bytes, synthetic_size
@@ -54,7 +53,8 @@ def _expected(key: str) -> bytes:
 def test_two_processes_compose_from_one_bucket(flux_server, bucket, tmp_path):
     flux_server.generate(bucket, 800, size=SIZES, prefix="c/", seed=0)
     go = tmp_path / "go"
-    env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout's fluxfs
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, "-c", READER, flux_server.url, bucket, str(go)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(2)]
     flux_server.reset_stats()

@@ -25,3 +25,18 @@ def test_demo_runs_in_reduced_size():
                   "gcsfs checkpoint tensors equal"):
         assert f"[ok] {check}" in out, out
     assert "FAILED" not in out
+
+
+def test_demo_against_an_existing_server_cleans_up(flux_server):
+    """`fluxfs --endpoint URL demo` uses that server and removes its bucket afterwards."""
+    from tests.conftest import make_fs
+
+    fs = make_fs(flux_server)
+    before = set(fs.ls("", detail=False))
+    r = subprocess.run([sys.executable, "-m", "fluxfs.cli", "--endpoint", flux_server.url, "-q", "demo",
+                        "--objects", "300", "--checkpoint-mb", "2", "--no-gcsfs", "--workers", "0"],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr[-4000:]
+    assert "[ok] checkpoint tensors equal" in r.stdout and "FAILED" not in r.stdout
+    fs.invalidate_cache()
+    assert set(fs.ls("", detail=False)) == before  # the demo's bucket is gone again

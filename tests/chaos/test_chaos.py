@@ -98,6 +98,21 @@ def test_multipart_writes_are_whole_under_faults(flux_server, bucket, multipart,
     assert_clean(flux_server, bucket)
 
 
+def test_lost_answers_to_xml_upload_requests_leave_no_upload(flux_server, bucket):
+    """Resets after the server acted (initiate, part, complete): retries must not orphan an upload."""
+    fs = make_fs(flux_server, retry=FAST_RETRY, multipart="xml", part_size=5 * MiB, write_concurrency=2)
+    flux_server.configure(reset_rate=0.3, fail_ops={"write"}, seed=12)
+    datas = {f"{bucket}/x{i}": payload(5 * MiB + 1 + i, seed=300 + i) for i in range(6)}
+    for path, data in datas.items():
+        with fs.open(path, "wb") as f:
+            f.write(data)
+    assert fault_count(flux_server) > 0
+    no_faults(flux_server)
+    for path, data in datas.items():
+        assert fs.cat_file(path) == data
+    assert_clean(flux_server, bucket)
+
+
 def test_failed_write_leaves_nothing_under_faults(flux_server, bucket):
     """An exception inside the writer while faults hit the parts: no object, no part, no upload."""
     fs = make_fs(flux_server, retry=FAST_RETRY, multipart="compose", part_size=64 * 1024, write_concurrency=4)
@@ -193,5 +208,23 @@ def test_torchdata_nodes_under_faults(flux_server, bucket, storage_options):
     assert sorted(got) == sorted(flux_server.list_names(bucket, "n/"))
     for key, data in got.items():
         assert data == expected(key), key
+    no_faults(flux_server)
+    assert_clean(flux_server, bucket)
+
+
+def test_iterable_dataset_epoch_under_faults(flux_server, bucket, storage_options):
+    from torch.utils.data import DataLoader
+
+    from fluxfs.pipes import FluxIterableDataset
+
+    flux_server.generate(bucket, 400, size=SIZES, prefix="it/", seed=0)
+    faults(flux_server, {"list", "read", "compose", "delete"}, seed=11)
+    before = fault_count(flux_server)
+    ds = FluxIterableDataset.from_prefix(f"flux://{bucket}/it/", storage_options=storage_options,
+                                         shuffle=True, seed=3, read_batch=32)
+    seen = [s for batch in DataLoader(ds, batch_size=16, num_workers=0, collate_fn=list) for s in batch]
+    assert fault_count(flux_server) > before
+    assert sorted(k for k, _ in seen) == sorted(flux_server.list_names(bucket, "it/"))
+    assert all(data == expected(key) for key, data in seen)
     no_faults(flux_server)
     assert_clean(flux_server, bucket)

@@ -103,6 +103,7 @@ def test_du_per_prefix_and_summary(cli, tree):
 
     r = cli("du", "-s", f"flux://{tree}/b")
     assert r.code == 0 and len(r.lines) == 1 and r.lines[0].split("\t")[:2] == ["3000", "3"]
+    assert_clean_failure(cli("du", f"flux://{tree}/none"), 3, f"flux://{tree}/none")
 
 
 def test_manifest_lists_every_object(cli, tree, tmp_path, fs):
@@ -262,6 +263,14 @@ def test_cleanup_removes_only_temporaries(cli, fs, bucket):
     assert r.code == 0 and "removed 1 temporary object" in r.err
     fs.invalidate_cache()
     assert not fs.exists(temp) and fs.cat(f"{bucket}/keep") == b"data"
+
+
+def test_mb_makes_a_bucket_once(cli, fs):
+    name = "mb-" + os.urandom(6).hex()
+    assert cli("mb", f"flux://{name}").code == 0
+    assert f"flux://{name}/" in cli("ls", "flux://").lines
+    assert_clean_failure(cli("mb", f"flux://{name}"), 5, "exists")
+    assert_clean_failure(cli("mb", f"flux://{name}/key"), 2, "bucket URL")
 
 
 def test_bench_passes_its_arguments_through(cli, capfd):

@@ -69,6 +69,15 @@ def test_find_fills_the_dircache_like_gcsfs(filled):
     assert fs.ls(f"{bucket}/b", detail=False) == ref.ls(f"{bucket}/b", detail=False)
 
 
+def test_info_after_find_still_answers_times(filled):
+    """find fills the dircache with a listing's light info dicts; modified/created still answer like gcsfs."""
+    fs, ref, bucket = filled
+    fs.find(bucket)
+    path = f"{bucket}/b/d/e"
+    assert fs.modified(path) == ref.modified(path)
+    assert fs.created(path) == ref.created(path)
+
+
 def test_ls_keeps_one_level(filled):
     fs, ref, bucket = filled
     assert fs.ls(bucket, detail=False) == ref.ls(bucket, detail=False)
