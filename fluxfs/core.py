@@ -9,13 +9,22 @@ from __future__ import annotations
 import asyncio
 import os
 from typing import Any, AsyncIterator, Iterator
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from fsspec.asyn import get_loop, sync_wrapper
 from gcsfs.core import GCSFileSystem
 
 from . import http, tempnames
 from .retry import RetryPolicy, resolve_policies
+
+
+def _is_loopback(endpoint_url: str | None) -> bool:
+    """True when the endpoint (or STORAGE_EMULATOR_HOST) is an address on this machine."""
+    url = endpoint_url or os.environ.get("STORAGE_EMULATOR_HOST", "")
+    if not url:
+        return False
+    host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 class FluxFileSystem(GCSFileSystem):
@@ -41,6 +50,11 @@ class FluxFileSystem(GCSFileSystem):
         progress: bool = False,
         **kwargs: Any,
     ):
+        if (kwargs.get("token") is None and not args and _is_loopback(kwargs.get("endpoint_url"))
+                and not os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")):
+            # A server on this machine (the embedded one, an emulator) needs no credentials unless
+            # ADC names a key file, and gcsfs's default chain would probe the GCE metadata server.
+            kwargs["token"] = "anon"
         super().__init__(*args, **kwargs)
         if multipart not in ("xml", "compose", "off"):
             raise ValueError(f"multipart must be 'xml', 'compose' or 'off', not {multipart!r}")

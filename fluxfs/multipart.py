@@ -26,18 +26,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger("fluxfs.multipart")
 
-# Defaults, from the cloud profile's model of one request (30 ms to first byte, ~100 MB/s) and a
-# sweep with bench/checkpoint.py-style writes: a 16 MiB part spends ~170 ms on the wire against 30 ms
-# of latency (85% busy; 8 MiB: 74%), and 8 in flight cover ~700 MB/s, more than a 2-core client can
-# push. Measured on this box (fluxfs server, cloud profile, 256 MB): every mix of 8-32 MiB x 4-16
-# gave 40-60 MB/s, bound by CPU (client copy + crc32c + HTTP, and the server's hashing), so larger
-# values only add memory. The writer holds about (concurrency + 2) x part size = 160 MiB at most.
-# XML multipart needs >= 5 MiB parts; Dataflux uses 32 MiB x 8 threads after staging the whole file.
-DEFAULT_PART_SIZE = 16 * 2**20
+# Defaults measured on the cloud profile (30 ms to first byte, 100 MB/s per request each way), 256 MB
+# written in 4 MiB pieces, 5 interleaved runs: 8 MiB x 8 in flight median 89 MB/s (best 146),
+# 16 MiB x 8: 96 (124), 32 MiB x 8: 92 (117); 4 in flight was slower, 16 no faster. On 2 shared cores
+# the client's and server's CPU is the limit long before 8 streams are (8 x ~74 MB/s: an 8 MiB part
+# is ~84 ms on the wire against 30 ms of latency), so the smallest part that keeps up wins: it halves
+# the memory held, about (concurrency + 2) x part size = 80 MiB. XML multipart needs >= 5 MiB parts.
+# (Dataflux uses 32 MiB x 8 threads, after staging the whole checkpoint in memory.)
+DEFAULT_PART_SIZE = 8 * 2**20
 DEFAULT_WRITE_CONCURRENCY = 8
 
 # After every 2,000 parts the part size doubles, so the 10,000-part cap of XML multipart is only
-# reached past ~1 TB with 16 MiB parts (the file's size is unknown in advance).
+# reached past ~500 GB with 8 MiB parts (the file's size is unknown in advance).
 _PARTS_PER_SIZE_STEP = 2_000
 
 # Handles not yet closed: aborted at interpreter exit, so an unclosed writer never leaves its

@@ -1,4 +1,5 @@
-"""Concurrency: two processes composing from one bucket, a reader racing a writer, 1,000 concurrent writes.
+"""Concurrency: two processes composing (reads and compose-mode writes) in one bucket at once, a reader
+racing a writer, 1,000 concurrent writes.
 
 What a user checks: every process gets exactly the stored bytes, temporary names never collide
 (and none is left), a read racing an overwrite returns one whole version (never a mix), and
@@ -73,6 +74,43 @@ def test_two_processes_compose_from_one_bucket(flux_server, bucket, tmp_path):
     # The batched reads did go through composites (2 processes x 3 rounds), and all are gone.
     assert flux_server.stats()["requests"].get("compose", 0) >= 6
     assert flux_server.list_names(bucket, TEMP_PREFIX) == []
+
+
+WRITER = r"""
+import os, random, sys, time
+from fluxfs import FluxFileSystem
+url, bucket, go, tag = sys.argv[1:5]
+fs = FluxFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True, multipart="compose",
+                    part_size=64 * 1024, write_concurrency=8)
+while not os.path.exists(go):
+    time.sleep(0.005)
+for i in range(4):
+    data = random.Random(f"{tag}-{i}").randbytes(40 * 64 * 1024 + i)  # 41 parts: two compose levels
+    with fs.open(f"{bucket}/{tag}/{i}", "wb") as f:
+        f.write(data)
+print(fs.job_id)
+"""
+
+
+def test_two_processes_writing_compose_uploads_at_once(flux_server, bucket, tmp_path):
+    go = tmp_path / "go"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, flux_server.url, bucket, str(go), tag],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for tag in ("p", "q")]
+    time.sleep(0.5)
+    go.touch()
+    jobs = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()[-3000:]
+        jobs.append(out.decode().strip())
+    assert jobs[0] != jobs[1]
+    fs = make_fs(flux_server)
+    for tag in ("p", "q"):
+        for i in range(4):
+            assert fs.cat_file(f"{bucket}/{tag}/{i}") == random.Random(f"{tag}-{i}").randbytes(40 * 64 * 1024 + i)
+    assert sorted(flux_server.list_names(bucket)) == sorted(f"{t}/{i}" for t in "pq" for i in range(4))
 
 
 def test_reader_racing_a_writer_sees_whole_versions(flux_server, bucket):

@@ -76,3 +76,11 @@ def test_filesystem_used_before_fork_works_in_forked_child(flux_server, bucket):
     proc.join(30)
     assert data == b"from-parent"
     assert child_job != parent_job, "temporary-object job ids must differ between processes"
+
+
+def test_local_endpoint_needs_no_credentials(flux_server, bucket):
+    """A server on loopback gets anonymous access by default: no credential chain, no metadata-server probe."""
+    fs = FluxFileSystem(endpoint_url=flux_server.url, skip_instance_cache=True)
+    assert fs.credentials.method == "anon"
+    fs.pipe(f"{bucket}/anon", b"ok")
+    assert fs.cat(f"{bucket}/anon") == b"ok"
