@@ -153,6 +153,9 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
                 raise ValueError(f"Requested range {start}-{end} not satisfiable for {what}")
             raise_for_status(r.status, body, what, r.headers)
             raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
+        if r.status == 200 and start > 0:
+            # A whole object where a later range was asked for: slicing it would misplace bytes.
+            raise ValueError(f"the server ignored the Range header (bytes={start}-{end - 1}) reading {what}")
         h = r.headers
         gen = h.get("x-goog-generation")
         crc = _crc_from_headers(h)

@@ -60,7 +60,7 @@ class Obj:
     """One live object. The body is bytes in memory, a file on disk, or a synthetic spec (seed)."""
 
     __slots__ = ("name", "size", "generation", "metageneration", "content_type", "metadata", "created",
-                 "updated", "component_count", "_md5", "_crc", "data", "path", "seed", "extra")
+                 "updated", "component_count", "_md5", "_crc", "data", "path", "seed", "extra", "_json")
 
     def __init__(self, name: str, size: int, generation: int, *, content_type: str = "application/octet-stream",
                  metadata: Optional[Dict[str, str]] = None, created: Optional[float] = None,
@@ -82,6 +82,8 @@ class Obj:
         self.path = path
         self.seed = seed
         self.extra = extra
+        # Rendered JSON per field set (objjson.py): None until rendered and after a change; False = never cache.
+        self._json: Any = None
 
     def read(self, start: int = 0, end: Optional[int] = None):
         """Bytes [start, end) of the body (a memoryview for in-memory bodies: no copy)."""
@@ -96,16 +98,12 @@ class Obj:
             f.seek(start)
             return f.read(end - start)
 
-    def _hash(self) -> None:
-        body = self.read()
-        self._crc = crc32c_b64(google_crc32c.value(bytes(body)))
-        if self.component_count is None:
-            self._md5 = b64(hashlib.md5(body).digest())
-
+    # Hashes of synthetic and reloaded bodies are computed on first use, each on its own: a list
+    # page asking for crc32c of 1,000 synthetic objects must not pay for their md5 too.
     @property
     def crc32c(self) -> str:
         if self._crc is None:
-            self._hash()
+            self._crc = crc32c_b64(google_crc32c.value(bytes(self.read())))
         return self._crc
 
     @property
@@ -114,7 +112,7 @@ class Obj:
         if self.component_count is not None:
             return None
         if self._md5 is None:
-            self._hash()
+            self._md5 = b64(hashlib.md5(self.read()).digest())
         return self._md5
 
     @property
@@ -164,6 +162,9 @@ _ALL = frozenset(("kind", "id", "selfLink", "mediaLink", "crc32c", "md5Hash", "e
                   "timeStorageClassUpdated"))
 
 
+_EMPTY_CRC = crc32c_b64(google_crc32c.value(b""))
+_EMPTY_MD5 = b64(hashlib.md5(b"").digest())
+
 # Writable object resource fields kept verbatim (besides contentType and metadata).
 EXTRA_FIELDS = ("contentEncoding", "contentDisposition", "contentLanguage", "cacheControl", "customTime")
 
@@ -179,6 +180,8 @@ class SynthBatch:
 
     def obj(self, name: str) -> Obj:
         size = self.size if isinstance(self.size, int) else synthetic_size(name, self.size, self.seed)
+        if size == 0:  # empty bodies share their hashes: nothing to compute per object
+            return Obj(name, 0, self.generation, created=self.created, seed=self.seed, crc=_EMPTY_CRC, md5=_EMPTY_MD5)
         return Obj(name, size, self.generation, created=self.created, seed=self.seed)
 
 
@@ -202,7 +205,10 @@ class Bucket:
         """Like lookup, for listing: a synthetic object is built but not kept, so a list page costs
         the same whether or not its objects were touched before."""
         v = self.objects[name]
-        return v.obj(name) if v.__class__ is SynthBatch else v
+        if v.__class__ is SynthBatch:
+            v = v.obj(name)
+            v._json = False  # transient: objjson renders it without caching
+        return v
 
     def resource(self, base_url: str) -> Dict[str, Any]:
         r = {"kind": "storage#bucket", "id": self.name, "name": self.name,
@@ -327,14 +333,17 @@ class Store:
             metadata: Optional[Dict[str, str]] = None, extra: Optional[Dict[str, Any]] = None,
             expect_md5: Optional[str] = None, expect_crc: Optional[str] = None,
             component_count: Optional[int] = None, preconditions: Optional[Dict[str, Optional[int]]] = None,
-            crc: Optional[str] = None) -> Obj:
-        """Create or replace an object; checks client hashes and preconditions before anything changes."""
+            crc: Optional[str] = None, with_md5: bool = True) -> Obj:
+        """Create or replace an object; checks client hashes and preconditions before anything changes.
+
+        with_md5=False: objects GCS stores without an MD5 (XML multipart uploads), like composites.
+        """
         b = self.bucket(bucket)
         validate_object_name(name)
         data = bytes(data)
         if crc is None:
             crc = crc32c_b64(google_crc32c.value(data))
-        md5 = None if component_count is not None else b64(hashlib.md5(data).digest())
+        md5 = None if component_count is not None or not with_md5 else b64(hashlib.md5(data).digest())
         if expect_crc is not None and expect_crc != crc:
             raise ServerError(400, f"Provided CRC32C \"{expect_crc}\" doesn't match calculated CRC32C \"{crc}\".",
                               "invalid", "BadDigest")
@@ -389,6 +398,7 @@ class Store:
                 obj.extra = ex or None
         obj.metageneration += 1
         obj.updated = time.time()
+        obj._json = None
         if self.persist:
             self.persist.save_meta(bucket, obj)
         return obj

@@ -1,7 +1,8 @@
-"""Multi-process stress of batched reads: readers in forked and spawned processes (two threads each)
-run `cat_objects` / `cat` over overlapping sets of objects while another process overwrites them
-with other sizes. Every payload returned must be exactly one written version, checked by content
-(each version names its key and number and has its own size), never a mix or a misaligned slice.
+"""Multi-process stress of batched reads: readers in forked, spawned and forkserver processes (two
+threads each, like a prefetching DataLoader worker) run `cat_objects` / `cat` over overlapping sets
+of objects while another process overwrites them with other sizes. Every payload returned must be
+exactly one written version, checked by content (each version names its key and number and has its
+own size), never a mix or a misaligned slice; the reserved prefix is empty afterwards.
 """
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import threading
 import time
 import traceback
 
-N_OBJECTS = 240
+N_OBJECTS = 200
 N_VOLATILE = 8     # keys the writer also deletes and recreates: FileNotFoundError is allowed for these
-ROUNDS = 6         # overwrite rounds of the writer
+ROUNDS = 4         # overwrite rounds of the writer
 PREFIX = "s/"
 
 
@@ -62,11 +63,12 @@ def writer(url: str, bucket: str, done) -> None:
         done.set()
 
 
-def reader(fs_or_url, bucket: str, seed: int, done, results) -> None:
-    """Two threads of batched reads until the writer is done (and three rounds more); report counts or the failure."""
+def reader(fs_or_url, bucket: str, seed: int, ready, done, results) -> None:
+    """Two threads of batched reads until the writer is done (and two rounds more); report counts or the failure."""
     try:
         fs = _fs(fs_or_url) if isinstance(fs_or_url, str) else fs_or_url
         stale = list(fs.find(f"{bucket}/{PREFIX}", detail=True).values())  # listed once: goes stale
+        ready.put(seed)
         volatile = {f"{bucket}/{PREFIX}k{i:04d}" for i in range(N_VOLATILE)}
         counts = {"checked": 0, "newer": 0, "from_stale_listing": 0, "batches": 0}
         lock = threading.Lock()
@@ -94,7 +96,7 @@ def reader(fs_or_url, bucket: str, seed: int, done, results) -> None:
             rnd = random.Random(thread_seed)
             after = 0
             try:
-                while after < 3:
+                while after < 2:
                     if done.is_set():
                         after += 1
                     kind = rnd.random()
@@ -118,6 +120,7 @@ def reader(fs_or_url, bucket: str, seed: int, done, results) -> None:
             t.join()
         results.put((seed, errors[0] if errors else None, counts))
     except BaseException:  # noqa: BLE001
+        ready.put(seed)  # failed before listing: do not keep the test waiting for it
         results.put((seed, traceback.format_exc(), {}))
 
 
@@ -129,18 +132,20 @@ def test_concurrent_processes_never_see_mixed_or_misaligned_bytes(flux_server, b
     infos = list(fs.find(f"{bucket}/{PREFIX}", detail=True).values())
     assert all(check(p, b) == 0 for p, b in fs.cat_objects(infos).items())
 
-    fork, spawn = mp.get_context("fork"), mp.get_context("spawn")
+    fork, spawn, forkserver = (mp.get_context(m) for m in ("fork", "spawn", "forkserver"))
     done = spawn.Event()
-    results = spawn.Queue()
-    procs = [spawn.Process(target=reader, args=(url, bucket, 2, done, results)),
-             fork.Process(target=reader, args=(fs, bucket, 1, done, results))]
-    procs[0].start()  # spawned first: it needs ~1 s to import before it reads
-    procs[1].start()
-    time.sleep(1.0)
+    ready, results = spawn.Queue(), spawn.Queue()
+    procs = [spawn.Process(target=reader, args=(url, bucket, 2, ready, done, results)),
+             forkserver.Process(target=reader, args=(url, bucket, 3, ready, done, results)),
+             fork.Process(target=reader, args=(fs, bucket, 1, ready, done, results))]
+    for p in procs:
+        p.start()
     w = fork.Process(target=writer, args=(url, bucket, done))
-    w.start()
     reports = {}
     try:
+        for _ in procs:  # every reader holds its listing before the first overwrite
+            ready.get(timeout=60)
+        w.start()
         for _ in procs:
             seed, error, counts = results.get(timeout=60)
             assert error is None, f"reader {seed} failed:\n{error}"
@@ -148,6 +153,8 @@ def test_concurrent_processes_never_see_mixed_or_misaligned_bytes(flux_server, b
     finally:
         done.set()
         for p in procs + [w]:
+            if p.pid is None:
+                continue
             p.join(timeout=30)
             if p.is_alive():
                 p.kill()

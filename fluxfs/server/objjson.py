@@ -1,0 +1,142 @@
+"""JSON text of object resources, built field by field and cached on the object.
+
+A list page of 1,000 items and every metadata GET render object resources; building the full dict,
+filtering it by ``fields=`` and encoding it costs ~20 us per object. Here a flat field selection
+(``items(name,size,generation)``, or none = the whole resource) maps to per-field encoders that
+emit JSON text directly, and the result is cached on the object (``Obj._json``) until it changes.
+The text is byte-identical to ``json.dumps(apply_fields(obj.resource(...), tree), separators=(",", ":"))``.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from json.encoder import encode_basestring_ascii as _s  # what json.dumps uses for str (ensure_ascii)
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+from urllib.parse import quote
+
+from .fields import apply_fields
+from .store import Obj, rfc3339
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # same bytes as json.dumps(..., separators=...)
+
+# Field order of Obj.resource() (the order of keys when no fields= selection is given).
+_FULL = ("kind", "id", "selfLink", "mediaLink", "name", "bucket", "generation", "metageneration", "contentType",
+         "storageClass", "size", "crc32c", "md5Hash", "etag", "timeCreated", "timeStorageClassUpdated", "updated",
+         "componentCount", "metadata", "*extra")
+
+# Each encoder: (obj, bucket, base_url) -> JSON text of the value, or None when the field is absent.
+Enc = Callable[[Obj, str, str], Optional[str]]
+
+
+@lru_cache(maxsize=1024)  # selfLink and mediaLink of one object quote the same name back to back
+def _quoted(name: str) -> str:
+    return quote(name, safe="")
+
+
+def _self_link(o: Obj, b: str, base: str) -> str:
+    return _s(f"{base}/storage/v1/b/{b}/o/{_quoted(o.name)}")
+
+
+def _media_link(o: Obj, b: str, base: str) -> str:
+    return _s(f"{base}/download/storage/v1/b/{b}/o/{_quoted(o.name)}?generation={o.generation}&alt=media")
+
+
+def _md5(o: Obj, b: str, base: str) -> Optional[str]:
+    m = o.md5
+    return None if m is None else _s(m)
+
+
+_ENCODERS: Dict[str, Enc] = {
+    "kind": lambda o, b, base: '"storage#object"',
+    "id": lambda o, b, base: _s(f"{b}/{o.name}/{o.generation}"),
+    "selfLink": _self_link,
+    "mediaLink": _media_link,
+    "name": lambda o, b, base: _s(o.name),
+    "bucket": lambda o, b, base: _s(b),
+    "generation": lambda o, b, base: f'"{o.generation}"',
+    "metageneration": lambda o, b, base: f'"{o.metageneration}"',
+    "contentType": lambda o, b, base: _s(o.content_type),
+    "storageClass": lambda o, b, base: '"STANDARD"',
+    "size": lambda o, b, base: f'"{o.size}"',
+    "crc32c": lambda o, b, base: _s(o.crc32c),
+    "md5Hash": _md5,
+    "etag": lambda o, b, base: _s(o.etag),
+    "timeCreated": lambda o, b, base: _s(rfc3339(o.created)),
+    "timeStorageClassUpdated": lambda o, b, base: _s(rfc3339(o.created)),
+    "updated": lambda o, b, base: _s(rfc3339(o.updated)),
+    "componentCount": lambda o, b, base: None if o.component_count is None else _encode(o.component_count),
+    "metadata": lambda o, b, base: _encode(o.metadata) if o.metadata else None,
+}
+
+
+def _extra(name: str) -> Enc:
+    def enc(o: Obj, b: str, base: str) -> Optional[str]:
+        ex = o.extra
+        return _encode(ex[name]) if ex and name in ex else None
+    return enc
+
+
+def _all_extra(o: Obj, b: str, base: str) -> Optional[str]:
+    # The full resource ends with every extra field, in the object's own order (see Obj.resource).
+    ex = o.extra
+    if not ex:
+        return None
+    return ",".join(_s(k) + ":" + _encode(v) for k, v in ex.items())
+
+
+@lru_cache(maxsize=256)
+def _plan(fields: Optional[Tuple[str, ...]]) -> Tuple[Tuple[str, Enc], ...]:
+    """(JSON key prefix, encoder) per selected field; None = the whole resource."""
+    plan = []
+    for f in _FULL if fields is None else fields:
+        if f == "*extra" and fields is None:
+            plan.append(("", _all_extra))
+        elif f in _ENCODERS:
+            plan.append((_s(f) + ":", _ENCODERS[f]))
+        else:  # extra fields (contentEncoding, ...) and unknown names (absent, as apply_fields leaves them)
+            plan.append((_s(f) + ":", _extra(f)))
+    return tuple(plan)
+
+
+def flat_fields(tree: Optional[Dict[str, Any]]) -> Tuple[bool, Optional[Tuple[str, ...]]]:
+    """(fast path usable?, field names): a selection without nested parts, or none at all."""
+    if tree is None:
+        return True, None
+    if all(v is None for v in tree.values()):
+        return True, tuple(tree)
+    return False, None
+
+
+def object_json(obj: Obj, bucket: str, base: str, tree: Optional[Dict[str, Any]]) -> str:
+    """JSON text of ``obj``'s resource restricted to the fields tree (None = all), cached on the object."""
+    ok, fields = flat_fields(tree)
+    if not ok:  # nested selections (e.g. metadata/key): the generic path, not cached
+        return _encode(apply_fields(obj.resource(bucket, base, tree), tree))
+    return _render(obj, bucket, base, fields, _plan(fields))
+
+
+def objects_json(objs: Iterable[Obj], bucket: str, base: str, tree: Optional[Dict[str, Any]]) -> str:
+    """JSON text of a list of object resources (a list page's ``items``), each restricted to ``tree``."""
+    ok, fields = flat_fields(tree)
+    if not ok:
+        return _encode([apply_fields(o.resource(bucket, base, tree), tree) for o in objs])
+    plan = _plan(fields)
+    return "[" + ",".join([_render(o, bucket, base, fields, plan) for o in objs]) + "]"
+
+
+def _render(obj: Obj, bucket: str, base: str, fields: Optional[Tuple[str, ...]], plan) -> str:
+    cache = obj._json
+    if cache is False:  # a transient view of a synthetic object (Bucket.view): nothing to keep
+        return "{" + ",".join([p + v for p, enc in plan if (v := enc(obj, bucket, base)) is not None]) + "}"
+    key = (fields, bucket, base)
+    if cache is not None:
+        text = cache.get(key)
+        if text is not None:
+            return text
+    else:
+        cache = obj._json = {}
+    text = "{" + ",".join([p + v for p, enc in plan if (v := enc(obj, bucket, base)) is not None]) + "}"
+    if len(cache) >= 4:  # a few field sets per object at most (list, get, ...): bound the memory
+        cache.clear()
+    cache[key] = text
+    return text
