@@ -47,7 +47,8 @@ class ComposeUploader:
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> dict:
         key = self._new_temp()
-        resource = await upload_single(self.fs, self.bucket, key, data, crc, stop=lambda: self.pw.aborted)
+        resource = await upload_single(self.fs, self.bucket, key, data, crc, stop=lambda: self.pw.aborted,
+                                       what=self.pw.what)
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": len(data)}
 
     async def _compose(self, sources: list[dict], dest: str, *, create_only: bool = False, final: bool = False) -> dict:

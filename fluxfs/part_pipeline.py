@@ -158,7 +158,7 @@ def exists_error(bucket: str, key: str) -> FileExistsError:
 async def upload_single(
     fs: "FluxFileSystem", bucket: str, key: str, data: bytes, crc: int, *,
     create_only: bool = False, content_type: str | None = None, metadata: dict | None = None,
-    stop: Callable[[], bool] | None = None,
+    stop: Callable[[], bool] | None = None, what: str | None = None,
 ) -> dict:
     """One multipart/related JSON upload carrying the crc32c, so the server refuses corrupted bytes.
 
@@ -172,7 +172,7 @@ async def upload_single(
     params: dict[str, Any] = {"uploadType": "multipart"}
     if create_only:
         params["ifGenerationMatch"] = "0"
-    what = f"{bucket}/{key}"
+    what = what or f"{bucket}/{key}"  # errors name the object the user wrote, not a temporary part
     attempts = 0
 
     async def attempt() -> dict:

@@ -23,6 +23,9 @@ logger = logging.getLogger("fluxfs.pipes.checkpoint")
 __all__ = ["FluxCheckpoint", "CheckpointSaveError", "snapshot"]
 
 
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save has written zip archives since torch 1.6
+_PICKLE_PROTO = b"\x80"  # the legacy format: a pickle stream, protocol 2+
+
 class CheckpointSaveError(IOError):
     """A background checkpoint save failed; the message names the URL and `__cause__` holds the reason."""
 
@@ -121,6 +124,14 @@ class FluxCheckpoint:
     def load(self, url: str, map_location: Any = None, weights_only: bool = True) -> Any:
         """torch.load from `url`. `weights_only=False` unpickles arbitrary objects: only for trusted checkpoints."""
         with self.reader(url) as f:
+            # torch.load of other bytes fails with KeyError/EOFError from deep in pickle: say what it is.
+            head = f.read(4)
+            f.seek(0)
+            if not (head.startswith(_ZIP_MAGIC) or head[:1] == _PICKLE_PROTO):
+                raise pickle.UnpicklingError(
+                    f"{url} is not a torch checkpoint: it starts with {head!r}, neither a zip archive "
+                    "(torch.save's format) nor a pickle"
+                )
             try:
                 return torch.load(f, map_location=map_location, weights_only=weights_only)
             except pickle.UnpicklingError as exc:

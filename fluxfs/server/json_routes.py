@@ -13,7 +13,7 @@ from aiohttp import web
 from .app import Reply, json_reply
 from .fields import apply_fields, parse_fields
 from .media import media_reply
-from .objjson import _encode, object_json, objects_json
+from .objjson import _encode, entries_json, object_json
 from .store import EXTRA_FIELDS, ServerError, check_preconditions
 
 MAX_LIST = 1000      # GCS caps maxResults at 1000
@@ -241,7 +241,7 @@ async def object_list(srv, request, q, bucket):
     objs, prefixes, nxt = srv.store.list(
         bucket, prefix=q.get("prefix", ""), delimiter=q.get("delimiter", ""), start_offset=q.get("startOffset", ""),
         end_offset=q.get("endOffset", ""), resume=resume, max_results=mr,
-        include_trailing=_bool(q, "includeTrailingDelimiter"))
+        include_trailing=_bool(q, "includeTrailingDelimiter"), raw=True)
     tree = parse_fields(q["fields"]) if "fields" in q else None
     base = base_url(request)
     # The page is assembled as JSON text: each item's text comes from objjson (cached per object),
@@ -250,7 +250,7 @@ async def object_list(srv, request, q, bucket):
     if objs:
         item_tree = tree.get("items", False) if tree is not None else None
         if item_tree is not False:
-            out["items"] = objects_json(objs, bucket, base, item_tree)
+            out["items"] = entries_json(objs, bucket, base, item_tree)
     if prefixes:
         out["prefixes"] = _encode(prefixes)
     if nxt is not None:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 from urllib.parse import quote
 
 from .fields import apply_fields
-from .store import Obj, rfc3339
+from .store import Obj, SynthBatch, rfc3339
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # same bytes as json.dumps(..., separators=...)
 
@@ -41,6 +41,10 @@ def _media_link(o: Obj, b: str, base: str) -> str:
     return _s(f"{base}/download/storage/v1/b/{b}/o/{_quoted(o.name)}?generation={o.generation}&alt=media")
 
 
+def _name_enc(o: Obj, b: str, base: str) -> str:
+    return _s(o.name)
+
+
 def _md5(o: Obj, b: str, base: str) -> Optional[str]:
     m = o.md5
     return None if m is None else _s(m)
@@ -51,7 +55,7 @@ _ENCODERS: Dict[str, Enc] = {
     "id": lambda o, b, base: _s(f"{b}/{o.name}/{o.generation}"),
     "selfLink": _self_link,
     "mediaLink": _media_link,
-    "name": lambda o, b, base: _s(o.name),
+    "name": _name_enc,
     "bucket": lambda o, b, base: _s(b),
     "generation": lambda o, b, base: f'"{o.generation}"',
     "metageneration": lambda o, b, base: f'"{o.metageneration}"',
@@ -122,6 +126,80 @@ def objects_json(objs: Iterable[Obj], bucket: str, base: str, tree: Optional[Dic
         return _encode([apply_fields(o.resource(bucket, base, tree), tree) for o in objs])
     plan = _plan(fields)
     return "[" + ",".join([_render(o, bucket, base, fields, plan) for o in objs]) + "]"
+
+
+def entries_json(entries: Iterable[Tuple[str, Any]], bucket: str, base: str, tree: Optional[Dict[str, Any]]) -> str:
+    """Like objects_json for ``Store.list(raw=True)`` entries: (name, Obj or SynthBatch)."""
+    ok, fields = flat_fields(tree)
+    if not ok:
+        return objects_json([_view(n, v) for n, v in entries], bucket, base, tree)
+    plan = _plan(fields)
+    out = []
+    for name, v in entries:
+        if v.__class__ is SynthBatch:
+            out.append(_render_synth(name, v, bucket, base, fields, plan))
+        else:
+            out.append(_render(v, bucket, base, fields, plan))
+    return "[" + ",".join(out) + "]"
+
+
+def _view(name: str, v: Any) -> Obj:
+    if v.__class__ is SynthBatch:
+        v = v.obj(name)
+        v._json = False
+    return v
+
+
+# Fields whose value differs between objects of one fixed-size synthetic batch (hashes: unless empty).
+_PER_NAME = frozenset(("id", "selfLink", "mediaLink", "name"))
+_PER_CONTENT = frozenset(("crc32c", "md5Hash"))
+
+
+def _render_synth(name: str, batch: SynthBatch, bucket: str, base: str, fields: Optional[Tuple[str, ...]],
+                  plan) -> str:
+    """An unmaterialized synthetic object. Objects of a fixed-size batch differ only in a few fields,
+    all always present, so the text is a per-batch template: constant runs between those fields."""
+    if not isinstance(batch.size, int):
+        return _render(_view(name, batch), bucket, base, fields, plan)
+    key = (fields, bucket, base)
+    tpls = batch.json_tpl
+    tpl = tpls.get(key) if tpls is not None else None
+    if tpl is None:
+        tpl = _template(_view(name, batch), bucket, base, plan, _PER_NAME | _PER_CONTENT if batch.size else _PER_NAME)
+        if tpls is None or len(tpls) >= 8:
+            tpls = batch.json_tpl = {}
+        tpls[key] = tpl
+    if tpl.__class__ is str:  # no per-object field selected
+        return tpl
+    if len(tpl) == 3 and tpl[1] is _name_enc:  # only the name varies: no Obj needed
+        return tpl[0] + _s(name) + tpl[2]
+    o = _view(name, batch)
+    return "".join([t if t.__class__ is str else t(o, bucket, base) for t in tpl])
+
+
+def _template(proto: Obj, bucket: str, base: str, plan, dynamic) -> Any:
+    """Segments for ``plan``: constant text (rendered from ``proto``) and encoders of the dynamic fields."""
+    segs: list = []
+    run: list = []   # constant text since the last dynamic field
+    first = True
+    for prefix, enc in plan:
+        fname = prefix[1:-2] if prefix else "*extra"
+        if fname in dynamic:
+            run.append(("" if first else ",") + prefix)
+            segs.append("".join(run))
+            segs.append(enc)
+            run = []
+            first = False
+            continue
+        v = enc(proto, bucket, base)
+        if v is not None:
+            run.append(("" if first else ",") + prefix + v)
+            first = False
+    if not segs:
+        return "{" + "".join(run) + "}"
+    segs[0] = "{" + segs[0]
+    segs.append("".join(run) + "}")
+    return tuple(segs)
 
 
 def _render(obj: Obj, bucket: str, base: str, fields: Optional[Tuple[str, ...]], plan) -> str:

@@ -173,10 +173,11 @@ class SynthBatch:
     """Stands in the index for every object of one ``generate`` call until the object is first used:
     1M synthetic objects then cost one dict entry each, not one Python object each."""
 
-    __slots__ = ("generation", "created", "size", "seed")
+    __slots__ = ("generation", "created", "size", "seed", "json_tpl")
 
     def __init__(self, generation: int, created: float, size: SizeSpec, seed: int):
         self.generation, self.created, self.size, self.seed = generation, created, size, seed
+        self.json_tpl: Optional[Dict[Any, Tuple[str, Optional[str]]]] = None  # objjson's per-batch templates
 
     def obj(self, name: str) -> Obj:
         size = self.size if isinstance(self.size, int) else synthetic_size(name, self.size, self.seed)
@@ -405,10 +406,14 @@ class Store:
 
     def list(self, bucket: str, prefix: str = "", delimiter: str = "", start_offset: str = "",
              end_offset: str = "", resume: str = "", max_results: int = 1000,
-             include_trailing: bool = False) -> Tuple[List[Obj], List[str], Optional[str]]:
-        """One page: (objects, prefixes, resume key of the next page or None). O(log N + page)."""
+             include_trailing: bool = False, raw: bool = False) -> Tuple[List[Any], List[str], Optional[str]]:
+        """One page: (objects, prefixes, resume key of the next page or None). O(log N + page).
+
+        ``raw``: objects come as (name, Obj or SynthBatch) index entries, so a renderer that knows
+        synthetic batches (objjson) needs no per-object Obj."""
         b = self.bucket(bucket)
         objects: SortedDict = b.objects
+        view = (lambda k: (k, objects[k])) if raw else b.view
         start = max(prefix, start_offset, resume)
         items: List[Obj] = []
         prefixes: List[str] = []
@@ -431,11 +436,11 @@ class Store:
                         prefixes.append(p)
                         n += 1
                         if include_trailing and key == p:
-                            items.append(b.view(key))
+                            items.append(view(key))
                         start = prefix_successor(p)
                         jumped = True
                         break
-                items.append(b.view(key))
+                items.append(view(key))
                 n += 1
             if not jumped:
                 return items, prefixes, None

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fluxfs.server.fields import apply_fields, parse_fields
-from fluxfs.server.objjson import object_json, objects_json
+from fluxfs.server.objjson import entries_json, object_json, objects_json
 from fluxfs.server.store import Store
 
 from .raw import obj_path, request, upload
@@ -21,6 +21,7 @@ def _objects():
     st = Store()
     st.generate("bkt", 3, size=0, prefix="empty/")
     st.generate("bkt", 3, size=(1, 5000), prefix="synth/", seed=7)
+    st.generate("bkt", 3, size=10, prefix="fixed/", seed=3)
     st.put("bkt", "plain", b"hello")
     st.put("bkt", "dir/ü ñ %2F?#\n\"quote\"", b"x" * 100, content_type="text/plain; charset=é",
            metadata={"k1": "v1", "é": "ü\"\\"}, extra={"cacheControl": "no-cache", "contentEncoding": "gzip"})
@@ -37,10 +38,12 @@ def test_rendered_json_equals_generic_path(spec):
     sub = tree.get("items") if tree and "items" in tree else tree
     expect = [json.dumps(apply_fields(o.resource("bkt", "http://h:1", sub), sub), separators=(",", ":"))
               for o in objs]
-    assert len(objs) == 9
-    for _ in range(2):  # the second round comes from the per-object cache
+    assert len(objs) == 12
+    entries = st.list("bkt", raw=True)[0]
+    for _ in range(2):  # the second round comes from the per-object cache and per-batch templates
         assert [object_json(o, "bkt", "http://h:1", sub) for o in objs] == expect
         assert objects_json(objs, "bkt", "http://h:1", sub) == "[" + ",".join(expect) + "]"
+        assert entries_json(entries, "bkt", "http://h:1", sub) == "[" + ",".join(expect) + "]"
     # A materialized synthetic object renders like its transient view.
     view = objs[0]
     assert object_json(st.get("bkt", view.name), "bkt", "http://h:1", sub) == expect[0]
