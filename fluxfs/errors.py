@@ -33,6 +33,11 @@ class PreconditionFailed(HttpError):
     """412: the object's generation is not the one the request was pinned to."""
 
 
+class RequestTimeout(FluxError):
+    """No answer (or a stalled body) within `read_timeout`; an OSError, not TimeoutError, so
+    fsspec's sync wrappers keep the message instead of re-raising a bare FSTimeoutError."""
+
+
 class ChecksumMismatch(FluxError):
     """Bytes received or stored do not match their crc32c: never returned to the caller."""
 

@@ -5,12 +5,14 @@ Every acceleration goes through `request`, so retries, Retry-After and the mappi
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Mapping
 
 import aiohttp
 
-from .errors import raise_for_status
+from .errors import RequestTimeout, raise_for_status
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,6 +45,23 @@ async def request_once(
 ) -> Response:
     """One attempt: send, read the whole body, raise the mapped exception unless the status is in `ok`."""
     session = await fs._set_session()
+    async with timeouts_named(fs, what, method):
+        return await _send(session, fs, method, url, what=what, params=params, headers=headers,
+                           data=data, json=json, ok=ok)
+
+
+@contextlib.asynccontextmanager
+async def timeouts_named(fs: "FluxFileSystem", what: str, method: str = "GET") -> AsyncIterator[None]:
+    """Turn aiohttp's bare timeouts into a retryable RequestTimeout that names the object."""
+    try:
+        yield
+    except asyncio.TimeoutError as exc:
+        limit = fs.http_timeout.sock_read
+        raise RequestTimeout(f"{what}: timed out: no answer from the server within {limit:g} s "
+                             f"({method} {type(exc).__name__})") from exc
+
+
+async def _send(session, fs, method, url, *, what, params, headers, data, json, ok) -> Response:
     async with session.request(
         method,
         url,

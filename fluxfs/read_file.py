@@ -138,9 +138,10 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
         params["generation"] = str(generation)
     what = f"{bucket}/{key}"
     session = await fs._set_session()
-    async with session.get(media_url(fs, bucket, key), params=fs._get_params(params),
-                           headers=fs._get_headers({"Range": f"bytes={start}-{end - 1}"}),
-                           timeout=fs.http_timeout) as r:
+    async with http.timeouts_named(fs, what), \
+            session.get(media_url(fs, bucket, key), params=fs._get_params(params),
+                        headers=fs._get_headers({"Range": f"bytes={start}-{end - 1}"}),
+                        timeout=fs.http_timeout) as r:
         if r.status == 416 and start == 0:
             # GCS answers a ranged GET of an empty object with 416: read it whole instead.
             got = await _get_once(fs, bucket, key, None, None, generation, True)

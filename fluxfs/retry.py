@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 import aiohttp
 
-from .errors import ChecksumMismatch, RetryableError
+from .errors import ChecksumMismatch, RequestTimeout, RetryableError
 
 logger = logging.getLogger("fluxfs.retry")
 T = TypeVar("T")
@@ -25,6 +25,7 @@ OPERATIONS = ("list", "read", "compose", "write", "delete", "metadata")
 # a refused or dropped connection, a timeout.
 RETRYABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
     RetryableError,
+    RequestTimeout,
     ChecksumMismatch,
     aiohttp.ClientConnectionError,
     aiohttp.ClientPayloadError,

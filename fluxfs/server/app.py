@@ -129,7 +129,7 @@ class Server:
             except (ServerError, ValueError, TypeError, KeyError) as e:
                 code = e.code if isinstance(e, ServerError) else 400
                 return web.json_response({"error": {"code": code, "message": str(e)}}, status=code)
-        q = dict(parse_qsl(query, keep_blank_values=True, errors="surrogateescape")) if query else {}
+        q = json_routes.parse_query(query) if query else {}
         is_xml = not path.startswith(("/storage/v1/", "/upload/storage/v1/", "/download/storage/v1/",
                                       "/batch/storage/v1"))
         try:

@@ -6,7 +6,7 @@ import binascii
 import json
 from functools import lru_cache, partial
 from typing import Any, Dict, List, Optional, Tuple
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote
 
 from aiohttp import web
 
@@ -83,6 +83,17 @@ def _meta_from(body: Dict[str, Any]) -> Tuple[Optional[str], Optional[Dict[str, 
 
 
 # ---------------------------------------------------------------- routing
+def parse_query(query: str) -> Dict[str, str]:
+    """The query string as a dict (last value wins), parsed once per distinct string: small GETs
+    repeat the same few (``alt=media``). A fresh dict each call, so routes may change theirs."""
+    return dict(_parse_query(query))
+
+
+@lru_cache(maxsize=1024)
+def _parse_query(query: str) -> Tuple[Tuple[str, str], ...]:
+    return tuple(dict(parse_qsl(query, keep_blank_values=True, errors="surrogateescape")).items())
+
+
 def route(method: str, path: str, q: Dict[str, str]):
     """Map (method, raw path) to (op name, handler)."""
     op, fn, kw = _route(method, path, "upload_id" in q, q.get("alt") == "media")
