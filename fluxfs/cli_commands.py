@@ -458,6 +458,11 @@ def _write_local(dst: str, chunks: Iterable[bytes]) -> None:
             for chunk in chunks:
                 f.write(chunk)
         os.replace(tmp, dst)
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        # Name the destination the user asked for (not our temporary name): "File too large: dst".
+        raise OSError(exc.errno, exc.strerror, dst) from exc
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -286,6 +286,18 @@ class FluxFileSystem(GCSFileSystem):
         return await _run_coros_in_chunks([self._rm_file(f) for f in files], return_exceptions=True,
                                           batch_size=32)
 
+    # -- local copies -----------------------------------------------------------------------
+
+    async def _get_file(self, rpath: str, lpath: str, callback: Any = None, **kwargs: Any) -> None:
+        """gcsfs's download (which removes a partial file on failure), with local I/O errors naming the file."""
+        try:
+            await super()._get_file(rpath, lpath, callback=callback, **kwargs)
+        except OSError as exc:
+            if exc.errno is None or exc.filename is not None:
+                raise
+            # "No space left on device" alone does not say which disk: name the destination.
+            raise OSError(exc.errno, exc.strerror, lpath) from exc
+
     # -- writes (multipart.py) ------------------------------------------------------------
 
     async def _pipe_file(self, path: str, data: Any, mode: str = "overwrite", content_type: str | None = None,

@@ -6,6 +6,7 @@ atomic. GCS requires every part but the last to be at least 5 MiB, and at most 1
 from __future__ import annotations
 
 import datetime
+import logging
 import time
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,8 @@ from .part_pipeline import body, confirm_written, crc_b64, exists_error, get_res
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
     from .part_pipeline import PartWriter
+
+logger = logging.getLogger(__name__)
 
 MIN_PART_SIZE = 5 * 2**20
 MAX_PARTS = 10_000
@@ -54,12 +57,48 @@ class XmlUploader:
         headers = {"Content-Type": self.pw.content_type or "application/octet-stream", **self._precondition()}
         for k, v in (self.pw.metadata or {}).items():
             headers[f"x-goog-meta-{k}"] = str(v)
-        # A retried initiate can orphan an upload whose answer was lost; `abort_incomplete_uploads` clears those.
-        resp = await http.request(self.fs, "POST", self.url, op="write", what=self.pw.what,
-                                  params={"uploads": ""}, headers=headers)
+        attempts = 0
+        self._initiate_window = (time.time(), time.time())
+
+        async def attempt() -> http.Response:
+            nonlocal attempts
+            attempts += 1
+            return await http.request_once(self.fs, "POST", self.url, what=self.pw.what,
+                                           params={"uploads": ""}, headers=headers)
+
+        resp = await self.fs.retry_policy("write").run(attempt, what=f"initiate {self.pw.what}")
         self.upload_id = _find_text(resp.body, "UploadId")
         if not self.upload_id:
             raise OSError(f"initiating the multipart upload of {self.pw.what} returned no UploadId")
+        # A retried initiate whose first answer was lost has created an upload we never heard of:
+        # remember to look for it once ours is finished (see `sweep_orphans`).
+        self._retried_initiate = attempts > 1
+        self._initiate_window = (self._initiate_window[0], time.time())
+
+    async def sweep_orphans(self, own_id: str | None) -> None:
+        """Abort uploads of our key that a lost initiate answer left behind.
+
+        Only uploads started inside our own initiate window and still without parts qualify, so a
+        concurrent writer's upload (which would have parts by now) is left alone.
+        """
+        if not getattr(self, "_retried_initiate", False):
+            return
+        self._retried_initiate = False
+        first, last = self._initiate_window
+        margin = 2.0  # the server's clock and ours: the same host here, close on GCS
+        try:
+            for up in await list_incomplete_uploads(self.fs, self.pw.bucket, self.pw.key):
+                if up["key"] != self.pw.key or up["upload_id"] == own_id or up["initiated"] is None:
+                    continue
+                if not first - margin <= up["initiated"] <= last + margin:
+                    continue
+                parts = await http.request(self.fs, "GET", self.url, op="list", what=self.pw.what,
+                                           params={"uploadId": up["upload_id"]})
+                if _find_text(parts.body, "PartNumber") is None:
+                    await http.request(self.fs, "DELETE", self.url, op="delete", what=self.pw.what,
+                                       params={"uploadId": up["upload_id"]}, ok=(200, 204, 404))
+        except (OSError, ET.ParseError) as exc:  # best effort: `fluxfs cleanup` removes what is left
+            logger.warning("could not sweep orphaned multipart uploads of %s: %s", self.pw.what, exc)
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> str:
         if number > MAX_PARTS:
@@ -106,19 +145,22 @@ class XmlUploader:
                 return {"bucket": self.pw.bucket, "name": self.pw.key, "generation": generation, "size": str(size),
                         "crc32c": _hash_header(resp.headers, "crc32c")}
 
+        own_id = self.upload_id
         resource = await self.fs.retry_policy("write").run(attempt, what=f"complete {what}")
         self.upload_id = None
+        await self.sweep_orphans(own_id)
         return resource
 
     async def abort(self) -> None:
-        if self.upload_id is None:
-            return
-        try:
-            await http.request(self.fs, "DELETE", self.url, op="delete", what=self.pw.what,
-                               params={"uploadId": self.upload_id}, ok=(200, 204))
-        except FileNotFoundError:
-            pass
-        self.upload_id = None
+        own_id = self.upload_id
+        if own_id is not None:
+            try:
+                await http.request(self.fs, "DELETE", self.url, op="delete", what=self.pw.what,
+                                   params={"uploadId": own_id}, ok=(200, 204))
+            except FileNotFoundError:
+                pass
+            self.upload_id = None
+        await self.sweep_orphans(own_id)
 
 
 def _hash_header(headers, name: str) -> str | None:

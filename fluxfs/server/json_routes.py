@@ -318,7 +318,7 @@ async def compose(srv, request, q, bucket, name):
         if pre not in (None, "") and int(pre) != obj.generation:
             raise ServerError(412, f"Precondition ifGenerationMatch={pre} failed for source object {sname}.")
         components += obj.component_count or 1
-        parts.append(bytes(obj.read()))
+        parts.append(obj.read())  # bytes or a memoryview: join copies each once, into the result
     if components > MAX_COMPONENTS:
         raise ServerError(400, f"The composite would have {components} components; the limit is {MAX_COMPONENTS}.")
     ctype, md, extra = _meta_from(body.get("destination") or {})

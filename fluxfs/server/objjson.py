@@ -1,10 +1,11 @@
-"""JSON text of object resources, built field by field and cached on the object.
+"""JSON text of object resources, built field by field and cached: the server's list and GET hot path.
 
-A list page of 1,000 items and every metadata GET render object resources; building the full dict,
-filtering it by ``fields=`` and encoding it costs ~20 us per object. Here a flat field selection
-(``items(name,size,generation)``, or none = the whole resource) maps to per-field encoders that
-emit JSON text directly, and the result is cached on the object (``Obj._json``) until it changes.
-The text is byte-identical to ``json.dumps(apply_fields(obj.resource(...), tree), separators=(",", ":"))``.
+Building the full resource dict, filtering it by ``fields=`` and encoding it cost ~10-20 us per
+object, i.e. most of a 1,000-item list page. Here a flat field selection (``items(name,size)``, or
+none = the whole resource) maps to per-field encoders that emit JSON text directly; the text is
+cached on stored objects (``Obj._json``, dropped on change) and, for unmaterialized synthetic
+objects, kept as a per-batch template around the few fields that differ (``SynthBatch.json_tpl``).
+Output is byte-identical to ``json.dumps(apply_fields(obj.resource(...), tree), separators=(",", ":"))``.
 """
 from __future__ import annotations
 
