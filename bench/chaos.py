@@ -18,6 +18,7 @@ import argparse
 import copy
 import json
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict
@@ -208,7 +209,12 @@ def run(args: argparse.Namespace) -> dict:
         }
         base = _label(levels[0])
         for cap in caps:
-            faulted(0.0, bodies[cap])()  # untimed warm-up (imports, first connections, torch init)
+            try:
+                faulted(0.0, bodies[cap])()  # untimed warm-up (imports, first connections, torch init)
+            except Exception as exc:  # a broken capability is reported, the others still run
+                combined["capabilities"][cap] = {"error": f"{type(exc).__name__}: {exc}"}
+                print(f"  [chaos:{cap}] failed without faults: {type(exc).__name__}: {exc}", file=sys.stderr)
+                continue
             contenders = {_label(lv): faulted(lv, bodies[cap]) for lv in levels}
             headline = "objects_per_s" if cap in ("listing", "reads", "training") else "mb_per_s"
             report = run_scenario(f"chaos:{cap}", sub_args, {"capability": cap}, contenders, "wall_s",
@@ -230,6 +236,9 @@ def _print_summary(report: Dict, levels: list) -> None:
           "faulted share of requests, retries per successful request, leftovers (temps/uploads)")
     print(f"{'capability':<16}" + "".join(f"{lab:>28}" for lab in labels))
     for cap, rep in report["capabilities"].items():
+        if "error" in rep:
+            print(f"{cap:<16}  error: {rep['error'][:100]}")
+            continue
         cells = []
         for lab in labels:
             c = rep["contenders"].get(lab, {})

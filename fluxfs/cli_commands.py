@@ -584,8 +584,15 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     _require_bucket(fs, path, args.url)
     removed = cleanup(fs, args.url, older_than=age)
     n = len(removed) if isinstance(removed, (list, tuple, set)) else removed
+    # Unfinished XML multipart uploads (a killed writer's) hold parts that no listing shows.
+    from .cleanup import run_sync
+    from .xml_upload import abort_incomplete_uploads
+
+    bucket, _, prefix = path.partition("/")
+    aborted = run_sync(fs, abort_incomplete_uploads, fs, bucket, prefix, age or 0.0)
     if not args.quiet:
-        print(f"removed {n} temporary object(s) from {args.url}", file=sys.stderr)
+        print(f"removed {n} temporary object(s) and aborted {len(aborted)} unfinished upload(s) "
+              f"from {args.url}", file=sys.stderr)
     return 0
 
 

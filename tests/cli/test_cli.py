@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import urllib.request
 import socket
 import subprocess
 import sys
@@ -263,6 +264,23 @@ def test_cleanup_removes_only_temporaries(cli, fs, bucket):
     assert r.code == 0 and "removed 1 temporary object" in r.err
     fs.invalidate_cache()
     assert not fs.exists(temp) and fs.cat(f"{bucket}/keep") == b"data"
+
+
+def test_cleanup_aborts_unfinished_multipart_uploads(cli, fs, flux_server, bucket):
+    """A killed writer's XML multipart upload (parts uploaded, never completed) is aborted by cleanup."""
+    url = fs.xml_url(bucket, "ckpt/model.pt")
+    started = urllib.request.urlopen(urllib.request.Request(f"{url}?uploads", method="POST"), timeout=30).read()
+    upload_id = started.decode().split("<UploadId>")[1].split("</UploadId>")[0]
+    part = urllib.request.Request(f"{url}?partNumber=1&uploadId={upload_id}", data=b"p" * 1024, method="PUT")
+    urllib.request.urlopen(part, timeout=30).read()
+    assert len(flux_server.multipart_uploads(bucket)) == 1
+    r = cli("cleanup", f"flux://{bucket}")  # the default --older-than 1h spares a running job's upload
+    assert r.code == 0 and "aborted 0 unfinished upload" in r.err
+    assert len(flux_server.multipart_uploads(bucket)) == 1
+    r = cli("cleanup", f"flux://{bucket}", "--older-than", "0")
+    assert r.code == 0 and "aborted 1 unfinished upload" in r.err
+    assert flux_server.multipart_uploads(bucket) == []
+    assert flux_server.list_names(bucket) == []
 
 
 def test_mb_makes_a_bucket_once(cli, fs):
