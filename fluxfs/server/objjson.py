@@ -10,6 +10,7 @@ Output is byte-identical to ``json.dumps(apply_fields(obj.resource(...), tree), 
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from json.encoder import encode_basestring_ascii as _s  # what json.dumps uses for str (ensure_ascii)
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
@@ -29,8 +30,14 @@ _FULL = ("kind", "id", "selfLink", "mediaLink", "name", "bucket", "generation", 
 Enc = Callable[[Obj, str, str], Optional[str]]
 
 
+# Names made of these characters quote to themselves but for '/' (urllib's quote walks every byte).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.~/-]*\Z")
+
+
 @lru_cache(maxsize=1024)  # selfLink and mediaLink of one object quote the same name back to back
 def _quoted(name: str) -> str:
+    if _PLAIN_NAME.match(name):
+        return name.replace("/", "%2F")
     return quote(name, safe="")
 
 

@@ -417,6 +417,20 @@ class Store:
         start = max(prefix, start_offset, resume)
         items: List[Obj] = []
         prefixes: List[str] = []
+        if not delimiter:  # flat listings (the common case): one bounded scan, nothing to jump over
+            nxt = None
+            it = objects.irange(minimum=start, maximum=end_offset or None, inclusive=(True, False))
+            for key in it:
+                if not key.startswith(prefix):
+                    self.keys_scanned += 1
+                    break
+                if len(items) >= max_results:
+                    self.keys_scanned += 1
+                    nxt = key
+                    break
+                items.append(view(key))
+            self.keys_scanned += len(items)
+            return items, prefixes, nxt
         n = 0
         while True:
             # Restartable scan: after a delimiter prefix we jump past all its names (one bisect).

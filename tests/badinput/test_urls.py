@@ -64,7 +64,7 @@ def test_object_info_without_key(fs, bucket):
     ("multipart", "bogus", r"multipart must be 'xml', 'compose' or 'off', not 'bogus'"),
     ("list_page_size", 5000, r"list_page_size must be between 1 and 1000 \(GCS's cap\), not 5000"),
     ("retry", {"lists": {"max_attempts": 2}}, r"unknown operation kinds in retry option: \['lists'\]"),
-])
+], ids=["multipart", "list_page_size", "retry"])
 def test_invalid_filesystem_option(flux_server, option, value, message):
     with pytest.raises(ValueError, match=message):
         make_fs(flux_server, **{option: value})

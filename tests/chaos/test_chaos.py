@@ -146,6 +146,7 @@ def test_checkpoint_save_and_load_under_faults(flux_server, bucket, storage_opti
     assert_clean(flux_server, bucket)
 
 
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # one process, on purpose
 def test_dcp_save_and_load_under_faults(flux_server, bucket, storage_options):
     import torch.distributed.checkpoint as dcp
 
