@@ -102,3 +102,15 @@ async def request(
 def client_timeout(read_timeout: float) -> aiohttp.ClientTimeout:
     """No total limit (multi-GB bodies take long), but a stalled socket fails after `read_timeout`."""
     return aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_timeout)
+
+
+def goog_hash(headers: Any, name: str) -> str | None:
+    """One hash ("crc32c" or "md5") from x-goog-hash headers ("crc32c=...,md5=...", possibly repeated)."""
+    values = headers.getall("x-goog-hash", []) if hasattr(headers, "getall") else [headers.get("x-goog-hash", "")]
+    for value in values:
+        for part in (value or "").split(","):
+            key, _, val = part.strip().partition("=")
+            if key == name and val:
+                return val
+    return None
+

@@ -55,13 +55,7 @@ def crc_from_b64(value: Optional[str]) -> Optional[int]:
 
 
 def _crc_from_headers(headers: Any) -> Optional[int]:
-    values = headers.getall("x-goog-hash", []) if hasattr(headers, "getall") else [headers.get("x-goog-hash", "")]
-    for v in values:
-        for part in (v or "").split(","):
-            name, _, val = part.strip().partition("=")
-            if name == "crc32c" and val:
-                return crc_from_b64(val)
-    return None
+    return crc_from_b64(http.goog_hash(headers, "crc32c"))
 
 
 def media_url(fs: "FluxFileSystem", bucket: str, key: str) -> str:

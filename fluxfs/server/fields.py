@@ -19,30 +19,20 @@ def parse_fields(spec: str) -> Dict[str, Any]:
 
 
 def _parse_list(s: str, pos: int) -> Tuple[Dict[str, Any], int]:
+    """A comma-separated list of items: `a,b(c,d),e/f`."""
     tree: Dict[str, Any] = {}
     while True:
-        start = pos
-        while pos < len(s) and s[pos] not in ",()/":
-            pos += 1
-        name = s[start:pos]
-        if not name:
-            raise ServerError(400, f"Invalid field selection {s!r}", "invalidParameter")
-        sub: Tree = None
-        if pos < len(s) and s[pos] == "/":
-            sub, pos = _parse_list_one(s, pos + 1)  # a/b/c: one nested level per '/'
-        elif pos < len(s) and s[pos] == "(":
-            sub, pos = _parse_list(s, pos + 1)
-            if pos >= len(s) or s[pos] != ")":
-                raise ServerError(400, f"Invalid field selection {s!r}", "invalidParameter")
-            pos += 1
-        _merge(tree, name, sub)
+        item, pos = _parse_item(s, pos)
+        for name, sub in item.items():
+            _merge(tree, name, sub)
         if pos < len(s) and s[pos] == ",":
             pos += 1
             continue
         return tree, pos
 
 
-def _parse_list_one(s: str, pos: int) -> Tuple[Dict[str, Any], int]:
+def _parse_item(s: str, pos: int) -> Tuple[Dict[str, Any], int]:
+    """One item: a name, then `/item` (one nested level) or `(list)` or nothing."""
     start = pos
     while pos < len(s) and s[pos] not in ",()/":
         pos += 1
@@ -51,7 +41,7 @@ def _parse_list_one(s: str, pos: int) -> Tuple[Dict[str, Any], int]:
         raise ServerError(400, f"Invalid field selection {s!r}", "invalidParameter")
     sub: Tree = None
     if pos < len(s) and s[pos] == "/":
-        sub, pos = _parse_list_one(s, pos + 1)
+        sub, pos = _parse_item(s, pos + 1)  # a/b/c: one nested level per '/'
     elif pos < len(s) and s[pos] == "(":
         sub, pos = _parse_list(s, pos + 1)
         if pos >= len(s) or s[pos] != ")":
