@@ -27,8 +27,11 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import datetime
+import itertools
+import operator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 
 from sortedcontainers import SortedKeyList
 
@@ -38,12 +41,14 @@ from .tempnames import TEMP_PREFIX
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
 
-# Pages in flight. Measured with `python -m bench listing --profile cloud --objects 100000
-# --concurrency 4,8,16,32,64,128` (30 ms per page, client and server on 2 shared cores):
-# 20k, 33k, 37k, 31k, 26k, 29k objects/s. 8 pages in flight already hide the 30 ms; past 16
-# the server's CPU is the limit and more workers only add splits (each costs one partial
-# page). Against real GCS (server CPU not ours) more may pay: set `list_concurrency`.
-DEFAULT_CONCURRENCY = 16
+# Pages in flight. Re-measured once the server's pages got ~4x cheaper (~2 ms of server CPU
+# per 1,000-item page; client and server on 2 cores shared with other jobs), `python -m bench
+# listing --profile cloud --objects 500000 --concurrency 16,32,64[,128]`, objects/s, median
+# of 3 and of 2: c16 212k, c32 177k, c64 268k; then c32 141k, c64 159k, c128 214k. Page
+# latency is 30 ms plus queueing on the busy cores, so more pages in flight keep paying past
+# the 16 chosen when the server's CPU was the limit; 64 was ahead in every repeat, costs ~10%
+# more (partial) pages than 16 from extra splits, and stays under aiohttp's 100-connection pool.
+DEFAULT_CONCURRENCY = 64
 
 # Only the fields an info dict needs: partial responses shrink each page ~5x and cut JSON parsing.
 LIST_FIELDS = "items(name,size,generation,crc32c,updated),nextPageToken"
@@ -178,18 +183,28 @@ class Alphabets:
 
     def __init__(self):
         self.sets: list[set[str]] = []
+        self._seen = 0                      # characters recorded over all positions
+        self._space: KeySpace | None = None  # cached until a new character is learned
 
     def learn(self, keys: Iterable[str]) -> None:
         sets = self.sets
         for k in keys:
             if len(k) > len(sets):
                 sets.extend(set() for _ in range(len(k) - len(sets)))
-            for i, c in enumerate(k):
-                sets[i].add(c)
+            for s, c in zip(sets, k):
+                s.add(c)
+        seen = sum(map(len, sets))
+        if seen != self._seen:
+            self._seen, self._space = seen, None
 
     def space(self) -> KeySpace:
-        """A KeySpace over the learned positions (split keys are never learned: they are not names)."""
-        return KeySpace(self.sets)
+        """A KeySpace over the learned positions (split keys are never learned: they are not names).
+
+        Cached: it is asked for on every page, and after the first pages nothing new is learned.
+        """
+        if self._space is None:
+            self._space = KeySpace(self.sets)
+        return self._space
 
 
 def choose_split(lo: str, hi: str | None, *, alphabets: Alphabets | None = None,
@@ -416,8 +431,8 @@ class Lister:
                 ref = items[0]["name"] if len(items) > 1 else span.lo
                 span.density = (ref, items[-1]["name"], max(1, len(items) - 1))
                 span.last = items[-1]["name"]
-                # Sampled names (32 per page) teach each position's characters; cheap enough per page.
-                step = max(1, len(items) // 32)
+                # Sampled names (16 per page) teach each position's characters; cheap enough per page.
+                step = max(1, len(items) // 16)
                 n = len(self.prefix)
                 self.alphabets.learn([it["name"][n:] for it in items[::step]] + [span.last[n:]])
             if token is None or hit_end:
@@ -436,6 +451,8 @@ class Lister:
             await self._emit(span, [])
 
     async def _emit(self, span: Span, items: list[dict]) -> None:
+        # The only per-object work of the lister, kept to what gcsfs's info shape needs (no
+        # timestamp parsing: `find` adds "mtime", cached per distinct string).
         prefix = self.name_prefix
         for it in items:
             it["name"] = prefix + it["name"]
@@ -566,20 +583,39 @@ async def iter_objects(
             bar.close()
 
 
-async def list_all(fs: "FluxFileSystem", path: str, prefix: str = "", sort: bool = True, **kwargs: Any) -> list[dict]:
-    """Every info dict under `path`/ + `prefix` in one list (sorted by name unless sort=False)."""
-    out: list[dict] = []
-    # Unsorted streaming, one sort at the end: pages are sorted runs, which timsort merges
-    # cheaply, and no worker waits for the lowest span to drain as in sorted streaming.
+async def list_all(fs: "FluxFileSystem", path: str, prefix: str = "", sort: bool = True,
+                   on_batch: Callable[[list[dict]], Any] | None = None, **kwargs: Any) -> list[dict]:
+    """Every info dict under `path`/ + `prefix` in one list (sorted by name unless sort=False).
+
+    `on_batch(batch)` runs on each batch as it arrives, while later pages are on the wire.
+    """
+    batches: list[list[dict]] = []
+    # Unsorted streaming, one sort at the end: no worker waits for the lowest span to drain
+    # as in sorted streaming.
     async for batch in iter_objects(fs, path, prefix, sort=False, **kwargs):
-        out.extend(batch)
+        if on_batch is not None:
+            on_batch(batch)
+        batches.append(batch)
+    return _concat(batches, sort)
+
+
+_name = operator.itemgetter("name")
+
+
+def _concat(batches: list[list[dict]], sort: bool) -> list[dict]:
+    """The batches as one list, sorted by name if asked.
+
+    Each batch is a sorted run and the runs cover disjoint key ranges (spans partition the
+    key space and each is paged in order), so ordering the runs by their first name already
+    sorts the whole; the final timsort then only confirms one run (n comparisons, not
+    n log(runs)), and still sorts correctly should a server ever return a page out of order.
+    """
+    if sort:
+        batches.sort(key=lambda b: b[0]["name"])
+    out = [it for b in batches for it in b] if len(batches) != 1 else batches[0]
     if sort:
         out.sort(key=_name)
     return out
-
-
-def _name(info: dict) -> str:
-    return info["name"]
 
 
 async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, withdirs: bool = False,
@@ -592,7 +628,8 @@ async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, wit
     path = fs._strip_protocol(path)
     if maxdepth is not None and maxdepth < 1:
         raise ValueError("maxdepth must be at least 1")
-    objects = await list_all(fs, path, prefix)
+    parsed: dict = {}
+    objects = await list_all(fs, path, prefix, on_batch=lambda batch: add_mtimes(batch, parsed))
     bucket, key, _ = fs.split_path(path)
     if not objects and key and not prefix:
         # gcsfs then lists with the key itself as prefix and keeps only an exact match:
@@ -603,9 +640,7 @@ async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, wit
         for it in items:
             it["name"], it["size"], it["type"] = f"{bucket}/{key}", int(it.get("size", 0)), "file"
         objects = items
-    for o in objects:
-        if "updated" in o and "mtime" not in o:
-            o["mtime"] = fs._parse_timestamp(o["updated"])
+    add_mtimes(objects, parsed)
     dirs = fill_dircache(fs, path, objects, prefix=prefix, update_cache=update_cache)
     if withdirs:
         objects = sorted(objects + list(dirs.values()), key=lambda o: o["name"])
@@ -617,28 +652,64 @@ async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, wit
     return [o["name"] for o in objects]
 
 
+_UTC = datetime.timezone.utc
+
+
+def add_mtimes(objects: list[dict], parsed: dict[str, datetime.datetime] | None = None) -> None:
+    """Set gcsfs's "mtime" (a UTC datetime) from "updated" where missing, as gcsfs's `_process_object` does.
+
+    Objects written together share their timestamp strings, so each distinct string is
+    parsed once (gcsfs parses each object's: ~2.5 us, 2.5 s of CPU per million objects);
+    `parsed` carries that cache across calls.
+    """
+    if parsed is None:
+        parsed = {}
+    for o in objects:
+        ts = o.get("updated")
+        if ts is None or "mtime" in o:
+            continue
+        t = parsed.get(ts)
+        if t is None:
+            t = parsed[ts] = _parse_timestamp(ts)
+        o["mtime"] = t
+
+
+def _parse_timestamp(ts: str) -> datetime.datetime:
+    """RFC 3339 "...Z" -> aware UTC datetime, equal to what gcsfs's `_parse_timestamp` gives."""
+    if not ts.endswith("Z"):
+        raise ValueError(f"unexpected timestamp {ts!r}: GCS timestamps end with 'Z'")
+    # fromisoformat (3.11) takes any number of fraction digits; drop 'Z' and pin UTC explicitly.
+    return datetime.datetime.fromisoformat(ts[:-1]).replace(tzinfo=_UTC)
+
+
 def _parent(name: str) -> str:
-    return name.rsplit("/", 1)[0] if "/" in name else ""
+    return name.rpartition("/")[0]
 
 
 def fill_dircache(fs: "FluxFileSystem", path: str, objects: list[dict], prefix: str = "",
                   update_cache: bool = True) -> dict:
-    """gcsfs's `_get_dirs_and_update_cache`, same results, ~5x less CPU per object.
+    """gcsfs's `_get_dirs_and_update_cache` for a sorted list of file infos: same pseudo-directories
+    and dircache, a small fraction of the CPU.
 
-    gcsfs calls `_parent`/`split_path` (protocol stripping, URL parsing) for every object,
-    7 us each: 7 s of CPU for a 1M-object find. Names here are plain "bucket/key", so
-    string splits give the same parents.
+    gcsfs calls `_parent`/`split_path` (protocol stripping, URL parsing) for every object
+    and walks its ancestors: ~7 us per object, 7 s of CPU for a 1M-object find. Names here
+    are plain "bucket/key", so string splits give the same parents; and in a sorted listing
+    objects come in runs sharing one parent. Only a run's first object needs gcsfs's walk up
+    the ancestors: for the others that walk would only file the object in its parent's
+    listing (the ancestors are filed already), which one dict update does for the whole run.
     """
     dirs: dict = {}
     cache_entries: dict = {}
     full_prefix = path.rstrip("/") + "/" + prefix if prefix else ""
     root_len = len(path.rstrip("/"))
     should_update = bool(not prefix and update_cache)
-    for obj in objects:
-        if should_update and obj.get("type") == "directory":
-            cache_entries.setdefault(obj["name"], {})
-        parent = _parent(obj["name"])
-        previous = obj
+    names = [o["name"] for o in objects]
+    parents = [n.rpartition("/")[0] for n in names]
+    cuts = [i for i, (a, b) in enumerate(zip(parents, itertools.islice(parents, 1, None)), 1) if a != b]
+
+    def walk(obj: dict, parent: str) -> tuple[dict | None, bool]:
+        """gcsfs's walk up from one object -> (its parent's listing, whether the object itself went higher)."""
+        previous, first_listing, went_higher, first = obj, None, False, True
         while parent:
             if len(parent) < root_len:
                 break
@@ -652,16 +723,40 @@ def fill_dircache(fs: "FluxFileSystem", path: str, objects: list[dict], prefix: 
                                     "type": "directory", "size": 0}
             if should_update:
                 listing = cache_entries.setdefault(parent, {})
-                name = previous["name"]
-                if name not in listing:
-                    listing[name] = previous
+                if first:
+                    first_listing = listing
+                elif previous is obj:
+                    went_higher = True
+                child = previous["name"]
+                if child not in listing:
+                    listing[child] = previous
                 elif seen:
                     break
             elif seen:
                 break
+            first = False
             if parent in dirs:
                 previous = dirs[parent]
             parent = _parent(parent)
+        return first_listing, went_higher
+
+    bounds = [0] + cuts + [len(objects)] if objects else []
+    for start, stop in zip(bounds, bounds[1:]):
+        run_listing, went_higher = walk(objects[start], parents[start])
+        if stop - start == 1:
+            continue
+        if went_higher:
+            # The parent is no directory entry (e.g. "bkt/" of key "/x"): gcsfs files each
+            # object in the grandparent's listing too; walk them one by one.
+            for i in range(start + 1, stop):
+                walk(objects[i], parents[i])
+        elif run_listing is not None:
+            rest = names[start + 1:stop]
+            if run_listing.keys().isdisjoint(rest):
+                run_listing.update(zip(rest, objects[start + 1:stop]))
+            else:   # a name listed twice: the first stays, as in gcsfs
+                for name, obj in zip(rest, objects[start + 1:stop]):
+                    run_listing.setdefault(name, obj)
     if should_update:
         fs.dircache.update({k: list(v.values()) for k, v in cache_entries.items()})
     return dirs

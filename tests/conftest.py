@@ -5,12 +5,21 @@ correctly (see REFERENCE.md for fake-gcs-server's gaps), and `flux_server` for t
 """
 from __future__ import annotations
 
+import signal
 import uuid
 
 import pytest
 
 from fluxfs import FluxFileSystem
 from fluxfs.testing import fake_gcs_server
+
+
+def pytest_configure(config):
+    # A job started in the background by a non-interactive shell (as CI may run us) inherits
+    # SIGINT ignored, and then Python never raises KeyboardInterrupt: the Ctrl-C tests need the
+    # interactive default that users have.
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

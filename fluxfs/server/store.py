@@ -108,8 +108,8 @@ class Obj:
 
     @property
     def md5(self) -> Optional[str]:
-        """None for composite objects, as in GCS."""
-        if self.component_count is not None:
+        """None for composite objects and XML multipart uploads (stored with md5 ""), as in GCS."""
+        if self.component_count is not None or self._md5 == "":
             return None
         if self._md5 is None:
             self._md5 = b64(hashlib.md5(self.read()).digest())
@@ -344,7 +344,8 @@ class Store:
         data = bytes(data)
         if crc is None:
             crc = crc32c_b64(google_crc32c.value(data))
-        md5 = None if component_count is not None or not with_md5 else b64(hashlib.md5(data).digest())
+        # "" marks "no MD5, ever": None would make the md5 property hash the body on first use.
+        md5 = None if component_count is not None else "" if not with_md5 else b64(hashlib.md5(data).digest())
         if expect_crc is not None and expect_crc != crc:
             raise ServerError(400, f"Provided CRC32C \"{expect_crc}\" doesn't match calculated CRC32C \"{crc}\".",
                               "invalid", "BadDigest")

@@ -2,6 +2,7 @@
 (initiate, upload part, list parts, complete, abort; list uploads) used by transfer_manager."""
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import secrets
@@ -181,6 +182,14 @@ async def list_objects(srv, request, q, bucket):
 
 
 # ---------------------------------------------------------------- multipart
+_HASH_IN_THREAD = 1 << 20
+
+
+def _part_hashes(data: bytes):
+    """(md5 digest, crc32c int) of one part: the ETag GCS returns for a part is its MD5."""
+    return hashlib.md5(data).digest(), google_crc32c.value(data)
+
+
 def _upload(srv, q, bucket, key) -> Multipart:
     up = srv.multipart.get(q["uploadId"])
     if up is None or up.bucket != bucket or up.key != key:
@@ -204,8 +213,13 @@ async def upload_part(srv, request, q, bucket, key):
     if n is None or not 1 <= n <= MAX_PARTS:
         raise ServerError(400, f"partNumber must be between 1 and {MAX_PARTS}, got {q.get('partNumber')!r}.")
     data = await srv.body(request)
-    md5raw = hashlib.md5(data).digest()
-    crc = crc32c_b64(google_crc32c.value(data))
+    if len(data) >= _HASH_IN_THREAD:
+        # md5 runs at ~0.5 GB/s and releases the GIL: hashed on a worker thread, an 8 MiB part no
+        # longer stalls the event loop (and every other part's paced body) for ~20 ms.
+        md5raw, crc_int = await asyncio.get_running_loop().run_in_executor(None, _part_hashes, data)
+    else:
+        md5raw, crc_int = _part_hashes(data)
+    crc = crc32c_b64(crc_int)
     want_md5, want_crc = _client_hashes(request)
     if want_md5 is not None and want_md5 != b64(md5raw):
         raise ServerError(400, "The Content-MD5 you specified did not match what we received.", xml_code="BadDigest")
