@@ -10,7 +10,8 @@ shrunk) end, so every object comes out exactly once whatever the splits.
 Where to split: names are read as mixed-radix numbers over the characters seen at each
 position (`KeySpace`), and a span's last page gives a density (names per unit of that
 space), so a split can leave the victim about N names. Only spans that have listed a page
-are split, the victim keeps at least its in-flight page, and every split key is checked
+are split (except a few chunks of a fresh unbounded tail, so the workers fan out fast), the
+victim keeps at least its in-flight page, and every split key is checked
 against the real bounds (falling back to midpoints, then to "just above the last name");
 a range with no key strictly inside (``"a"`` .. ``"a\\x00"``) is simply not split.
 
@@ -28,10 +29,9 @@ import asyncio
 import bisect
 import contextlib
 import datetime
-import itertools
 import operator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
 from sortedcontainers import SortedKeyList
 
@@ -107,6 +107,7 @@ class KeySpace:
     def __init__(self, alphabets: list[Iterable[str]]):
         self.alphs = [sorted(_complete(set(a))) for a in alphabets]
         self.radices = [len(a) + 2 for a in self.alphs]
+        self._values: dict[str, int] = {}   # the same few bounds are valued on every page
 
     @classmethod
     def uniform(cls, n: int) -> "KeySpace":
@@ -143,9 +144,14 @@ class KeySpace:
         """`s` as an integer (truncated to the known positions); None is the end of the key space."""
         if s is None:
             return self.top()
+        v = self._values.get(s)
+        if v is not None:
+            return v
         v = 0
         for i, r in enumerate(self.radices):
             v = v * r + (self._digit(i, s[i]) if i < len(s) else 0)
+        if len(self._values) < 100_000:
+            self._values[s] = v
         return v
 
     def key(self, v: int) -> str | None:
@@ -255,6 +261,7 @@ class Span:
     token_query: tuple[str, str | None] | None = None   # (startOffset, endOffset) the token belongs to
     density: tuple[str, str, int] | None = None   # (ref, last, intervals) from a recent page
     remaining: Any = None               # estimated names left (int, inf, or None = unknown)
+    probes: int = 0                     # unlisted unbounded tail: splits allowed before its first page
     done: bool = False
     buffer: list = field(default_factory=list)   # sorted mode: listed, not yet emitted
 
@@ -264,6 +271,7 @@ class Span:
 
 
 _INF = float("inf")
+_PROBES = 3
 _DONE = object()
 
 
@@ -271,7 +279,7 @@ class Lister:
     """Lists one bucket prefix with `concurrency` workers and puts batches of info dicts on `queue`."""
 
     def __init__(self, fs: "FluxFileSystem", bucket: str, prefix: str, *, concurrency: int, page_size: int,
-                 sort: bool, include_temp: bool, progress: Any, queue_size: int):
+                 sort: bool, include_temp: bool, progress: Any, queue_size: int, mtime: bool = False):
         self.fs = fs
         self.bucket = bucket
         self.prefix = prefix
@@ -279,6 +287,7 @@ class Lister:
         self.page_size = page_size
         self.sort = sort
         self.progress = progress
+        self.mtimes: dict | None = {} if mtime else None   # "updated" string -> parsed datetime
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=queue_size)
         self.url = fs.json_url("b/{}/o", bucket)
         self.what = f"{bucket}/{prefix}" if prefix else bucket
@@ -341,8 +350,12 @@ class Lister:
         """Split the span with the most estimated work left; the caller owns the upper part."""
         # Only spans that have listed something: splitting a span before its first page is a
         # guess that can fall below its data and take all of it, over and over (livelock).
-        candidates = [s for s in self.active if s.last is not None and s.remaining is not None
-                      and s.remaining >= self.min_split]
+        # The one exception is bounded: the unbounded tail split off a listed span may be split
+        # `_PROBES` more times before its first page (chunks extrapolated from the listed
+        # span's density), so idle workers fan out in one round trip instead of one each
+        # round trip; at worst that costs `_PROBES` empty pages per listed page of the tail.
+        candidates = [s for s in self.active if (s.last is not None or s.probes > 0)
+                      and s.remaining is not None and s.remaining >= self.min_split]
         candidates.sort(key=lambda s: s.remaining, reverse=True)
         n = len(self.prefix)
         for victim in candidates:
@@ -367,6 +380,9 @@ class Lister:
                 continue
             key = self.prefix + m
             thief = Span(key, victim.end, density=victim.density)
+            if victim.end is None:
+                thief.probes = _PROBES if victim.last is not None else victim.probes - 1
+            victim.probes = 0
             victim.end = key
             self._add_span(thief)
             self.active.add(thief)
@@ -451,13 +467,24 @@ class Lister:
             await self._emit(span, [])
 
     async def _emit(self, span: Span, items: list[dict]) -> None:
-        # The only per-object work of the lister, kept to what gcsfs's info shape needs (no
-        # timestamp parsing: `find` adds "mtime", cached per distinct string).
+        # The only per-object work of the lister, kept to what gcsfs's info shape needs;
+        # timestamps are parsed only when asked (`find`), once per distinct string.
         prefix = self.name_prefix
-        for it in items:
-            it["name"] = prefix + it["name"]
-            it["size"] = int(it.get("size", 0))
-            it["type"] = "file"
+        mtimes = self.mtimes
+        if mtimes is None:
+            for it in items:
+                it["name"] = prefix + it["name"]
+                it["size"] = int(it.get("size", 0))
+                it["type"] = "file"
+        else:
+            for it in items:
+                it["name"] = prefix + it["name"]
+                it["size"] = int(it.get("size", 0))
+                it["type"] = "file"
+                ts = it.get("updated")
+                if ts is not None:
+                    t = mtimes.get(ts)
+                    it["mtime"] = t if t is not None else mtimes.setdefault(ts, _parse_timestamp(ts))
         self.listed += len(items)
         if self.progress is not None and items:
             self.progress.update(len(items))
@@ -533,6 +560,7 @@ async def iter_objects(
     page_size: int | None = None,
     include_temp: bool = False,
     progress: Any = None,
+    mtime: bool = False,
 ) -> AsyncIterator[list[dict]]:
     """Batches of info dicts (gcsfs shape) for every object under `path`/ + `prefix`, as they arrive.
 
@@ -540,7 +568,8 @@ async def iter_objects(
     ``("bkt", prefix="img_")`` lists keys starting with ``img_``. Unsorted by default (pages
     come out as workers fetch them); ``sort=True`` yields names in ascending order, still
     streaming. Batches are whole pages unless `batch_size` regroups them. Temporary objects
-    of fluxfs (under `TEMP_PREFIX`) are left out unless `include_temp`. Closing the iterator
+    of fluxfs (under `TEMP_PREFIX`) are left out unless `include_temp`. `mtime=True` adds gcsfs's
+    "mtime" (UTC datetime from "updated"), as `find` returns it. Closing the iterator
     early cancels the listing.
     """
     if batch_size is not None and batch_size < 1:
@@ -554,7 +583,7 @@ async def iter_objects(
         progress = fs.progress or None
     bar, own_bar = _make_progress(progress, f"{bucket}/{key_prefix}")
     lister = Lister(fs, bucket, key_prefix, concurrency=concurrency, page_size=page_size, sort=sort,
-                    include_temp=include_temp, progress=bar, queue_size=max(8, 2 * concurrency))
+                    include_temp=include_temp, progress=bar, queue_size=max(8, 2 * concurrency), mtime=mtime)
     task = asyncio.ensure_future(lister.run())
     try:
         held: list[dict] = []
@@ -583,18 +612,15 @@ async def iter_objects(
             bar.close()
 
 
-async def list_all(fs: "FluxFileSystem", path: str, prefix: str = "", sort: bool = True,
-                   on_batch: Callable[[list[dict]], Any] | None = None, **kwargs: Any) -> list[dict]:
+async def list_all(fs: "FluxFileSystem", path: str, prefix: str = "", sort: bool = True, **kwargs: Any) -> list[dict]:
     """Every info dict under `path`/ + `prefix` in one list (sorted by name unless sort=False).
 
-    `on_batch(batch)` runs on each batch as it arrives, while later pages are on the wire.
+    kwargs go to `iter_objects` (concurrency, page_size, include_temp, progress, mtime).
     """
     batches: list[list[dict]] = []
     # Unsorted streaming, one sort at the end: no worker waits for the lowest span to drain
     # as in sorted streaming.
     async for batch in iter_objects(fs, path, prefix, sort=False, **kwargs):
-        if on_batch is not None:
-            on_batch(batch)
         batches.append(batch)
     return _concat(batches, sort)
 
@@ -628,8 +654,7 @@ async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, wit
     path = fs._strip_protocol(path)
     if maxdepth is not None and maxdepth < 1:
         raise ValueError("maxdepth must be at least 1")
-    parsed: dict = {}
-    objects = await list_all(fs, path, prefix, on_batch=lambda batch: add_mtimes(batch, parsed))
+    objects = await list_all(fs, path, prefix, mtime=True)
     bucket, key, _ = fs.split_path(path)
     if not objects and key and not prefix:
         # gcsfs then lists with the key itself as prefix and keeps only an exact match:
@@ -639,8 +664,8 @@ async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, wit
         items = [it for it in (page.json().get("items") or []) if it["name"] == key]
         for it in items:
             it["name"], it["size"], it["type"] = f"{bucket}/{key}", int(it.get("size", 0)), "file"
+        add_mtimes(items)
         objects = items
-    add_mtimes(objects, parsed)
     dirs = fill_dircache(fs, path, objects, prefix=prefix, update_cache=update_cache)
     if withdirs:
         objects = sorted(objects + list(dirs.values()), key=lambda o: o["name"])
@@ -686,28 +711,107 @@ def _parent(name: str) -> str:
     return name.rpartition("/")[0]
 
 
+def _parent_runs(names: list[str], chunk: int = 512) -> list[tuple[int, int, str]]:
+    """Maximal runs of consecutive names with one parent, as (start, stop, parent).
+
+    Chunk by chunk: when a sorted chunk's first and last names have the same parent P and,
+    all together, no more '/' than that, every name between them has parent P (names
+    sorted between "P/x" and "P/y" start with "P/"): one join and count in C instead of a
+    split per name. Other chunks are split name by name.
+    """
+    runs: list[tuple[int, int, str]] = []
+    cur, cur_start = None, 0
+    n = len(names)
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        block = names[lo:hi]
+        p = block[0].rpartition("/")[0]
+        if (block[-1].rpartition("/")[0] == p and "".join(block).count("/") == len(block) * block[0].count("/")
+                and block == sorted(block)):
+            if p != cur:
+                if cur is not None:
+                    runs.append((cur_start, lo, cur))
+                cur, cur_start = p, lo
+            continue
+        for i, name in enumerate(block, lo):
+            q = name.rpartition("/")[0]
+            if q != cur:
+                if cur is not None:
+                    runs.append((cur_start, i, cur))
+                cur, cur_start = q, i
+    if cur is not None:
+        runs.append((cur_start, n, cur))
+    return runs
+
+
+class _Listing:
+    """One directory's dircache listing being built: entries in first-seen order, first one per name wins.
+
+    Long runs of sorted file names are kept as slices, not inserted name by name in a dict
+    (a 1M-name dict costs ~0.3 s to build); membership in them is a bisection.
+    """
+
+    __slots__ = ("index", "parts", "run_firsts", "runs", "last_is_run")
+
+    def __init__(self):
+        self.index: dict = {}              # name -> entry, for entries added one by one
+        self.parts: list = []              # lists of entries, in order
+        self.run_firsts: list[str] = []    # first name of each run (runs ascend and do not overlap)
+        self.runs: list[list[str]] = []
+        self.last_is_run = False
+
+    def __contains__(self, name: str) -> bool:
+        if name in self.index:
+            return True
+        i = bisect.bisect_right(self.run_firsts, name) - 1
+        if i < 0:
+            return False
+        run = self.runs[i]
+        j = bisect.bisect_left(run, name)
+        return j < len(run) and run[j] == name
+
+    def add(self, name: str, entry: dict) -> None:
+        self.index[name] = entry
+        if self.parts and not self.last_is_run:
+            self.parts[-1].append(entry)
+        else:
+            self.parts.append([entry])
+            self.last_is_run = False
+
+    def add_run(self, names: list[str], entries: list[dict]) -> None:
+        """Names strictly ascending, above every run added before, none present yet."""
+        self.run_firsts.append(names[0])
+        self.runs.append(names)
+        self.parts.append(entries)
+        self.last_is_run = True
+
+    def entries(self) -> list[dict]:
+        return self.parts[0] if len(self.parts) == 1 else [e for part in self.parts for e in part]
+
+
+_RUN_MIN = 64   # shorter runs are added name by name
+
+
 def fill_dircache(fs: "FluxFileSystem", path: str, objects: list[dict], prefix: str = "",
-                  update_cache: bool = True) -> dict:
-    """gcsfs's `_get_dirs_and_update_cache` for a sorted list of file infos: same pseudo-directories
-    and dircache, a small fraction of the CPU.
+                  update_cache: bool = True, run_min: int = _RUN_MIN) -> dict:
+    """gcsfs's `_get_dirs_and_update_cache` for file infos sorted by name (as `find` lists them):
+    the same pseudo-directories and dircache, a small fraction of the CPU.
 
     gcsfs calls `_parent`/`split_path` (protocol stripping, URL parsing) for every object
     and walks its ancestors: ~7 us per object, 7 s of CPU for a 1M-object find. Names here
     are plain "bucket/key", so string splits give the same parents; and in a sorted listing
     objects come in runs sharing one parent. Only a run's first object needs gcsfs's walk up
     the ancestors: for the others that walk would only file the object in its parent's
-    listing (the ancestors are filed already), which one dict update does for the whole run.
+    listing (the ancestors are filed already), which is done for the whole run at once.
     """
     dirs: dict = {}
-    cache_entries: dict = {}
+    cache_entries: dict[str, _Listing] = {}
     full_prefix = path.rstrip("/") + "/" + prefix if prefix else ""
     root_len = len(path.rstrip("/"))
     should_update = bool(not prefix and update_cache)
     names = [o["name"] for o in objects]
-    parents = [n.rpartition("/")[0] for n in names]
-    cuts = [i for i, (a, b) in enumerate(zip(parents, itertools.islice(parents, 1, None)), 1) if a != b]
 
-    def walk(obj: dict, parent: str) -> tuple[dict | None, bool]:
+    def walk(obj: dict, parent: str) -> tuple[_Listing | None, bool]:
         """gcsfs's walk up from one object -> (its parent's listing, whether the object itself went higher)."""
         previous, first_listing, went_higher, first = obj, None, False, True
         while parent:
@@ -722,14 +826,16 @@ def fill_dircache(fs: "FluxFileSystem", path: str, objects: list[dict], prefix: 
                     dirs[parent] = {"Key": dir_key, "Size": 0, "name": parent, "StorageClass": "DIRECTORY",
                                     "type": "directory", "size": 0}
             if should_update:
-                listing = cache_entries.setdefault(parent, {})
+                listing = cache_entries.get(parent)
+                if listing is None:
+                    listing = cache_entries[parent] = _Listing()
                 if first:
                     first_listing = listing
                 elif previous is obj:
                     went_higher = True
                 child = previous["name"]
                 if child not in listing:
-                    listing[child] = previous
+                    listing.add(child, previous)
                 elif seen:
                     break
             elif seen:
@@ -740,23 +846,24 @@ def fill_dircache(fs: "FluxFileSystem", path: str, objects: list[dict], prefix: 
             parent = _parent(parent)
         return first_listing, went_higher
 
-    bounds = [0] + cuts + [len(objects)] if objects else []
-    for start, stop in zip(bounds, bounds[1:]):
-        run_listing, went_higher = walk(objects[start], parents[start])
+    for start, stop, parent in _parent_runs(names):
+        run_listing, went_higher = walk(objects[start], parent)
         if stop - start == 1:
             continue
         if went_higher:
             # The parent is no directory entry (e.g. "bkt/" of key "/x"): gcsfs files each
             # object in the grandparent's listing too; walk them one by one.
             for i in range(start + 1, stop):
-                walk(objects[i], parents[i])
+                walk(objects[i], parent)
         elif run_listing is not None:
-            rest = names[start + 1:stop]
-            if run_listing.keys().isdisjoint(rest):
-                run_listing.update(zip(rest, objects[start + 1:stop]))
-            else:   # a name listed twice: the first stays, as in gcsfs
-                for name, obj in zip(rest, objects[start + 1:stop]):
-                    run_listing.setdefault(name, obj)
+            if stop - start - 1 >= run_min:
+                # Sorted unique names: none of these is in the listing yet (a directory entry
+                # "P/x" only comes from names "P/x/..." that sort after the file "P/x").
+                run_listing.add_run(names[start + 1:stop], objects[start + 1:stop])
+            else:
+                for i in range(start + 1, stop):
+                    if names[i] not in run_listing:
+                        run_listing.add(names[i], objects[i])
     if should_update:
-        fs.dircache.update({k: list(v.values()) for k, v in cache_entries.items()})
+        fs.dircache.update({k: v.entries() for k, v in cache_entries.items()})
     return dirs

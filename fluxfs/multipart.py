@@ -26,12 +26,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger("fluxfs.multipart")
 
-# Defaults measured on the cloud profile (30 ms to first byte, 100 MB/s per request each way), 256 MB
-# written in 4 MiB pieces, 5 interleaved runs: 8 MiB x 8 in flight median 89 MB/s (best 146),
-# 16 MiB x 8: 96 (124), 32 MiB x 8: 92 (117); 4 in flight was slower, 16 no faster. On 2 shared cores
-# the client's and server's CPU is the limit long before 8 streams are (8 x ~74 MB/s: an 8 MiB part
-# is ~84 ms on the wire against 30 ms of latency), so the smallest part that keeps up wins: it halves
-# the memory held, about (concurrency + 2) x part size = 80 MiB. XML multipart needs >= 5 MiB parts.
+# Defaults measured on the cloud profile (30 ms to first byte, 100 MB/s per request each way):
+# torch.save of a 256 MB state dict, medians of 4-5 interleaved runs in two sessions (MB/s):
+# 8 MiB x 8 in flight 189-220, 8 x 16 189-253, 16 x 8 191-217, 16 x 16 185-197, 32 x 8 168-210,
+# 16 x 4 165. On 2 shared cores the save is CPU-bound (per 256 MB: ~0.35 s client, ~1 s server,
+# which must md5 every part for its ETag and join the parts at completion), not stream-bound:
+# 8 streams x 100 MB/s is 800 MB/s, more than either side can feed, so past 8 x 8 MiB in flight
+# nothing improves beyond the noise while memory, about (concurrency + 2) x part size = 80 MiB
+# here, grows. 8 MiB is also the smallest part that amortises the 30 ms per request (~84 ms on
+# the wire). XML multipart needs >= 5 MiB parts.
 # (Dataflux uses 32 MiB x 8 threads, after staging the whole checkpoint in memory.)
 DEFAULT_PART_SIZE = 8 * 2**20
 DEFAULT_WRITE_CONCURRENCY = 8

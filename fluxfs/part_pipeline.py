@@ -235,6 +235,9 @@ class Uploader(Protocol):
     async def abort(self) -> None: ...
 
 
+START_GRACE_S = 5.0  # how long an abort waits for an upload start still in flight
+
+
 class PartWriter:
     """Uploads numbered parts concurrently (at most `concurrency` in flight), then completes atomically.
 
@@ -373,7 +376,11 @@ class PartWriter:
                 t.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        if self._started is not None:  # an upload id still on its way must be known to be aborted
+        if self._started is not None:
+            # A start in flight is let finish, so the upload it creates is known and aborted; one still
+            # retrying after a few seconds (server unreachable) is cancelled rather than waited for.
+            await asyncio.wait({self._started}, timeout=START_GRACE_S)
+            self._started.cancel()
             await asyncio.gather(self._started, return_exceptions=True)
         if self._uploader is not None:
             try:

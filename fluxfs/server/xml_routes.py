@@ -182,12 +182,19 @@ async def list_objects(srv, request, q, bucket):
 
 
 # ---------------------------------------------------------------- multipart
+# Bodies from this size on are hashed / assembled on a worker thread (below it the hand-off costs more).
 _HASH_IN_THREAD = 1 << 20
 
 
 def _part_hashes(data: bytes):
     """(md5 digest, crc32c int) of one part: the ETag GCS returns for a part is its MD5."""
     return hashlib.md5(data).digest(), google_crc32c.value(data)
+
+
+def _assemble(chunks: list):
+    """(the object's bytes, their crc32c int) from its parts in order."""
+    data = b"".join(chunks)
+    return data, google_crc32c.value(data)
 
 
 def _upload(srv, q, bucket, key) -> Multipart:
@@ -283,10 +290,18 @@ async def complete(srv, request, q, bucket, key):
             raise ServerError(400, f"Part {n} is {len(got[0])} bytes; every part but the last must be at least "
                                    f"{min_size} bytes.", xml_code="EntityTooSmall")
         chunks.append(got[0])
+    if sum(len(c) for c in chunks) >= _HASH_IN_THREAD:
+        # Joining and hashing GBs takes a while (both release the GIL): on a worker thread other
+        # requests keep being served meanwhile.
+        data, crc = await asyncio.get_running_loop().run_in_executor(None, _assemble, chunks)
+        if srv.multipart.get(q["uploadId"]) is not up:  # aborted or completed by another request meanwhile
+            _upload(srv, q, bucket, key)
+    else:
+        data, crc = _assemble(chunks)
     # GCS keeps no MD5 for an object assembled by an XML multipart upload (only crc32c), so
     # neither do we: hashing multi-GB objects again at completion would also stall the server.
-    obj = srv.store.put(bucket, key, b"".join(chunks), content_type=up.content_type, metadata=up.metadata,
-                        preconditions=_preconds(request), with_md5=False)
+    obj = srv.store.put(bucket, key, data, content_type=up.content_type, metadata=up.metadata,
+                        preconditions=_preconds(request), with_md5=False, crc=crc32c_b64(crc))
     srv.multipart.pop(q["uploadId"], None)
     return _xml(f"<CompleteMultipartUploadResult{_NS}><Location>{_e(request.scheme)}://{_e(request.host)}/{_e(bucket)}/"
                 f"{_e(key)}</Location><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"

@@ -87,6 +87,18 @@ def test_many_objects_many_splits(flux_server, bucket):
     assert listed_names(fs, bucket, sort=True) == sorted(got)
 
 
+def test_splits_cost_few_extra_pages(flux_server, bucket):
+    """Work stealing (including the fan-out from the unlisted tail) adds partial pages, not a flood of them."""
+    flux_server.generate(bucket, 5000, 0, prefix="p/")
+    flux_server.configure(latency_ms=20)   # pages overlap, so idle workers do steal
+    fs = make_fs(flux_server, list_page_size=100, list_concurrency=64)
+    flux_server.reset_stats()
+    got = listed_names(fs, bucket)
+    assert len(got) == len(set(got)) == 5000
+    pages = flux_server.stats()["requests"]["list"]
+    assert 50 <= pages <= 100, f"{pages} list pages for 50 pages' worth of objects"
+
+
 def test_many_objects_under_faults(flux_server, bucket):
     flux_server.generate(bucket, 2000, 0, prefix="f/")
     fs = make_fs(flux_server, list_page_size=10, list_concurrency=32, retry=FAST_RETRY)

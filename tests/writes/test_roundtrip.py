@@ -139,3 +139,32 @@ def test_text_mode_through_fsspec(flux_server, bucket):
     with fs.open(f"{bucket}/notes.txt", "w", encoding="utf-8") as f:
         f.write(text)
     assert fs.cat_file(f"{bucket}/notes.txt").decode("utf-8") == text
+
+
+def test_xml_object_has_crc32c_and_no_md5(flux_server, bucket):
+    """As on GCS, an object assembled by an XML multipart upload has a crc32c but never an MD5
+    (neither in its metadata nor in the x-goog-hash of a download)."""
+    import urllib.request
+
+    fs = make_fs(flux_server, multipart="xml", part_size=XML_PART)
+    data = payload(2 * XML_PART + 7)
+    with fs.open(f"{bucket}/o", "wb") as f:
+        write_in_pieces(f, data, piece=1_000_003)
+    assert fs.cat_file(f"{bucket}/o") == data
+    info = fs.info(f"{bucket}/o")
+    assert info["crc32c"] == f.object_info["crc32c"] and "md5Hash" not in info
+    with urllib.request.urlopen(f"{flux_server.url}/{bucket}/o", timeout=30) as r:
+        assert r.read() == data
+        assert r.headers["x-goog-hash"] == f"crc32c={info['crc32c']}"
+
+
+def test_refused_initiate_is_a_clear_error(flux_server, bucket):
+    """The upload starts in the background; a refused start still surfaces from write/close."""
+    fs = make_fs(flux_server, multipart="xml", part_size=XML_PART)
+    flux_server.configure(deny_ops=["write"])
+    with pytest.raises(PermissionError):
+        with fs.open(f"{bucket}/o", "wb") as f:
+            write_in_pieces(f, payload(3 * XML_PART), piece=XML_PART)
+    flux_server.configure(deny_ops=[])
+    assert not fs.exists(f"{bucket}/o")
+    assert flux_server.multipart_uploads(bucket) == []
