@@ -159,6 +159,10 @@ def _route(method: str, path: str, upload_id: bool, media: bool) -> Tuple[str, A
     if method == "POST":
         if len(rest) >= 2 and rest[-1] == "compose":
             return "compose", compose, dict(bucket=bucket, name=_name(rest[:-1]))
+        for i in range(len(rest) - 2, 0, -1):
+            # objects.move (same bucket): /o/SRC/moveTo/o/DST
+            if rest[i] == "moveTo" and rest[i + 1] == "o":
+                return "copy", move, dict(bucket=bucket, name=_name(rest[:i]), dname=_name(rest[i + 2:]))
         for verb in ("copyTo", "rewriteTo"):
             for i in range(len(rest) - 4, 0, -1):
                 if rest[i] == verb and rest[i + 1] == "b" and rest[i + 3] == "o":
@@ -324,6 +328,20 @@ async def compose(srv, request, q, bucket, name):
     ctype, md, extra = _meta_from(body.get("destination") or {})
     obj = srv.store.put(bucket, name, b"".join(parts), content_type=ctype, metadata=md, extra=extra,
                         component_count=components, preconditions=preconds(q))
+    return _resource_reply(request, q, obj, bucket)
+
+
+async def move(srv, request, q, bucket, name, dname):
+    """objects.move: rename within a bucket in one step (no await in between, so nobody sees both
+    or neither); source preconditions are ifSource*, destination ones the plain if* parameters."""
+    if dname == name:
+        raise ServerError(400, "The source and destination object names of a move must differ.", "invalid")
+    src = srv.store.get(bucket, name)
+    check_preconditions(src, **preconds(q, source=True))
+    obj = srv.store.put(bucket, dname, bytes(src.read()), content_type=src.content_type, metadata=src.metadata,
+                        extra=src.extra, component_count=src.component_count, preconditions=preconds(q),
+                        crc=src._crc)
+    srv.store.delete(bucket, name, generation=src.generation)
     return _resource_reply(request, q, obj, bucket)
 
 
