@@ -11,7 +11,7 @@ import os
 from typing import Any, AsyncIterator, Iterator
 from urllib.parse import quote, urlsplit
 
-from fsspec.asyn import get_loop, sync_wrapper
+from fsspec.asyn import get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import http, tempnames

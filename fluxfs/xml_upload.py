@@ -143,7 +143,7 @@ class XmlUploader:
                     raise
                 # Already replaced by a later writer (no versioning): what the completion said must do.
                 return {"bucket": self.pw.bucket, "name": self.pw.key, "generation": generation, "size": str(size),
-                        "crc32c": _hash_header(resp.headers, "crc32c")}
+                        "crc32c": http.goog_hash(resp.headers, "crc32c")}
 
         own_id = self.upload_id
         resource = await self.fs.retry_policy("write").run(attempt, what=f"complete {what}")
@@ -161,17 +161,6 @@ class XmlUploader:
                 pass
             self.upload_id = None
         await self.sweep_orphans(own_id)
-
-
-def _hash_header(headers, name: str) -> str | None:
-    """One hash (e.g. "crc32c") from x-goog-hash headers: "crc32c=...,md5=..." possibly repeated."""
-    values = headers.getall("x-goog-hash", []) if hasattr(headers, "getall") else [headers.get("x-goog-hash", "")]
-    for v in values:
-        for kv in (v or "").split(","):
-            k, _, val = kv.strip().partition("=")
-            if k == name:
-                return val
-    return None
 
 
 def _rfc3339(text: str) -> float:

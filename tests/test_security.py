@@ -43,7 +43,7 @@ def _fs(flux_server, token, **options) -> FluxFileSystem:
 
 
 def test_token_never_appears_in_logs_reprs_or_errors(flux_server, bucket, planted, caplog):
-    root = logging.getLogger()
+
     caplog.set_level(logging.DEBUG)
     names = set(logging.root.manager.loggerDict) | {"fluxfs", "gcsfs", "aiohttp", "urllib3", "google", ""}
     old_levels = {name: logging.getLogger(name).level for name in names}

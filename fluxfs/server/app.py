@@ -10,7 +10,6 @@ import asyncio
 import json
 from collections import Counter
 from typing import Any, Dict, Optional, Union
-from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
 from aiohttp import web

@@ -68,3 +68,15 @@ def media_reply(request: web.Request, obj: Obj) -> Reply:
     if request.method == "HEAD":
         return Reply(206, None, h, length=end - start)
     return Reply(206, obj.read(start, end), h)
+
+
+def goog_hashes(headers) -> dict:
+    """{"md5": b64, "crc32c": b64} as sent in x-goog-hash headers (possibly repeated, comma-separated)."""
+    out = {}
+    for part in headers.getall("x-goog-hash", []):
+        for kv in part.split(","):
+            k, _, v = kv.strip().partition("=")
+            if k in ("md5", "crc32c") and v:
+                out[k] = v
+    return out
+

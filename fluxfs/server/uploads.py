@@ -14,19 +14,13 @@ from urllib.parse import quote
 
 from .app import Reply
 from .json_routes import _json_body, _meta_from, _resource_reply, base_url, preconds
+from .media import goog_hashes
 from .store import ServerError, check_preconditions
 
 
 def _client_hashes(meta: Dict[str, Any], headers) -> Tuple[Optional[str], Optional[str]]:
-    md5, crc = meta.get("md5Hash"), meta.get("crc32c")
-    for part in headers.getall("x-goog-hash", []):
-        for kv in part.split(","):
-            k, _, v = kv.strip().partition("=")
-            if k == "md5":
-                md5 = v
-            elif k == "crc32c":
-                crc = v
-    return md5, crc
+    sent = goog_hashes(headers)
+    return sent.get("md5", meta.get("md5Hash")), sent.get("crc32c", meta.get("crc32c"))
 
 
 def _split_multipart(body: bytes, ctype: str) -> List[Tuple[Dict[str, str], bytes]]:

@@ -16,7 +16,7 @@ from xml.sax.saxutils import escape
 import google_crc32c
 
 from .app import Reply
-from .media import media_reply
+from .media import goog_hashes, media_reply
 from .store import ServerError, b64, check_preconditions, crc32c_b64, rfc3339
 
 MAX_PARTS = 10_000
@@ -103,15 +103,8 @@ def _meta_headers(request) -> Dict[str, str]:
 
 def _client_hashes(request):
     """(md5 b64, crc32c b64) from Content-MD5 and x-goog-hash headers."""
-    md5, crc = request.headers.get("Content-MD5"), None
-    for part in request.headers.getall("x-goog-hash", []):
-        for kv in part.split(","):
-            k, _, v = kv.strip().partition("=")
-            if k == "md5":
-                md5 = v
-            elif k == "crc32c":
-                crc = v
-    return md5, crc
+    sent = goog_hashes(request.headers)
+    return sent.get("md5", request.headers.get("Content-MD5")), sent.get("crc32c")
 
 
 async def get_object(srv, request, q, bucket, key):

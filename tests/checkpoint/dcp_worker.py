@@ -7,7 +7,6 @@ dim 1 and check; one pair of processes for both halves, as each torch import cos
 """
 from __future__ import annotations
 
-import os
 import sys
 
 import torch
