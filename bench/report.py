@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 # The metric a row quotes, in order of preference, with its unit.
-METRICS = (("objects_per_s", "obj/s"), ("samples_per_s", "samples/s"), ("save_mb_per_s", "MB/s save"),
+METRICS = (("samples_per_s", "samples/s"), ("objects_per_s", "obj/s"), ("save_mb_per_s", "MB/s save"),
            ("load_mb_per_s", "MB/s load"), ("pages_per_s", "pages/s"), ("gets_per_s", "GET/s"),
            ("mb_per_s", "MB/s"))
 PEERS = ("gcsfs", "dataflux", "dataflux-best", "limit")
@@ -42,6 +42,8 @@ def table(reports: list[dict]) -> str:
     for report in reports:
         for label, sub in subreports(report):
             contenders = sub.get("contenders", {})
+            if "fluxfs" not in contenders:  # e.g. the server's own figures: not a comparison
+                continue
             ratios = sub.get("ratios") or {}
             found = metrics_of(sub)
             # save and load are both headline metrics; elsewhere the first (most specific) one is.
