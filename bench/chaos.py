@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import random
 import sys
 import time
-from pathlib import Path
 from typing import Callable, Dict
 
-from .common import WrongResult, machine_info, run_scenario, start_server
+from .common import WrongResult, machine_info, run_scenario, save_report, start_server
 
 BUCKET = "bench-chaos"
 LEVELS = (0.0, 0.05, 0.10, 0.20)
@@ -224,10 +222,7 @@ def run(args: argparse.Namespace) -> dict:
                 combined["ratios"][f"{cap}:{k}"] = v
     combined["machine"] = machine_info()
     _print_summary(combined, levels)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(combined, indent=2))
-    return combined
+    return save_report(args, combined)
 
 
 def _print_summary(report: Dict, levels: list) -> None:

@@ -103,10 +103,23 @@ def run_scenario(
     report["ratios"] = compute_ratios(report["contenders"], headlines, ratios, lower_is_better)
     report["machine"] = machine_info()
     print_report(report, headlines)
+    return save_report(args, report)
+
+
+def save_report(args: argparse.Namespace, report: dict) -> dict:
+    """Write the report to --json PATH, if given; returns it."""
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2))
     return report
+
+
+def finish_combined(scenario: str, args: argparse.Namespace, combined: dict) -> dict:
+    """For scenarios made of several sub-reports: machine info, the one-line ratio summary, JSON."""
+    combined["machine"] = machine_info()
+    print(f"ratios ({scenario}, {args.profile}): "
+          + "  ".join(f"{k}={v:g}x" for k, v in combined["ratios"].items()))
+    return save_report(args, combined)
 
 
 def compute_ratios(contenders: dict, headlines: list[str], pairs: Sequence[tuple[str, str]],

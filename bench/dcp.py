@@ -34,7 +34,7 @@ import warnings
 from pathlib import Path
 from typing import Callable, Dict
 
-from .common import WrongResult, machine_info, run_scenario, start_server
+from .common import WrongResult, finish_combined, run_scenario, start_server
 
 MB = 10**6
 BUCKET = "bench-dcp"
@@ -103,12 +103,7 @@ def run(args: argparse.Namespace) -> dict:
         combined["ranks"][str(n)] = report
         for k, v in report["ratios"].items():
             combined["ratios"][f"{n}rank:{k}"] = v
-    combined["machine"] = machine_info()
-    print("ratios (dcp, %s): %s" % (args.profile, "  ".join(f"{k}={v:g}x" for k, v in combined["ratios"].items())))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(combined, indent=2))
-    return combined
+    return finish_combined("dcp", args, combined)
 
 
 def _run_ranks(args: argparse.Namespace, world: int) -> dict:

@@ -17,14 +17,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import json
 import os
 import resource
 import time
-from pathlib import Path
 from typing import Callable, Dict, List
 
-from .common import WrongResult, machine_info, run_scenario, start_server
+from .common import WrongResult, finish_combined, run_scenario, start_server
 
 KIB = 1024
 FULL_SETS = [(50_000, 10 * KIB), (20_000, 100 * KIB), (2_000, 1024 * KIB)]
@@ -220,12 +218,7 @@ def run(args: argparse.Namespace) -> dict:
                 combined["ratios"][f"{label}:{k}"] = v
         if args.handle_size:
             _handle_scenario(args, sub_args, srv, flux, gfs, combined)
-    combined["machine"] = machine_info()
-    print("ratios (reads, %s): %s" % (args.profile, "  ".join(f"{k}={v:g}x" for k, v in combined["ratios"].items())))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(combined, indent=2))
-    return combined
+    return finish_combined("reads", args, combined)
 
 
 def _handle_scenario(args, sub_args, srv, flux, gfs, combined: Dict) -> None:
