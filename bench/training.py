@@ -4,7 +4,7 @@ Data: synthetic 32x32 RGB images stored as 10-100 KB objects (20k; --quick 4k): 
 are the pixels, the next byte mod 10 the label, the rest padding (as metadata and compression
 overhead pad a real JPEG). Every contender trains the same model from the same seed with the same
 DataLoader settings (batch 64, --workers worker processes, prefetch 2):
-  fluxfs             FluxMapDataset (one DataLoader batch = one batched compose read), shuffled
+  fluxfs             FluxMapDataset (one DataLoader batch = one batched read: direct GETs for <= 64), shuffled
   fluxfs-iterable    FluxIterableDataset(shuffle=True), sharded over the workers
   fluxfs-nodes       ListObjects -> ReadObjects -> Batcher -> collate -> Prefetcher -> Loader (threads, no workers)
   gcsfs              a plain torch Dataset whose __getitem__ is gcsfs `cat_file`, shuffled (first --gcsfs-max objects)

@@ -65,7 +65,8 @@ class _FluxDataset:
 class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
     """Map-style dataset: ``dataset[i]`` is ``transform(bytes, meta)`` of the i-th object (sorted by name).
 
-    `__getitems__` reads a whole DataLoader batch in one compose-backed batched read.
+    `__getitems__` reads a whole DataLoader batch in one batched read: a batch that fits in one wave of
+    concurrent GETs is read directly, a bigger one through composites (see `ObjectSource.read`).
     """
 
     def __len__(self) -> int:
@@ -87,7 +88,7 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
     def __getitems__(self, indices: Sequence[int]) -> list:
         """The samples of `indices`; objects that vanished are left out under ``on_missing="skip"``."""
         wanted = [self._index(i) for i in indices]
-        return [self._sample(i, data) for i, data in self._source.read(wanted)]
+        return [self._sample(i, data) for i, data in self._source.read(wanted, latency_bound=True)]
 
 
 class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):

@@ -31,18 +31,34 @@ def all_keys(prefix: str, n: int) -> Counter:
     return Counter(f"{prefix}{i:08d}" for i in range(n))
 
 
+@pytest.mark.parametrize("batch_size", [64, 256])
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_map_dataset_dataloader_reads_every_object_once(flux_server, data_bucket, storage_options, num_workers):
+def test_map_dataset_dataloader_reads_every_object_once(flux_server, data_bucket, storage_options, num_workers,
+                                                        batch_size):
     ds = FluxMapDataset.from_prefix(f"flux://{data_bucket}/data/", storage_options=storage_options)
     assert len(ds) == N_DATA
     flux_server.reset_stats()
-    loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=num_workers)
+    loader = DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=num_workers)
     assert collect(loader) == all_keys("data/", N_DATA)
     requests = flux_server.stats()["requests"]
     # The listing ran once, in this process, before the workers started: none of them listed again.
     assert requests.get("list", 0) == 0
-    # Each DataLoader batch is one batched read: composites of up to 32 objects, not a GET per object.
-    assert 0 < requests["compose"] and requests["read"] <= N_DATA // 16
+    if batch_size <= 64:
+        # A batch that fits in one wave of concurrent GETs (read concurrency 64) is read directly:
+        # one round trip instead of compose + GET + delete.
+        assert requests.get("compose", 0) == 0 and requests["read"] == N_DATA
+    else:
+        # Bigger batches are one batched read through composites of up to 32 objects.
+        assert 0 < requests["compose"] and requests["read"] <= N_DATA // 16
+
+
+def test_map_dataset_respects_an_explicit_compose_threshold(flux_server, data_bucket, storage_options):
+    options = {**storage_options, "compose_threshold": 256 * 2**10}
+    ds = FluxMapDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=options)
+    flux_server.reset_stats()
+    assert collect(DataLoader(ds, batch_size=64, num_workers=0)) == all_keys("small/", N_SMALL)
+    requests = flux_server.stats()["requests"]
+    assert 0 < requests["compose"] and requests["read"] <= N_SMALL // 16
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
