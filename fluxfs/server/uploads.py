@@ -29,21 +29,19 @@ def _split_multipart(body: bytes, ctype: str) -> List[Tuple[Dict[str, str], byte
         raise ServerError(400, "multipart upload without a boundary.", "invalid")
     delim = b"--" + m.group(1).encode()
     chunks = body.split(delim)
+    # The line ending comes from the first boundary line and holds for the whole body: RFC 2046
+    # says CRLF, gcsfs sends bare LF. Guessing it per part would eat a payload's own trailing
+    # '\r' when a bare-LF body carries data ending in '\r'.
+    eol = b"\r\n" if len(chunks) > 1 and chunks[1].startswith(b"\r\n") else b"\n"
     parts = []
     for c in chunks[1:]:
         if c.startswith(b"--"):
             break
-        if c.startswith(b"\r\n"):
-            c = c[2:]
-        elif c.startswith(b"\n"):
-            c = c[1:]
-        head, sep, data = c.partition(b"\r\n\r\n")
-        if not sep:
-            head, sep, data = c.partition(b"\n\n")
-        if data.endswith(b"\r\n"):
-            data = data[:-2]
-        elif data.endswith(b"\n"):
-            data = data[:-1]
+        if c.startswith(eol):
+            c = c[len(eol):]
+        head, sep, data = c.partition(eol + eol)
+        if data.endswith(eol):
+            data = data[:-len(eol)]
         hdrs = {}
         for line in head.decode("latin-1").splitlines():
             k, _, v = line.partition(":")

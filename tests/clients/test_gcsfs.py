@@ -55,3 +55,11 @@ def test_missing_is_file_not_found(gfs, any_bucket):
         gfs.cat(f"{any_bucket}/nope")
     with pytest.raises(FileNotFoundError):
         gfs.info(f"{any_bucket}/nope")
+
+
+@pytest.mark.parametrize("tail", [b"\r", b"\n", b"\r\n", b"\r\n\r\n"])
+def test_pipe_keeps_payloads_ending_in_line_breaks(gfs, any_bucket, tail):
+    """gcsfs's multipart upload separates parts with bare LF: a payload's own trailing CR/LF must survive."""
+    data = os.urandom(100) + tail
+    gfs.pipe(f"{any_bucket}/eol.bin", data)
+    assert gfs.cat(f"{any_bucket}/eol.bin") == data
