@@ -249,6 +249,13 @@ class FluxFileSystem(GCSFileSystem):
 
         return cleanup.run_sync(self, self._cat, path, recursive=recursive, on_error=on_error, **kwargs)
 
+    @property
+    def batch_read_concurrency(self) -> int:
+        """Requests a batched read keeps in flight: the `read_concurrency` option or its measured default."""
+        from .compose_reads import settings
+
+        return settings(self)[3]
+
     async def _cat_objects(self, infos, on_error: str = "raise") -> dict:
         """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata requests."""
         from . import compose_reads

@@ -20,9 +20,6 @@ DEFAULT_PROTOCOL = "flux"
 # Up to this many objects of unknown size are looked up one by one (in threads); more than that,
 # and one listing of their common prefix is cheaper than a round trip per object.
 _LOOKUP_INDIVIDUALLY = 256
-# fluxfs's read concurrency when the storage options do not set one (fluxfs.compose_reads'
-# default; not imported from there, so other protocols need not import fluxfs internals).
-_DEFAULT_READ_CONCURRENCY = 64
 
 
 @dataclass(frozen=True)
@@ -235,8 +232,7 @@ class ObjectSource:
         fs = self.fs
         if not hasattr(fs, "cat_objects") or "compose_threshold" in self.storage_options:
             return None
-        concurrency = getattr(fs, "read_concurrency", None) or _DEFAULT_READ_CONCURRENCY
-        if count > concurrency:
+        if count > fs.batch_read_concurrency:
             return None
         if self._direct_fs is None or self._direct_fs_pid != os.getpid():
             self._direct_fs = fsspec.filesystem(self.protocol, **{**self.storage_options, "compose_threshold": 0})

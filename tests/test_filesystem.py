@@ -84,3 +84,10 @@ def test_local_endpoint_needs_no_credentials(flux_server, bucket):
     assert fs.credentials.method == "anon"
     fs.pipe(f"{bucket}/anon", b"ok")
     assert fs.cat(f"{bucket}/anon") == b"ok"
+
+
+def test_batch_read_concurrency_is_the_option_or_its_default(flux_server):
+    from fluxfs.compose_reads import DEFAULT_READ_CONCURRENCY
+
+    assert make_fs(flux_server, read_concurrency=7).batch_read_concurrency == 7
+    assert make_fs(flux_server).batch_read_concurrency == DEFAULT_READ_CONCURRENCY

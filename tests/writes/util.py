@@ -1,12 +1,10 @@
 """Helpers for the write tests: payloads, piecewise writes, and what a server still holds."""
 from __future__ import annotations
 
-import json
 import random
-import urllib.request
-from urllib.parse import quote, urlencode
 
 from fluxfs.tempnames import TEMP_PREFIX
+from tests.listing.helpers import sequential_names
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -31,18 +29,7 @@ def write_in_pieces(f, data: bytes, piece: int = 100_003) -> None:
 
 def raw_names(server, bucket: str, prefix: str = "") -> list[str]:
     """Object names as the server lists them (no fluxfs filtering), for either server."""
-    names, token = [], None
-    while True:
-        q = {"prefix": prefix, "maxResults": "1000"}
-        if token:
-            q["pageToken"] = token
-        url = f"{server.url}/storage/v1/b/{quote(bucket, safe='')}/o?{urlencode(q)}"
-        with urllib.request.urlopen(url, timeout=30) as r:
-            page = json.loads(r.read())
-        names += [i["name"] for i in page.get("items", [])]
-        token = page.get("nextPageToken")
-        if not token:
-            return names
+    return sequential_names(server.url, bucket, prefix)
 
 
 def temp_leftovers(server, bucket: str) -> list[str]:
