@@ -308,8 +308,14 @@ class Lister:
 
     @staticmethod
     def _initial_ranges(prefix: str, include_temp: bool) -> list[tuple[str, str | None]]:
-        """The prefix's key range, minus fluxfs's temporary prefix unless asked for."""
-        end = prefix_end(prefix)
+        """The prefix's key range, minus fluxfs's temporary prefix unless asked for.
+
+        The top of the range is None, not ``prefix_end(prefix)``: the ``prefix`` parameter
+        already bounds every request, and spans are estimated and split in the space of key
+        suffixes, where a bound outside the prefix has no spelling (it read as the empty
+        suffix, so a prefix's one span looked empty and was never split).
+        """
+        end = None
         if include_temp:
             return [(prefix, end)]
         if prefix.startswith(TEMP_PREFIX):

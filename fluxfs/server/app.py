@@ -73,16 +73,22 @@ class Server:
         self.multipart: Dict[str, Any] = {}   # upload_id -> xml_routes.Multipart
         self.requests: Counter = Counter()
         self.faults: Counter = Counter()
+        # Requests being served per op, and the most seen at once: how a test sees that a
+        # client really overlaps its requests (e.g. a listing fanned out over ranges).
+        self.in_flight: Counter = Counter()
+        self.peak_in_flight: Counter = Counter()
         self.bytes_in = 0
         self.bytes_out = 0
 
     def stats(self) -> Dict[str, Any]:
         return {"requests": dict(self.requests), "faults": dict(self.faults),
+                "peak_in_flight": dict(self.peak_in_flight),
                 "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "keys_scanned": self.store.keys_scanned}
 
     def reset_stats(self) -> None:
         self.requests.clear()
         self.faults.clear()
+        self.peak_in_flight.clear()
         self.bytes_in = self.bytes_out = 0
         self.store.keys_scanned = 0
 
@@ -163,9 +169,12 @@ class Server:
             return await self.send(request, error_reply(reject, is_xml), False)
         if reset:
             self.faults[op] += 1
-        if s["latency_ms"]:
-            await asyncio.sleep(s["latency_ms"] / 1000.0)
+        self.in_flight[op] += 1
+        if self.in_flight[op] > self.peak_in_flight[op]:
+            self.peak_in_flight[op] = self.in_flight[op]
         try:
+            if s["latency_ms"]:
+                await asyncio.sleep(s["latency_ms"] / 1000.0)
             reply = await route(self, request, q)
         except ServerError as e:
             reply = error_reply(e, is_xml)
@@ -173,6 +182,8 @@ class Server:
             # Malformed input that slipped past the routes' own checks (e.g. a non-numeric generation
             # inside a JSON body): a 400 naming the problem, never a bare 500.
             reply = error_reply(ServerError(400, f"Invalid request: {type(e).__name__}: {e}", "invalid"), is_xml)
+        finally:
+            self.in_flight[op] -= 1
         return await self.send(request, reply, reset)
 
     async def send(self, request: web.Request, reply: Reply, reset: bool) -> web.StreamResponse:

@@ -99,6 +99,23 @@ def test_splits_cost_few_extra_pages(flux_server, bucket):
     assert 50 <= pages <= 100, f"{pages} list pages for 50 pages' worth of objects"
 
 
+@pytest.mark.parametrize("prefix", ["", "p/", "p/img_"])
+def test_a_prefix_fans_out_like_a_bucket(flux_server, bucket, prefix):
+    """Listing under a prefix overlaps its pages as listing the whole bucket does.
+
+    The prefix's range once ended at ``prefix_end(prefix)``, which reads as the empty suffix
+    when estimating work, so the one span looked empty and a prefix was listed page by page.
+    """
+    flux_server.generate(bucket, 4000, 0, prefix="p/img_")
+    flux_server.configure(latency_ms=20)   # pages overlap, so idle workers do steal
+    fs = make_fs(flux_server, list_page_size=100, list_concurrency=16)
+    flux_server.reset_stats()
+    got = listed_names(fs, bucket, prefix=prefix)
+    assert sorted(got) == [f"{bucket}/p/img_{i:08d}" for i in range(4000)]
+    peak = flux_server.stats()["peak_in_flight"]["list"]
+    assert peak >= 8, f"at most {peak} list pages in flight for prefix {prefix!r} with 16 workers"
+
+
 def test_many_objects_under_faults(flux_server, bucket):
     flux_server.generate(bucket, 2000, 0, prefix="f/")
     fs = make_fs(flux_server, list_page_size=10, list_concurrency=32, retry=FAST_RETRY)
