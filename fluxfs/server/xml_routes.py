@@ -42,7 +42,7 @@ class Multipart:
 
     def __init__(self, bucket: str, key: str, content_type: Optional[str], metadata: Dict[str, str]):
         self.bucket, self.key = bucket, key
-        self.parts: Dict[int, tuple] = {}  # number -> (data, etag hex, time)
+        self.parts: Dict[int, tuple] = {}  # number -> (chunks, size, etag hex, time)
         self.content_type, self.metadata = content_type, metadata
         self.created = time.time()
 
@@ -179,13 +179,17 @@ async def list_objects(srv, request, q, bucket):
 _HASH_IN_THREAD = 1 << 20
 
 
-def _part_hashes(data: bytes):
-    """(md5 digest, crc32c int) of one part: the ETag GCS returns for a part is its MD5."""
-    return hashlib.md5(data).digest(), google_crc32c.value(data)
+def _part_hashes(chunks: list):
+    """(md5 digest, crc32c int) of one part's chunks: the ETag GCS returns for a part is its MD5."""
+    md5, crc = hashlib.md5(), 0
+    for c in chunks:
+        md5.update(c)
+        crc = google_crc32c.extend(crc, c)
+    return md5.digest(), crc
 
 
 def _assemble(chunks: list):
-    """(the object's bytes, their crc32c int) from its parts in order."""
+    """(the object's bytes, their crc32c int) from its parts' chunks in order."""
     data = b"".join(chunks)
     return data, google_crc32c.value(data)
 
@@ -212,28 +216,30 @@ async def upload_part(srv, request, q, bucket, key):
     n = _gen(q.get("partNumber"), "partNumber")
     if n is None or not 1 <= n <= MAX_PARTS:
         raise ServerError(400, f"partNumber must be between 1 and {MAX_PARTS}, got {q.get('partNumber')!r}.")
-    data = await srv.body(request)
-    if len(data) >= _HASH_IN_THREAD:
+    # Kept as received, unjoined: the parts are copied once, into the object, at completion.
+    chunks = await srv.body_chunks(request)
+    size = sum(map(len, chunks))
+    if size >= _HASH_IN_THREAD:
         # md5 runs at ~0.5 GB/s and releases the GIL: hashed on a worker thread, an 8 MiB part no
         # longer stalls the event loop (and every other part's paced body) for ~20 ms.
-        md5raw, crc_int = await asyncio.get_running_loop().run_in_executor(None, _part_hashes, data)
+        md5raw, crc_int = await asyncio.get_running_loop().run_in_executor(None, _part_hashes, chunks)
     else:
-        md5raw, crc_int = _part_hashes(data)
+        md5raw, crc_int = _part_hashes(chunks)
     crc = crc32c_b64(crc_int)
     want_md5, want_crc = _client_hashes(request)
     if want_md5 is not None and want_md5 != b64(md5raw):
         raise ServerError(400, "The Content-MD5 you specified did not match what we received.", xml_code="BadDigest")
     if want_crc is not None and want_crc != crc:
         raise ServerError(400, "The crc32c you specified did not match what we received.", xml_code="BadDigest")
-    up.parts[n] = (data, md5raw.hex(), time.time())
+    up.parts[n] = (chunks, size, md5raw.hex(), time.time())
     return Reply(200, b"", {"ETag": f'"{md5raw.hex()}"', "x-goog-hash": f"crc32c={crc},md5={b64(md5raw)}"})
 
 
 async def list_parts(srv, request, q, bucket, key):
     up = _upload(srv, q, bucket, key)
     parts = "".join(f"<Part><PartNumber>{n}</PartNumber><LastModified>{rfc3339(t)}</LastModified>"
-                    f"<ETag>\"{etag}\"</ETag><Size>{len(d)}</Size></Part>"
-                    for n, (d, etag, t) in sorted(up.parts.items()))
+                    f"<ETag>\"{etag}\"</ETag><Size>{size}</Size></Part>"
+                    for n, (_, size, etag, t) in sorted(up.parts.items()))
     return _xml(f"<ListPartsResult{_NS}><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"
                 f"<UploadId>{q['uploadId']}</UploadId><IsTruncated>false</IsTruncated>{parts}</ListPartsResult>")
 
@@ -277,12 +283,12 @@ async def complete(srv, request, q, bucket, key):
     chunks = []
     for i, (n, etag) in enumerate(listed):
         got = up.parts.get(n)
-        if got is None or (etag and etag != got[1]):
+        if got is None or (etag and etag != got[2]):
             raise ServerError(400, f"Part {n} was not uploaded or its ETag does not match.", xml_code="InvalidPart")
-        if i < len(listed) - 1 and len(got[0]) < min_size:
-            raise ServerError(400, f"Part {n} is {len(got[0])} bytes; every part but the last must be at least "
+        if i < len(listed) - 1 and got[1] < min_size:
+            raise ServerError(400, f"Part {n} is {got[1]} bytes; every part but the last must be at least "
                                    f"{min_size} bytes.", xml_code="EntityTooSmall")
-        chunks.append(got[0])
+        chunks.extend(got[0])
     if sum(len(c) for c in chunks) >= _HASH_IN_THREAD:
         # Joining and hashing GBs takes a while (both release the GIL): on a worker thread other
         # requests keep being served meanwhile.
