@@ -31,7 +31,7 @@ import google_crc32c
 
 from . import cleanup, http, tempnames
 from .errors import HttpError, PreconditionFailed, RetryableError
-from .read_file import DEFAULT_CHUNK, crc_from_b64, get_range, read_object
+from .read_file import DEFAULT_CHUNK, crc_from_b64, get_chunks, read_object
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
@@ -235,8 +235,11 @@ class _Batch:
             if int(meta.get("size", -1)) != expected:
                 # The server ignored a generation pin and an object changed size.
                 self.stats["size_mismatch"] += 1
+            elif expected:
+                # Kept as aiohttp's chunks: the slices are cut from them, not from a joined copy.
+                body = (await get_chunks(fs, bucket, key, 0, expected, generation=gen)).chunks
             else:
-                body = (await get_range(fs, bucket, key, generation=gen)).body
+                body = []  # only empty objects: nothing to download
         except asyncio.CancelledError:
             raise
         except PermissionError as exc:
@@ -248,21 +251,17 @@ class _Batch:
                 self._composed(task, tpath)
             else:
                 task.add_done_callback(lambda t: self._composed(t, tpath))
-        if body is None or len(body) != expected:
+        if body is None or sum(map(len, body)) != expected:
             self.fallback(group)
             return
         self.stats["composed"] += len(group)
         self._slice(group, body)
 
-    def _slice(self, group: list[_Obj], body: bytes) -> None:
+    def _slice(self, group: list[_Obj], chunks: list[bytes]) -> None:
         bad = []
         results = self.results
         value = google_crc32c.value
-        off = 0
-        for o in group:
-            end = off + o.size
-            piece = body[off:end]  # bytes slice: the copy the caller gets
-            off = end
+        for o, piece in zip(group, _pieces(chunks, [o.size for o in group])):
             if o.crc is not None and value(piece) != o.crc:
                 bad.append(o)
             else:
@@ -336,6 +335,30 @@ class _Batch:
             except asyncio.CancelledError:
                 await asyncio.shield(cleanup_task)
                 raise
+
+
+def _pieces(chunks: list[bytes], sizes: list[int]) -> Iterable[bytes]:
+    """Cut consecutive pieces of `sizes` bytes out of a body received as `chunks`, one copy per byte.
+
+    A piece inside one chunk is a slice of it; one spanning chunks is joined from memoryviews.
+    The sizes add up to the body's length (the caller asked for exactly that many bytes).
+    """
+    it = iter(chunks)
+    cur = memoryview(b"")
+    pos = 0
+    for n in sizes:
+        if len(cur) - pos >= n:
+            yield bytes(cur[pos:pos + n])
+            pos += n
+            continue
+        parts = [cur[pos:]]
+        need = n - (len(cur) - pos)
+        while need > 0:
+            cur, pos = memoryview(next(it)), 0
+            take = min(need, len(cur))
+            parts.append(cur[:take])
+            pos, need = take, need - take
+        yield b"".join(parts)
 
 
 async def cat_objects(fs: "FluxFileSystem", infos: Iterable[dict], on_error: str = "raise") -> dict[str, Result]:
