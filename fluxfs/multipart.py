@@ -29,15 +29,16 @@ logger = logging.getLogger("fluxfs.multipart")
 # Defaults measured on the cloud profile (30 ms to first byte, 100 MB/s per request each way):
 # torch.save of a 256 MB state dict, medians of 4-5 interleaved runs in two sessions (MB/s):
 # 8 MiB x 8 in flight 189-220, 8 x 16 189-253, 16 x 8 191-217, 16 x 16 185-197, 32 x 8 168-210,
-# 16 x 4 165. On 2 shared cores the save is CPU-bound (per 256 MB: ~0.35 s client, ~1 s server,
-# which must md5 every part for its ETag and join the parts at completion), not stream-bound:
-# 8 streams x 100 MB/s is 800 MB/s, more than either side can feed, so past 8 x 8 MiB in flight
-# nothing improves beyond the noise while memory, about (concurrency + 2) x part size = 80 MiB
-# here, grows. 8 MiB is also the smallest part that amortises the 30 ms per request (~84 ms on
+# 16 x 4 165; re-measured after the server stopped copying parts on arrival, 5 interleaved runs
+# each: 8 x 8 217, 8 x 12 254, 8 x 16 246 (and 238 vs 273, 231 vs 261 for 8 vs 16 earlier that
+# day). On 2 shared cores the save is CPU-bound (per 256 MB: ~0.35 s client, ~1.1 s server,
+# which must md5 every part for its ETag and join the parts at completion), yet 16 streams keep
+# the server's paced receive loops busier than 8. Memory is about (concurrency + 2) x part size
+# = 144 MiB. 8 MiB is also the smallest part that amortises the 30 ms per request (~84 ms on
 # the wire). XML multipart needs >= 5 MiB parts.
 # (Dataflux uses 32 MiB x 8 threads, after staging the whole checkpoint in memory.)
 DEFAULT_PART_SIZE = 8 * 2**20
-DEFAULT_WRITE_CONCURRENCY = 8
+DEFAULT_WRITE_CONCURRENCY = 16
 
 # After every 2,000 parts the part size doubles, so the 10,000-part cap of XML multipart is only
 # reached past ~500 GB with 8 MiB parts (the file's size is unknown in advance).
