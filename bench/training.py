@@ -3,7 +3,7 @@
 Data: synthetic 32x32 RGB images stored as 10-100 KB objects (20k; --quick 4k): the first 3,072 bytes
 are the pixels, the next byte mod 10 the label, the rest padding (as metadata and compression
 overhead pad a real JPEG). Every contender trains the same model from the same seed with the same
-DataLoader settings (batch 64, --workers worker processes, prefetch 2):
+DataLoader settings (batch 64, --workers worker processes, prefetch_factor 2; fluxfs's own read-ahead at its default):
   fluxfs             FluxMapDataset (one DataLoader batch = one batched read: direct GETs for <= 64), shuffled
   fluxfs-iterable    FluxIterableDataset(shuffle=True), sharded over the workers
   fluxfs-nodes       ListObjects -> ReadObjects -> Batcher -> collate -> Prefetcher -> Loader (threads, no workers)
@@ -11,6 +11,8 @@ DataLoader settings (batch 64, --workers worker processes, prefetch 2):
   dataflux           DataFluxMapStyleDataset (its defaults: composed batch reads, 1 thread), shuffled
   dataflux-best      the same with threads_per_process=--dataflux-threads
   dataflux-iterable  DataFluxIterableDataset (contiguous shard per worker)
+  limit              the same objects' bytes held in memory (read before the clock): compute, decoding
+                     and DataLoader plumbing only, the ceiling for a loader that is not the bottleneck
 Listing happens before the clock starts (except for the Nodes pipeline, which streams its listing).
 Reported: samples/s, and data_wait_share = time the training loop spent waiting for the next batch /
 epoch time. Each epoch is checked: sample count and the sum of labels and first pixels must match.
@@ -111,6 +113,23 @@ class GcsfsDataset:
         return {**self.__dict__, "_fs": None, "_pid": None}
 
 
+class InMemoryDataset:
+    """The limit: the same objects' bytes already in memory, decoded per sample (no I/O at all).
+
+    What one epoch costs in compute, decoding, collation and DataLoader plumbing alone: the
+    ceiling a loader that is no longer the bottleneck approaches.
+    """
+
+    def __init__(self, blobs: list):
+        self.blobs = blobs
+
+    def __len__(self) -> int:
+        return len(self.blobs)
+
+    def __getitem__(self, i: int):
+        return decode(self.blobs[i])
+
+
 def expected_sums(names: list, sizes: list, seed: int) -> tuple[int, int]:
     """Sum of labels and of first pixels over `names`, from the server's synthetic content (no reads)."""
     from fluxfs.server.synthetic import synthetic_range
@@ -179,14 +198,13 @@ def run(args: argparse.Namespace) -> dict:
 
         def fluxfs_iterable():
             ds = FluxIterableDataset.from_prefix(f"flux://{BUCKET}/{prefix}", storage_options=so, transform=decode,
-                                                 shuffle=True, read_batch=BATCH, prefetch=2)
+                                                 shuffle=True, read_batch=BATCH)
             ds.num_objects  # noqa: B018 - list now, not on the clock
             return DataLoader(ds, **loader_kw)
 
         def fluxfs_nodes():
             node = ListObjects(f"flux://{BUCKET}/{prefix}", storage_options=so)
-            node = ReadObjects(node, storage_options=so, batch_size=BATCH, prefetch=2 * max(1, args.workers),
-                               transform=decode)
+            node = ReadObjects(node, storage_options=so, batch_size=BATCH, transform=decode)
             node = Mapper(Batcher(node, BATCH, drop_last=False), default_collate)
             return Loader(Prefetcher(node, prefetch_factor=2))
 
@@ -206,6 +224,14 @@ def run(args: argparse.Namespace) -> dict:
             ds = dfi.DataFluxIterableDataset("test", BUCKET, config=dfi.Config(prefix=prefix), data_format_fn=decode)
             return DataLoader(ds, **loader_kw)
 
+        # Read once, untimed, for the limit contender (fs.cat_objects checks every crc32c).
+        got = fs.cat_objects(infos)
+        blobs = [got[i["name"]] for i in infos]
+        del got
+
+        def in_memory():
+            return DataLoader(InMemoryDataset(blobs), shuffle=True, **loader_kw)
+
         contenders = {
             "fluxfs": measured(fluxfs_map, all_sums, count, total_bytes),
             "fluxfs-iterable": measured(fluxfs_iterable, all_sums, count, total_bytes),
@@ -214,13 +240,15 @@ def run(args: argparse.Namespace) -> dict:
             "dataflux": measured(dataflux_map(1), all_sums, count, total_bytes),
             "dataflux-best": measured(dataflux_map(args.dataflux_threads), all_sums, count, total_bytes),
             "dataflux-iterable": measured(dataflux_iterable, all_sums, count, total_bytes),
+            "limit": measured(in_memory, all_sums, count, total_bytes),
         }
         params = {"objects": count, "size_range": list(sizes), "batch_size": BATCH, "workers": args.workers,
                   "gcsfs_objects": n_gcsfs, "dataflux_threads": args.dataflux_threads,
                   "torch_threads": torch.get_num_threads()}
         report = run_scenario("training", args, params, contenders, "samples_per_s",
                               [("fluxfs", "gcsfs"), ("fluxfs", "dataflux"), ("fluxfs", "dataflux-best"),
-                               ("fluxfs-iterable", "dataflux-iterable"), ("fluxfs-nodes", "gcsfs")])
+                               ("fluxfs-iterable", "dataflux-iterable"), ("fluxfs-nodes", "gcsfs"),
+                               ("fluxfs", "limit"), ("fluxfs-iterable", "limit"), ("fluxfs-nodes", "limit")])
     shares = {name: c["median"]["data_wait_share"] for name, c in report["contenders"].items() if "median" in c}
     print("share of step time waiting for data: " + "  ".join(f"{k}={v:.0%}" for k, v in shares.items()))
     summary = "  ".join(f"{k}={v:g}x" for k, v in report["ratios"].items()) or "no ratios"

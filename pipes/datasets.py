@@ -13,7 +13,7 @@ from typing import Any, Iterator, Optional, Sequence, Union
 import torch.utils.data
 
 from .sharding import Shard, current_shard, distributed_rank, epoch_order, shard_indices
-from .sources import ObjectSource, Transform, key_and_bytes
+from .sources import DEFAULT_PREFETCH, ObjectSource, Transform, key_and_bytes
 
 
 class _FluxDataset:
@@ -109,7 +109,7 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
 
     def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
                  shuffle: bool = False, seed: int = 0, rank: Optional[int] = None,
-                 world_size: Optional[int] = None, read_batch: int = 32, prefetch: int = 2,
+                 world_size: Optional[int] = None, read_batch: int = 32, prefetch: int = DEFAULT_PREFETCH,
                  drop_uneven: bool = False, storage_options: Optional[dict] = None, on_missing: str = "raise"):
         super().__init__(source, transform=transform, storage_options=storage_options, on_missing=on_missing)
         if read_batch < 1 or prefetch < 1:

@@ -13,8 +13,8 @@ from typing import Any, Dict, Iterator, Optional, Union
 import fsspec
 from torchdata.nodes.base_node import BaseNode
 
-from .sources import (DEFAULT_PROTOCOL, MISSING_POLICIES, ObjectMeta, Transform, key_and_bytes, list_objects,
-                      read_infos, split_url)
+from .sources import (DEFAULT_PREFETCH, DEFAULT_PROTOCOL, MISSING_POLICIES, ObjectMeta, Transform, key_and_bytes,
+                      list_objects, read_infos, split_url)
 
 
 class ListObjects(BaseNode[Dict[str, Any]]):
@@ -85,7 +85,7 @@ class ReadObjects(BaseNode[Any]):
     OFFSET_KEY = "offset"  # items of the current batch already handed out
 
     def __init__(self, source: BaseNode, *, storage_options: Optional[dict] = None, protocol: str = DEFAULT_PROTOCOL,
-                 batch_size: int = 32, prefetch: int = 2, transform: Optional[Transform] = None,
+                 batch_size: int = 32, prefetch: int = DEFAULT_PREFETCH, transform: Optional[Transform] = None,
                  on_missing: str = "raise"):
         super().__init__()
         if batch_size < 1 or prefetch < 1:
