@@ -13,6 +13,7 @@ Built on torch's FsspecWriter/FsspecReader, changed where object storage needs i
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import concurrent.futures
 import io
@@ -49,10 +50,18 @@ class CheckpointChangedError(RuntimeError):
 
 
 class _MemoryReader(io.RawIOBase):
-    """A seekable read-only file over a memoryview: torch.load reads from it without the copy BytesIO makes."""
+    """A seekable read-only file over bytes [start, start + length) of `chunks` laid end to end.
 
-    def __init__(self, view: memoryview):
-        self._view = view
+    torch.load reads an item straight from the chunks its ranged GETs received: neither the copy
+    BytesIO makes nor a join of the chunks (at 2 GB, each copy costs ~0.5 s of a 2-core machine).
+    """
+
+    def __init__(self, chunks: list, start: int = 0, length: int | None = None):
+        self._chunks = [c if isinstance(c, memoryview) else memoryview(c) for c in chunks]
+        self._ends = list(itertools.accumulate(len(c) for c in self._chunks))
+        total = self._ends[-1] if self._ends else 0
+        self._base = start
+        self._len = max(0, (total - start) if length is None else min(length, total - start))
         self._pos = 0
 
     def readable(self) -> bool:
@@ -65,21 +74,36 @@ class _MemoryReader(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._len}[whence]
         self._pos = max(0, base + offset)
         return self._pos
 
+    def _copy_into(self, dst: memoryview, n: int) -> None:
+        """Copy `n` bytes from the current position into `dst` (the position does not move)."""
+        off = self._base + self._pos
+        i = bisect.bisect_right(self._ends, off)
+        done = 0
+        while done < n:
+            chunk = self._chunks[i]
+            lo = off - (self._ends[i] - len(chunk))
+            take = min(n - done, len(chunk) - lo)
+            dst[done : done + take] = chunk[lo : lo + take]
+            done, off, i = done + take, off + take, i + 1
+
     def readinto(self, buffer: Any) -> int:
-        n = max(0, min(len(buffer), len(self._view) - self._pos))
-        buffer[:n] = self._view[self._pos : self._pos + n]
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), self._len - self._pos))
+        self._copy_into(view, n)
         self._pos += n
         return n
 
     def read(self, size: int = -1) -> bytes:
-        end = len(self._view) if size is None or size < 0 else min(len(self._view), self._pos + size)
-        out = bytes(self._view[self._pos : end])
-        self._pos = max(self._pos, end)
-        return out
+        end = self._len if size is None or size < 0 else min(self._len, self._pos + size)
+        n = max(0, end - self._pos)
+        out = bytearray(n)
+        self._copy_into(memoryview(out), n)
+        self._pos += n
+        return bytes(out)
 
 
 class _ObjectStoreFileSystem(_TorchFsspecFileSystem):
@@ -193,6 +217,10 @@ class FluxStorageReader(FsspecReader):
     `max_gap`: ranges closer than this are fetched as one; `chunk_size`: the largest single GET;
     `window`: bytes fetched as one batch, `prefetch`: batches fetched ahead of deserialization (memory is
     about (prefetch + 1) x window); `concurrency`: GETs in flight per batch.
+
+    Defaults measured loading 1 GiB of 64 MiB tensors on the cloud profile (medians of 3): 64 MiB
+    windows x 16 GETs 418 MB/s, 64 MiB x 2 windows ahead... 4 windows ahead 450, 128 MiB x 16 420,
+    128 MiB x 32 GETs 489 (~32 ranged GETs in flight across the prefetched windows; ~384 MiB held).
     """
 
     def __init__(
@@ -201,9 +229,9 @@ class FluxStorageReader(FsspecReader):
         *,
         max_gap: int = 1 * MiB,
         chunk_size: int = 8 * MiB,
-        window: int = 64 * MiB,
+        window: int = 128 * MiB,
         prefetch: int = 2,
-        concurrency: int = 16,
+        concurrency: int = 32,
         **storage_options: Any,
     ):
         super().__init__(url, **storage_options)
@@ -279,8 +307,8 @@ class FluxStorageReader(FsspecReader):
         if group:
             yield group
 
-    def _fetch(self, window: list[tuple[str, int, int, list[ReadItem]]]) -> list[bytes]:
-        """The bytes of each range in `window`, fetched as chunks of at most `chunk_size` in parallel."""
+    def _fetch(self, window: list[tuple[str, int, int, list[ReadItem]]]) -> list[list[bytes]]:
+        """The bytes of each range in `window` as its chunks (of at most `chunk_size`, fetched in parallel)."""
         paths, starts, ends, owner = [], [], [], []
         for n, (path, start, end, _) in enumerate(window):
             for lo in range(start, end, self.chunk_size):
@@ -299,7 +327,7 @@ class FluxStorageReader(FsspecReader):
             if len(chunk) != hi - lo:
                 raise IOError(f"short read of {path} bytes {lo}-{hi}: got {len(chunk)} bytes")
             pieces[n].append(chunk)
-        return [p[0] if len(p) == 1 else b"".join(p) for p in pieces]
+        return pieces
 
     async def _cat_pinned(self, fs: Any, paths: list, starts: list, ends: list, generations: dict) -> list[bytes]:
         """Ranged reads pinned to the generations the metadata recorded: an overwritten file fails loudly."""
@@ -338,20 +366,20 @@ class FluxStorageReader(FsspecReader):
                 blobs = fetched.result()
                 for nxt in itertools.islice(windows, 1):
                     pending.append((nxt, pool.submit(self._fetch, nxt)))
-                for (_, start, _, items), blob in zip(window, blobs):
-                    view = memoryview(blob)
+                for (_, start, _, items), chunks in zip(window, blobs):
+                    chunks = [memoryview(c) for c in chunks]
                     for item in items:
                         info: _StorageInfo = self.storage_data[item.storage_index]
-                        lo = info.offset - start
-                        self._load_item(planner, item, info, view[lo : lo + info.length])
+                        reader = _MemoryReader(chunks, info.offset - start, info.length)
+                        self._load_item(planner, item, info, reader)
                 del blobs
         fut: Future[None] = Future()
         fut.set_result(None)
         return fut
 
-    def _load_item(self, planner: LoadPlanner, item: ReadItem, info: _StorageInfo, data: memoryview) -> None:
+    def _load_item(self, planner: LoadPlanner, item: ReadItem, info: _StorageInfo, data: _MemoryReader) -> None:
         """Deserialize one item's bytes and hand them to the planner (same semantics as torch's reader)."""
-        stream = self.transforms.transform_load_stream(item, info.transform_descriptors or (), _MemoryReader(data))
+        stream = self.transforms.transform_load_stream(item, info.transform_descriptors or (), data)
         if item.type == LoadItemType.BYTE_IO:
             planner.load_bytes(item, io.BytesIO(stream.read(-1)))
             return
