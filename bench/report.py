@@ -16,13 +16,29 @@ METRICS = (("samples_per_s", "samples/s"), ("objects_per_s", "obj/s"), ("save_mb
 PEERS = ("gcsfs", "dataflux", "dataflux-best", "limit")
 
 
+def _size_label(params: dict) -> str:
+    """" 1M objects" / " 2000 MB" from a report's params, so runs of one scenario at two sizes differ."""
+    if not params:
+        return ""
+    if "bytes" in params or "size" in params and "objects" not in params:
+        return f" {(params.get('bytes') or params.get('size')) / 1e6:.0f} MB"
+    if "objects" in params:
+        n = params["objects"]
+        return f" {n // 1000}k objects" if n < 10**6 else f" {n / 1e6:g}M objects"
+    return ""
+
+
 def subreports(report: dict) -> Iterator[tuple[str, dict]]:
-    """(label, report) for a report and for each of its sets (scenarios that run several sizes)."""
+    """(label, report) for a report and for each of its sets or rank counts (scenarios that run several)."""
     if "sets" in report:
         for name, sub in report["sets"].items():
             yield f"{report['scenario']} {name}", {**sub, "profile": report.get("profile")}
+    elif "ranks" in report:
+        for n, sub in report["ranks"].items():
+            label = f"{report['scenario']}{_size_label(sub.get('params'))} {n} rank{'s' if str(n) != '1' else ''}"
+            yield label, {**sub, "profile": report.get("profile")}
     else:
-        yield report["scenario"], report
+        yield report["scenario"] + _size_label(report.get("params")), report
 
 
 def metrics_of(report: dict) -> list[tuple[str, str]]:
