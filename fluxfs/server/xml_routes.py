@@ -9,7 +9,7 @@ import secrets
 import time
 import xml.etree.ElementTree as ET
 from functools import partial
-from typing import Dict, Optional
+from typing import Dict, NamedTuple, Optional
 from urllib.parse import unquote
 from xml.sax.saxutils import escape
 
@@ -35,6 +35,15 @@ def _e(v) -> str:
     return escape(str(v))
 
 
+class Part(NamedTuple):
+    """One uploaded part, kept as the chunks it arrived in (copied once, into the object, at completion)."""
+
+    chunks: list
+    size: int
+    etag: str      # hex MD5, as GCS answers
+    uploaded: float
+
+
 class Multipart:
     """An in-progress XML multipart upload."""
 
@@ -42,7 +51,7 @@ class Multipart:
 
     def __init__(self, bucket: str, key: str, content_type: Optional[str], metadata: Dict[str, str]):
         self.bucket, self.key = bucket, key
-        self.parts: Dict[int, tuple] = {}  # number -> (chunks, size, etag hex, time)
+        self.parts: Dict[int, Part] = {}
         self.content_type, self.metadata = content_type, metadata
         self.created = time.time()
 
@@ -231,15 +240,15 @@ async def upload_part(srv, request, q, bucket, key):
         raise ServerError(400, "The Content-MD5 you specified did not match what we received.", xml_code="BadDigest")
     if want_crc is not None and want_crc != crc:
         raise ServerError(400, "The crc32c you specified did not match what we received.", xml_code="BadDigest")
-    up.parts[n] = (chunks, size, md5raw.hex(), time.time())
+    up.parts[n] = Part(chunks, size, md5raw.hex(), time.time())
     return Reply(200, b"", {"ETag": f'"{md5raw.hex()}"', "x-goog-hash": f"crc32c={crc},md5={b64(md5raw)}"})
 
 
 async def list_parts(srv, request, q, bucket, key):
     up = _upload(srv, q, bucket, key)
-    parts = "".join(f"<Part><PartNumber>{n}</PartNumber><LastModified>{rfc3339(t)}</LastModified>"
-                    f"<ETag>\"{etag}\"</ETag><Size>{size}</Size></Part>"
-                    for n, (_, size, etag, t) in sorted(up.parts.items()))
+    parts = "".join(f"<Part><PartNumber>{n}</PartNumber><LastModified>{rfc3339(p.uploaded)}</LastModified>"
+                    f"<ETag>\"{p.etag}\"</ETag><Size>{p.size}</Size></Part>"
+                    for n, p in sorted(up.parts.items()))
     return _xml(f"<ListPartsResult{_NS}><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"
                 f"<UploadId>{q['uploadId']}</UploadId><IsTruncated>false</IsTruncated>{parts}</ListPartsResult>")
 
@@ -283,12 +292,12 @@ async def complete(srv, request, q, bucket, key):
     chunks = []
     for i, (n, etag) in enumerate(listed):
         got = up.parts.get(n)
-        if got is None or (etag and etag != got[2]):
+        if got is None or (etag and etag != got.etag):
             raise ServerError(400, f"Part {n} was not uploaded or its ETag does not match.", xml_code="InvalidPart")
-        if i < len(listed) - 1 and got[1] < min_size:
-            raise ServerError(400, f"Part {n} is {got[1]} bytes; every part but the last must be at least "
+        if i < len(listed) - 1 and got.size < min_size:
+            raise ServerError(400, f"Part {n} is {got.size} bytes; every part but the last must be at least "
                                    f"{min_size} bytes.", xml_code="EntityTooSmall")
-        chunks.extend(got[0])
+        chunks.extend(got.chunks)
     if sum(len(c) for c in chunks) >= _HASH_IN_THREAD:
         # Joining and hashing GBs takes a while (both release the GIL): on a worker thread other
         # requests keep being served meanwhile.
