@@ -17,7 +17,7 @@ import google_crc32c
 
 from .app import Reply
 from .media import goog_hashes, media_reply
-from .store import ServerError, b64, check_preconditions, crc32c_b64, rfc3339
+from .store import Chunked, ServerError, b64, check_preconditions, crc32c_b64, rfc3339
 
 MAX_PARTS = 10_000
 _NS = " xmlns='http://s3.amazonaws.com/doc/2006-03-01/'"
@@ -198,9 +198,15 @@ def _part_hashes(chunks: list):
 
 
 def _assemble(chunks: list):
-    """(the object's bytes, their crc32c int) from its parts' chunks in order."""
-    data = b"".join(chunks)
-    return data, google_crc32c.value(data)
+    """(the object's body, its crc32c int) from its parts' chunks in order.
+
+    The body stays in the chunks (`Chunked`): joining a multi-GB object would copy it all while the
+    client waits for the completion; reads copy just the ranges they serve.
+    """
+    crc = 0
+    for c in chunks:
+        crc = google_crc32c.extend(crc, c)
+    return Chunked(chunks), crc
 
 
 def _upload(srv, q, bucket, key) -> Multipart:
@@ -299,8 +305,8 @@ async def complete(srv, request, q, bucket, key):
                                    f"{min_size} bytes.", xml_code="EntityTooSmall")
         chunks.extend(got.chunks)
     if sum(len(c) for c in chunks) >= _HASH_IN_THREAD:
-        # Joining and hashing GBs takes a while (both release the GIL): on a worker thread other
-        # requests keep being served meanwhile.
+        # Hashing GBs takes a while (and releases the GIL): on a worker thread other requests keep
+        # being served meanwhile.
         data, crc = await asyncio.get_running_loop().run_in_executor(None, _assemble, chunks)
         if srv.multipart.get(q["uploadId"]) is not up:  # aborted or completed by another request meanwhile
             _upload(srv, q, bucket, key)

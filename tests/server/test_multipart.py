@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 
@@ -106,3 +107,35 @@ def test_complete_honours_generation_precondition(srv, bkt):
                 {"x-goog-if-generation-match": "0"}, params={"uploadId": uid})
     assert r.status == 412 and b"PreconditionFailed" in r.body
     assert request(srv.url, "GET", xml_path(bkt, "k")).body == b"existing"
+
+
+def test_completed_object_serves_ranges_across_parts_and_received_chunks(srv, bkt):
+    """A completed upload keeps its parts as received (no join); every read still returns exact bytes."""
+    import google_crc32c
+
+    # A bandwidth cap makes the server take bodies off the socket in 256 KiB chunks.
+    srv.configure(bandwidth_mbps=2000)
+    key = "big.bin"
+    parts = [os.urandom(5 * MiB + 17), os.urandom(5 * MiB), os.urandom(300_001)]
+    whole = b"".join(parts)
+    uid = _initiate(srv.url, bkt, key)
+    etags = [(n, _part(srv.url, bkt, key, uid, n, p).headers["etag"]) for n, p in enumerate(parts, 1)]
+    assert _complete(srv.url, bkt, key, uid, etags).status == 200
+    meta = request(srv.url, "GET", obj_path(bkt, key)).json()
+    crc = base64.b64encode(google_crc32c.value(whole).to_bytes(4, "big")).decode()
+    assert int(meta["size"]) == len(whole) and meta["crc32c"] == crc
+    media = obj_path(bkt, key).replace("/storage/", "/download/storage/")
+    assert request(srv.url, "GET", media, params={"alt": "media"}).body == whole
+    b = 5 * MiB + 17  # the first part boundary
+    for lo, hi in [(0, 10), (b - 5, b + 5), (262_140, 262_150), (b - 1, len(whole)), (100, 2 * b), (len(whole) - 1, len(whole))]:
+        r = request(srv.url, "GET", media, headers={"Range": f"bytes={lo}-{hi - 1}"}, params={"alt": "media"})
+        assert r.status == 206 and r.body == whole[lo:hi], (lo, hi)
+    # As a compose source and a copy source its bytes come out whole too.
+    body = json.dumps({"sourceObjects": [{"name": key}, {"name": key}]}).encode()
+    r = request(srv.url, "POST", obj_path(bkt, "twice") + "/compose", body, {"Content-Type": "application/json"})
+    assert r.status == 200, r.body
+    assert request(srv.url, "GET", xml_path(bkt, "twice")).body == whole + whole
+    r = request(srv.url, "POST", obj_path(bkt, key) + "/copyTo/b/" + bkt + "/o/copy", b"{}",
+                {"Content-Type": "application/json"})
+    assert r.status == 200, r.body
+    assert request(srv.url, "GET", xml_path(bkt, "copy")).body == whole
