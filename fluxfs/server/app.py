@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 from xml.sax.saxutils import escape
 
 from aiohttp import web
@@ -17,7 +17,7 @@ from aiohttp import web
 from .profile import Profile
 from .store import ServerError, Store
 
-Body = Union[bytes, memoryview, None]
+Body = Union[bytes, memoryview, List[memoryview], None]  # a list: pieces sent in order, never joined
 
 # Pacing granularity for the bandwidth cap: small enough to be smooth, big enough to be cheap.
 _PACE_CHUNK = 256 * 1024
@@ -195,7 +195,8 @@ class Server:
 
     async def send(self, request: web.Request, reply: Reply, reset: bool) -> web.StreamResponse:
         body = reply.body
-        n = len(body) if body is not None else 0
+        pieces = body if body.__class__ is list else None
+        n = (sum(map(len, pieces)) if pieces is not None else len(body)) if body is not None else 0
         bw = self.profile.s["bandwidth_mbps"]
         if request.method == "HEAD":  # headers only, with the Content-Length a GET would have
             resp = web.StreamResponse(status=reply.status, headers=reply.headers)
@@ -205,13 +206,16 @@ class Server:
             return resp
         self.bytes_out += n
         if not reset and n <= (_PACE_CHUNK if bw else _WRITE_CHUNK):
+            if pieces is not None:
+                body = b"".join(pieces)
             return web.Response(status=reply.status, body=body if n else None, headers=reply.headers)
         # Streamed in slices: big bodies, bodies paced to the bandwidth cap, injected resets.
         resp = web.StreamResponse(status=reply.status, headers=reply.headers)
         resp.content_length = n
         try:
             await resp.prepare(request)
-            await self._stream(resp, memoryview(body) if n else memoryview(b""), n // 2 if reset else n, bw)
+            views = pieces if pieces is not None else [memoryview(body) if n else memoryview(b"")]
+            await self._stream(resp, views, n // 2 if reset else n, bw)
             if reset:
                 # Abort (RST) rather than close: the client sees a connection reset mid-body.
                 if request.transport is not None:
@@ -223,16 +227,20 @@ class Server:
         return resp
 
     @staticmethod
-    async def _stream(resp: web.StreamResponse, mv: memoryview, stop: int, bw: float) -> None:
+    async def _stream(resp: web.StreamResponse, views: List[memoryview], stop: int, bw: float) -> None:
+        """Write the first `stop` bytes of `views` (in order) in slices, paced to `bw` MB/s if set."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         pos = 0
         step = _PACE_CHUNK if bw else _WRITE_CHUNK
-        while pos < stop:
-            chunk = mv[pos:min(pos + step, stop)]
-            pos += len(chunk)
-            if bw:  # a chunk leaves when the cap says its last byte may have arrived
-                delay = t0 + pos / (bw * 1e6) - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-            await resp.write(chunk)
+        for mv in views:
+            off = 0
+            while off < len(mv) and pos < stop:
+                chunk = mv[off:off + min(step, stop - pos)]
+                off += len(chunk)
+                pos += len(chunk)
+                if bw:  # a chunk leaves when the cap says its last byte may have arrived
+                    delay = t0 + pos / (bw * 1e6) - loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                await resp.write(chunk)

@@ -81,7 +81,7 @@ async def handle_batch(srv, request, q) -> Reply:
         head = [f"--{boundary}", "Content-Type: application/http", f"Content-ID: <response-{cid}>", "",
                 f"HTTP/1.1 {reply.status} {_REASON.get(reply.status, 'Status')}"]
         head += [f"{k}: {v}" for k, v in reply.headers.items()]
-        payload = bytes(reply.body or b"")
+        payload = b"".join(reply.body) if reply.body.__class__ is list else bytes(reply.body or b"")
         head += [f"Content-Length: {len(payload)}", "", ""]
         out.append("\r\n".join(head).encode() + payload + b"\r\n")
     out.append(f"--{boundary}--\r\n".encode())

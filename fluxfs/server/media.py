@@ -8,7 +8,7 @@ import time
 from aiohttp import web
 
 from .app import Reply
-from .store import Obj, ServerError
+from .store import Chunked, Obj, ServerError
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 
@@ -62,12 +62,20 @@ def media_reply(request: web.Request, obj: Obj) -> Reply:
     if r is None:
         if request.method == "HEAD":
             return Reply(200, None, h, length=obj.size)
-        return Reply(200, obj.read(), h)
+        return Reply(200, _body(obj, 0, obj.size), h)
     start, end = r
     h["Content-Range"] = f"bytes {start}-{end - 1}/{obj.size}"
     if request.method == "HEAD":
         return Reply(206, None, h, length=end - start)
-    return Reply(206, obj.read(start, end), h)
+    return Reply(206, _body(obj, start, end), h)
+
+
+def _body(obj: Obj, start: int, end: int):
+    """What a GET sends: the chunks of a multipart-uploaded body are sent as they are, never joined."""
+    if obj.data.__class__ is Chunked and end > start:
+        views = obj.data.views(start, end)
+        return views[0] if len(views) == 1 else views
+    return obj.read(start, end)
 
 
 def goog_hashes(headers) -> dict:

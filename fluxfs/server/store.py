@@ -76,12 +76,9 @@ class Chunked:
     def __bytes__(self) -> bytes:
         return b"".join(self.chunks)
 
-    def slice(self, start: int, end: int):
-        """Bytes [start, end): a memoryview when inside one chunk, else a copy of just that range."""
+    def views(self, start: int, end: int) -> list[memoryview]:
+        """Bytes [start, end) as views of the chunks they lie in (no copy)."""
         i = bisect.bisect_right(self.ends, start)
-        first = self.ends[i] - len(self.chunks[i])
-        if end <= self.ends[i]:
-            return memoryview(self.chunks[i])[start - first:end - first]
         out = []
         while start < end:
             lo = start - (self.ends[i] - len(self.chunks[i]))
@@ -89,7 +86,12 @@ class Chunked:
             out.append(memoryview(self.chunks[i])[lo:lo + take])
             start += take
             i += 1
-        return b"".join(out)
+        return out
+
+    def slice(self, start: int, end: int):
+        """Bytes [start, end): a memoryview when inside one chunk, else a copy of just that range."""
+        views = self.views(start, end)
+        return views[0] if len(views) == 1 else b"".join(views)
 
 
 class Obj:
