@@ -31,9 +31,9 @@ logger = logging.getLogger("fluxfs.multipart")
 # 8 MiB x 8 in flight 189-220, 8 x 16 189-253, 16 x 8 191-217, 16 x 16 185-197, 32 x 8 168-210,
 # 16 x 4 165; re-measured after the server stopped copying parts on arrival, 5 interleaved runs
 # each: 8 x 8 217, 8 x 12 254, 8 x 16 246 (and 238 vs 273, 231 vs 261 for 8 vs 16 earlier that
-# day). On 2 shared cores the save is CPU-bound (per 256 MB: ~0.35 s client, ~1.1 s server,
-# which must md5 every part for its ETag and join the parts at completion), yet 16 streams keep
-# the server's paced receive loops busier than 8. Memory is about (concurrency + 2) x part size
+# day). On 2 shared cores the save is CPU-bound (per 256 MB: ~0.35 s client, ~0.8 s server,
+# which must md5 every part for its ETag), yet 16 streams keep the server's paced receive loops
+# busier than 8. Memory is about (concurrency + 2) x part size
 # = 144 MiB. 8 MiB is also the smallest part that amortises the 30 ms per request (~84 ms on
 # the wire). XML multipart needs >= 5 MiB parts.
 # (Dataflux uses 32 MiB x 8 threads, after staging the whole checkpoint in memory.)
