@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 import google_crc32c
 
 from . import cleanup, http, tempnames
+from .chunks import Chunked
 from .errors import HttpError, PreconditionFailed, RetryableError
 from .read_file import DEFAULT_CHUNK, crc_from_b64, get_chunks, read_object
 
@@ -340,25 +341,14 @@ class _Batch:
 def _pieces(chunks: list[bytes], sizes: list[int]) -> Iterable[bytes]:
     """Cut consecutive pieces of `sizes` bytes out of a body received as `chunks`, one copy per byte.
 
-    A piece inside one chunk is a slice of it; one spanning chunks is joined from memoryviews.
     The sizes add up to the body's length (the caller asked for exactly that many bytes).
     """
-    it = iter(chunks)
-    cur = memoryview(b"")
-    pos = 0
+    body = Chunked(chunks)
+    off = 0
     for n in sizes:
-        if len(cur) - pos >= n:
-            yield bytes(cur[pos:pos + n])
-            pos += n
-            continue
-        parts = [cur[pos:]]
-        need = n - (len(cur) - pos)
-        while need > 0:
-            cur, pos = memoryview(next(it)), 0
-            take = min(need, len(cur))
-            parts.append(cur[:take])
-            pos, need = take, need - take
-        yield b"".join(parts)
+        # A view inside one chunk (bytes() copies it once) or a copy joined from several.
+        yield bytes(body.slice(off, off + n))
+        off += n
 
 
 async def cat_objects(fs: "FluxFileSystem", infos: Iterable[dict], on_error: str = "raise") -> dict[str, Result]:

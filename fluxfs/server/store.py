@@ -6,9 +6,7 @@ Everything here is synchronous and runs on the server's event loop; the HTTP lay
 from __future__ import annotations
 
 import base64
-import bisect
 import hashlib
-import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ from urllib.parse import quote
 import google_crc32c
 from sortedcontainers import SortedDict
 
+from ..chunks import Chunked
 from .synthetic import SizeSpec, synthetic_range, synthetic_size
 
 # Bucket names: GCS rules, simplified (3-63 chars of lowercase letters, digits, - _ .).
@@ -56,42 +55,6 @@ def crc32c_b64(value: int) -> str:
 @lru_cache(maxsize=4096)
 def rfc3339(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + ".%03dZ" % int((ts % 1) * 1000)
-
-
-class Chunked:
-    """An object body kept as the chunks it was uploaded in (XML multipart parts), never joined whole.
-
-    Completing a 2 GB upload then costs no 2 GB copy; a read copies only the range it serves.
-    """
-
-    __slots__ = ("chunks", "ends")
-
-    def __init__(self, chunks: list):
-        self.chunks = [c for c in chunks if len(c)]
-        self.ends = list(itertools.accumulate(len(c) for c in self.chunks))
-
-    def __len__(self) -> int:
-        return self.ends[-1] if self.ends else 0
-
-    def __bytes__(self) -> bytes:
-        return b"".join(self.chunks)
-
-    def views(self, start: int, end: int) -> list[memoryview]:
-        """Bytes [start, end) as views of the chunks they lie in (no copy)."""
-        i = bisect.bisect_right(self.ends, start)
-        out = []
-        while start < end:
-            lo = start - (self.ends[i] - len(self.chunks[i]))
-            take = min(end - start, len(self.chunks[i]) - lo)
-            out.append(memoryview(self.chunks[i])[lo:lo + take])
-            start += take
-            i += 1
-        return out
-
-    def slice(self, start: int, end: int):
-        """Bytes [start, end): a memoryview when inside one chunk, else a copy of just that range."""
-        views = self.views(start, end)
-        return views[0] if len(views) == 1 else b"".join(views)
 
 
 class Obj:

@@ -36,7 +36,7 @@ def _e(v) -> str:
 
 
 class Part(NamedTuple):
-    """One uploaded part, kept as the chunks it arrived in (copied once, into the object, at completion)."""
+    """One uploaded part, kept as the chunks it arrived in (the completed object keeps them too)."""
 
     chunks: list
     size: int
@@ -231,7 +231,7 @@ async def upload_part(srv, request, q, bucket, key):
     n = _gen(q.get("partNumber"), "partNumber")
     if n is None or not 1 <= n <= MAX_PARTS:
         raise ServerError(400, f"partNumber must be between 1 and {MAX_PARTS}, got {q.get('partNumber')!r}.")
-    # Kept as received, unjoined: the parts are copied once, into the object, at completion.
+    # Kept as received, unjoined: the completed object is made of these chunks (`Chunked`).
     chunks = await srv.body_chunks(request)
     size = sum(map(len, chunks))
     if size >= _HASH_IN_THREAD:
