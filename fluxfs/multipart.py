@@ -108,6 +108,9 @@ class FluxWriteFile(io.IOBase):
         _OPEN.add(self)
         #: the written object's info dict (gcsfs shape, with generation and crc32c) once committed
         self.object_info: dict | None = None
+        #: what made a write or close fail. Callers that write through another library (torch.save's
+        #: zip writer replaces a failed write's exception with its own "unexpected pos") re-raise it.
+        self.error: Exception | None = None
 
     # -- io protocol ------------------------------------------------------------------------
 
@@ -150,8 +153,8 @@ class FluxWriteFile(io.IOBase):
                 if self._buffered >= self._part_limit():
                     part = self._take_buffer()
                     self._run(self._writer.add_part(part, crc32c(part)))
-        except BaseException:
-            self._abort_now()
+        except BaseException as exc:
+            self._failed(exc)
             raise
         self._loc += n
         return n
@@ -235,8 +238,8 @@ class FluxWriteFile(io.IOBase):
         tail = self._take_buffer() if self._chunks else b""
         try:
             info = self._run(self._writer.finish(tail, crc32c(tail), commit=self.autocommit))
-        except BaseException:
-            self._abort_now()
+        except BaseException as exc:
+            self._failed(exc)
             raise
         if self.autocommit:
             self.object_info = info
@@ -245,6 +248,11 @@ class FluxWriteFile(io.IOBase):
             self.fs.invalidate_cache(self.path)
         else:
             self._state = "uploaded"
+
+    def _failed(self, exc: BaseException) -> None:
+        if isinstance(exc, Exception) and self.error is None:
+            self.error = exc
+        self._abort_now()
 
     def _abort_now(self, timeout: float | None = None) -> None:
         if self._state in ("aborted", "committed"):

@@ -7,11 +7,12 @@ defaults to ``weights_only=True``: unpickling arbitrary objects needs an explici
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import copy
 import logging
 import pickle
 import threading
-from typing import IO, Any
+from typing import IO, Any, Iterator
 
 import fsspec
 import torch
@@ -25,6 +26,22 @@ __all__ = ["FluxCheckpoint", "CheckpointSaveError", "snapshot"]
 
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save has written zip archives since torch 1.6
 _PICKLE_PROTO = b"\x80"  # the legacy format: a pickle stream, protocol 2+
+
+@contextlib.contextmanager
+def upload_errors(handle: Any) -> Iterator[None]:
+    """Re-raise the upload's own error (missing bucket, denied, server down) when torch.save hides it.
+
+    torch.save's zip writer answers a write() that raised by failing its own end-of-file check
+    ("unexpected pos 704 vs 598"), and that RuntimeError replaces the real one.
+    """
+    try:
+        yield
+    except RuntimeError as exc:
+        error = getattr(handle, "error", None)
+        if error is None or error is exc:
+            raise
+        raise error from exc
+
 
 class CheckpointSaveError(IOError):
     """A background checkpoint save failed; the message names the URL and `__cause__` holds the reason."""
@@ -118,7 +135,7 @@ class FluxCheckpoint:
 
     def save(self, obj: Any, url: str) -> None:
         """torch.save `obj` to `url`, atomically: on failure no object (and no partial one) is left."""
-        with self.writer(url) as f:
+        with self.writer(url) as f, upload_errors(f):
             torch.save(obj, f)
 
     def load(self, url: str, map_location: Any = None, weights_only: bool = True) -> Any:

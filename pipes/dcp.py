@@ -16,6 +16,7 @@ import asyncio
 import bisect
 import collections
 import concurrent.futures
+import contextlib
 import io
 import itertools
 import os
@@ -34,6 +35,8 @@ from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem, SavePlan
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
+
+from .checkpoint import upload_errors
 
 __all__ = ["FluxStorageWriter", "FluxStorageReader", "IncompleteCheckpointError", "CheckpointChangedError"]
 
@@ -117,6 +120,11 @@ class _ObjectStoreFileSystem(_TorchFsspecFileSystem):
         self.fs, _ = url_to_fs(str(path), **{**self.storage_options, **kwargs})
         return str(path).rstrip("/")
 
+    @contextlib.contextmanager
+    def create_stream(self, path: str | os.PathLike, mode: str) -> Iterator[io.IOBase]:
+        with super().create_stream(path, mode) as stream, upload_errors(stream):
+            yield stream
+
     def mkdir(self, path: str | os.PathLike) -> None:
         # Object stores have no directories; gcsfs's makedirs would even try to create the bucket.
         pass
@@ -167,7 +175,10 @@ class FluxStorageWriter(FsspecWriter):
         try:
             self.fs.rm_file(path)
         except FileNotFoundError:
-            pass
+            # Also what a missing bucket answers: say so before any rank starts uploading.
+            bucket = self.fs.fs.split_path(self.fs.strip(self.path))[0]
+            if not self.fs.fs.exists(bucket):
+                raise FileNotFoundError(f"DCP save to {self.path}: bucket {bucket!r} does not exist") from None
         return super().prepare_global_plan(plans)
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:

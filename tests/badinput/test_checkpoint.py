@@ -5,6 +5,7 @@ import pickle
 
 import pytest
 import torch
+from torch.distributed.checkpoint.api import CheckpointException
 
 from .conftest import assert_nothing_left
 
@@ -72,4 +73,51 @@ def test_interrupted_save_keeps_the_previous_checkpoint(ckpt, flux_server, bucke
     with pytest.raises(RuntimeError, match="cannot pickle Unpicklable"):
         ckpt.save({"w": torch.randn(3 * 2**20), "bad": Unpicklable()}, url)
     assert torch.equal(ckpt.load(url)["w"], torch.arange(10))
+    assert_nothing_left(flux_server, bucket)
+
+
+@pytest.mark.parametrize("size", [1000, 10_000_000], ids=["small", "multipart"])
+def test_save_to_a_missing_bucket_names_it(ckpt, size):
+    # Multipart (40 MB, parts of 5 MiB): a part fails while torch.save's zip writer is still
+    # writing, and its own "unexpected pos" RuntimeError used to replace the real error.
+    with pytest.raises(FileNotFoundError, match="The specified bucket does not exist: no-such-bucket"):
+        ckpt.save({"w": torch.randn(size)}, "flux://no-such-bucket/model.pt")
+
+
+def test_save_denied_is_a_permission_error_and_leaves_nothing(ckpt, flux_server, bucket):
+    flux_server.configure(deny_ops={"write"})
+    with pytest.raises(PermissionError, match=rf"Permission denied \(HTTP 403\) for {bucket}/model.pt"):
+        ckpt.save({"w": torch.randn(10_000_000)}, f"flux://{bucket}/model.pt")
+    flux_server.configure(deny_ops=set())
+    assert flux_server.list_names(bucket) == []
+    assert_nothing_left(flux_server, bucket)
+
+
+def test_dcp_save_to_a_missing_bucket_names_it(storage_options):
+    import torch.distributed.checkpoint as dcp
+
+    from fluxfs.pipes import FluxStorageWriter
+
+    writer = FluxStorageWriter("flux://no-such-bucket/ckpt", **storage_options)
+    with pytest.raises(CheckpointException) as caught:  # dcp wraps what each rank raised
+        dcp.save({"w": torch.randn(3 * 2**20)}, storage_writer=writer, no_dist=True)
+    error = caught.value.failures[0][0]
+    assert isinstance(error, FileNotFoundError)
+    assert str(error) == "DCP save to flux://no-such-bucket/ckpt: bucket 'no-such-bucket' does not exist"
+
+
+def test_dcp_save_denied_is_a_permission_error_and_writes_no_metadata(storage_options, flux_server, bucket):
+    import torch.distributed.checkpoint as dcp
+
+    from fluxfs.pipes import FluxStorageWriter
+
+    flux_server.configure(deny_ops={"write"})
+    writer = FluxStorageWriter(f"flux://{bucket}/ckpt", part_size=5 * 2**20, **storage_options)
+    with pytest.raises(CheckpointException) as caught:
+        dcp.save({"w": torch.randn(3 * 2**20)}, storage_writer=writer, no_dist=True)
+    error = caught.value.failures[0][0]
+    assert isinstance(error, PermissionError), repr(error)  # not torch's "unexpected pos" RuntimeError
+    assert f"Permission denied (HTTP 403) for {bucket}/ckpt/__0_0.distcp" in str(error)
+    flux_server.configure(deny_ops=set())
+    assert flux_server.list_names(bucket) == []
     assert_nothing_left(flux_server, bucket)
