@@ -287,7 +287,7 @@ class Lister:
         self.page_size = page_size
         self.sort = sort
         self.progress = progress
-        self.mtimes: dict | None = {} if mtime else None   # "updated" string -> parsed datetime
+        self.mtimes: _Timestamps | None = _Timestamps() if mtime else None
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=queue_size)
         self.url = fs.json_url("b/{}/o", bucket)
         self.what = f"{bucket}/{prefix}" if prefix else bucket
@@ -473,24 +473,22 @@ class Lister:
             await self._emit(span, [])
 
     async def _emit(self, span: Span, items: list[dict]) -> None:
-        # The only per-object work of the lister, kept to what gcsfs's info shape needs;
-        # timestamps are parsed only when asked (`find`), once per distinct string.
+        # The only per-object work of the lister (~40% of a listing's client CPU), kept to what
+        # gcsfs's info shape needs; timestamps are parsed only when asked (`find`), once per
+        # distinct string. GCS always sends the fields we ask for, so no .get() per field.
         prefix = self.name_prefix
         mtimes = self.mtimes
         if mtimes is None:
             for it in items:
                 it["name"] = prefix + it["name"]
-                it["size"] = int(it.get("size", 0))
+                it["size"] = int(it["size"])
                 it["type"] = "file"
         else:
             for it in items:
                 it["name"] = prefix + it["name"]
-                it["size"] = int(it.get("size", 0))
+                it["size"] = int(it["size"])
                 it["type"] = "file"
-                ts = it.get("updated")
-                if ts is not None:
-                    t = mtimes.get(ts)
-                    it["mtime"] = t if t is not None else mtimes.setdefault(ts, _parse_timestamp(ts))
+                it["mtime"] = mtimes[it.get("updated")]
         self.listed += len(items)
         if self.progress is not None and items:
             self.progress.update(len(items))
@@ -703,6 +701,14 @@ def add_mtimes(objects: list[dict], parsed: dict[str, datetime.datetime] | None 
         if t is None:
             t = parsed[ts] = _parse_timestamp(ts)
         o["mtime"] = t
+
+
+class _Timestamps(dict):
+    """"updated" string -> parsed UTC datetime, parsing each distinct string on first lookup."""
+
+    def __missing__(self, ts: str | None) -> datetime.datetime | None:
+        t = self[ts] = None if ts is None else _parse_timestamp(ts)
+        return t
 
 
 def _parse_timestamp(ts: str) -> datetime.datetime:
