@@ -75,8 +75,9 @@ def main() -> int:
         dist.all_gather_object(lengths, {k: len(v) for k, v in local.items() if isinstance(v, torch.Tensor)})
 
         def dtensor(k, v):
-            full = torch.Size([sum(part[k] for part in lengths)])
-            return DTensor.from_local(v, mesh, [Shard(0)], run_check=False, shape=full, stride=(1,))
+            full = torch.Size([sum(part[k] for part in lengths), *v.shape[1:]])
+            return DTensor.from_local(v, mesh, [Shard(0)], run_check=False, shape=full,
+                                      stride=(*v.stride()[:-1], 1) if v.dim() > 1 else (1,))
 
         state = {k: dtensor(k, v) if isinstance(v, torch.Tensor) else v for k, v in local.items()}
 

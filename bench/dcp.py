@@ -52,6 +52,9 @@ def add_args(parser: argparse.ArgumentParser) -> None:
                              "(bench/.venv-dataflux is made by `python -m bench checkpoint`)")
 
 
+_COLS = 1024  # columns of the benchmark's weight matrices
+
+
 def make_state(total: int, tensor_bytes: int, seed: int = 0, shard: tuple[int, int] | None = None) -> Dict:
     """`total` bytes of random float32 tensors named like a model's layers, plus a little metadata.
 
@@ -64,7 +67,10 @@ def make_state(total: int, tensor_bytes: int, seed: int = 0, shard: tuple[int, i
     state, left, i = {}, total, 0
     while left >= 4:
         n = min(tensor_bytes, left) // 4
-        t = torch.randn(n, generator=g)
+        # 2-D like a layer's weight matrix, sharded by rows. (A 1-D DTensor of millions of elements
+        # makes torch 2.13 build an index of every element of the shard: ~1 s per rank per 1 GB.)
+        cols = _COLS if n % _COLS == 0 else 1
+        t = torch.randn(n // cols, cols, generator=g)
         state[f"layers.{i}.weight"] = t if shard is None else t.tensor_split(shard[1])[shard[0]].clone()
         left -= n * 4
         i += 1
