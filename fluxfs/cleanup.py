@@ -149,38 +149,55 @@ async def delete_many(fs: "FluxFileSystem", paths: dict[str, Optional[str]], con
 
 # -- interrupts and interpreter exit ---------------------------------------------------------
 
-def run_sync(fs: "FluxFileSystem", fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-    """Run `fn(*args, **kwargs)` on the filesystem's loop; Ctrl-C cancels it and waits for its cleanup.
+class Pending:
+    """A coroutine started on the filesystem's loop from another thread.
 
-    fsspec's own sync wrapper leaves the coroutine running when the caller is interrupted;
-    here the coroutine is cancelled, its `finally` blocks delete what it created, and only
-    then is the KeyboardInterrupt re-raised. The result is handed over through a box rather
-    than returned from the task (returning a large object from a task costs CPU in 3.11).
+    `result()` waits for it; Ctrl-C while waiting cancels it, waits for its cleanup (its
+    `finally` blocks delete what it created) and only then re-raises. fsspec's own sync
+    wrapper leaves the coroutine running when the caller is interrupted. The result is handed
+    over through a box rather than returned from the task (returning a large object from a
+    task costs CPU in 3.11).
     """
-    done = threading.Event()
-    box: dict[str, Any] = {}
 
-    async def runner() -> None:
+    def __init__(self, fs: "FluxFileSystem", fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any):
+        self._done = threading.Event()
+        self._box: dict[str, Any] = {}
+
+        async def runner() -> None:
+            try:
+                self._box["result"] = await fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+                self._box["error"] = exc
+            finally:
+                self._done.set()
+
+        self._future = asyncio.run_coroutine_threadsafe(runner(), fs.loop)
+
+    def result(self) -> Any:
         try:
-            box["result"] = await fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
-            box["error"] = exc
-        finally:
-            done.set()
+            while not self._done.wait(1.0):
+                pass
+        except BaseException:
+            self.cancel()
+            self.wait_cleanup()
+            raise
+        if "error" in self._box:
+            raise self._box.pop("error")
+        return self._box.pop("result")
 
-    future = asyncio.run_coroutine_threadsafe(runner(), fs.loop)
-    try:
-        while not done.wait(1.0):
-            pass
-    except BaseException:
-        future.cancel()
-        if not done.wait(60):
-            logger.warning("cleanup after interrupt did not finish within 60 s; leftovers go at exit")
-        raise
-    if "error" in box:
-        err = box.pop("error")
-        raise err
-    return box.pop("result")
+    def cancel(self) -> None:
+        """Cancel without waiting (callable from the loop's own thread)."""
+        self._future.cancel()
+
+    def wait_cleanup(self, timeout: float = 60) -> None:
+        """After `cancel`: wait until the coroutine has finished its cleanup."""
+        if not self._done.wait(timeout):
+            logger.warning("cleanup after interrupt did not finish within %g s; leftovers go at exit", timeout)
+
+
+def run_sync(fs: "FluxFileSystem", fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+    """Run `fn(*args, **kwargs)` on the filesystem's loop; Ctrl-C cancels it and waits for its cleanup."""
+    return Pending(fs, fn, *args, **kwargs).result()
 
 
 def _delete_blocking(fs: "FluxFileSystem", path: str, generation: Optional[str]) -> bool:

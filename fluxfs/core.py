@@ -268,6 +268,25 @@ class FluxFileSystem(GCSFileSystem):
 
         return cleanup.run_sync(self, self._cat_objects, list(infos), on_error=on_error)
 
+    async def _iter_cat_objects(self, infos, on_error: str = "raise",
+                                buffer_bytes: int | None = None) -> AsyncIterator[dict]:
+        """Read a stream of objects within a memory budget: {"bucket/key": bytes | exception} dicts,
+        one per slice, in input order, with about `buffer_bytes` (default 256 MiB) read ahead."""
+        from . import stream_reads
+
+        async for batch in stream_reads.aiter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes):
+            yield batch
+
+    def iter_cat_objects(self, infos, on_error: str = "raise", buffer_bytes: int | None = None) -> Iterator[dict]:
+        """Blocking `_iter_cat_objects`; `infos` may be a blocking stream (consumed on the caller's thread).
+
+        Closing the generator early, an error or Ctrl-C cancels the reads in flight and deletes
+        their temporary objects.
+        """
+        from . import stream_reads
+
+        return stream_reads.iter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes)
+
     async def _cat_file(self, path, start=None, end=None, **kwargs):
         """One object or range: a plain GET when small, parallel ranged GETs pinned to one generation when large."""
         from . import compose_reads
