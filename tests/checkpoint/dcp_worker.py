@@ -66,6 +66,10 @@ def main() -> int:
             ok = state["step"] == full["step"] and all(
                 torch.equal(state["model"][k].full_tensor(), full["model"][k]) for k in full["model"]
             )
+            # Both ranks past their last collective before either tears gloo down: a peer closing
+            # its connections mid-teardown aborted a rank once ("terminate called without an
+            # active exception", exit -6) after it had printed "match".
+            dist.barrier()
             print(f"rank {rank}: {'match' if ok else 'MISMATCH'}", flush=True)
             return 0 if ok else 1
         raise SystemExit(f"unknown mode {mode}")
