@@ -13,8 +13,15 @@ from typing import Any, Dict, Iterator, Optional, Union
 import fsspec
 from torchdata.nodes.base_node import BaseNode
 
-from .sources import (DEFAULT_PREFETCH, DEFAULT_PROTOCOL, MISSING_POLICIES, ObjectMeta, Transform, key_and_bytes,
+from .sources import (DEFAULT_PROTOCOL, MISSING_POLICIES, ObjectMeta, Transform, key_and_bytes,
                       list_objects, read_infos, split_url)
+
+
+# Batched reads ReadObjects keeps in flight. Twice the iterable dataset's 4 per DataLoader worker:
+# a pipeline of Nodes reads in one process, and each compose-backed read of a batch is ~3 round
+# trips. Cloud profile, 20,000 images of 10-100 KB, batches of 64, no training: ~1,900 samples/s
+# at 4 in flight, ~3,500 at 8.
+NODES_PREFETCH = 8
 
 
 class ListObjects(BaseNode[Dict[str, Any]]):
@@ -85,7 +92,7 @@ class ReadObjects(BaseNode[Any]):
     OFFSET_KEY = "offset"  # items of the current batch already handed out
 
     def __init__(self, source: BaseNode, *, storage_options: Optional[dict] = None, protocol: str = DEFAULT_PROTOCOL,
-                 batch_size: int = 32, prefetch: int = DEFAULT_PREFETCH, transform: Optional[Transform] = None,
+                 batch_size: int = 32, prefetch: int = NODES_PREFETCH, transform: Optional[Transform] = None,
                  on_missing: str = "raise"):
         super().__init__()
         if batch_size < 1 or prefetch < 1:
