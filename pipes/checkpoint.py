@@ -27,6 +27,7 @@ __all__ = ["FluxCheckpoint", "CheckpointSaveError", "snapshot"]
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save has written zip archives since torch 1.6
 _PICKLE_PROTO = b"\x80"  # the legacy format: a pickle stream, protocol 2+
 
+
 @contextlib.contextmanager
 def upload_errors(handle: Any) -> Iterator[None]:
     """Re-raise the upload's own error (missing bucket, denied, server down) when torch.save hides it.
