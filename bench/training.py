@@ -4,7 +4,9 @@ Data: synthetic 32x32 RGB images stored as 10-100 KB objects (20k; --quick 4k): 
 are the pixels, the next byte mod 10 the label, the rest padding (as metadata and compression
 overhead pad a real JPEG). Every contender trains the same model from the same seed with the same
 DataLoader settings (batch 64, --workers worker processes, prefetch_factor 2; fluxfs's own read-ahead at its default):
-  fluxfs             FluxMapDataset (one DataLoader batch = one batched read: direct GETs for <= 64), shuffled
+  fluxfs             FluxMapDataset with its own sampler, shuffled: each worker reads its next batches ahead
+  fluxfs-shuffle     FluxMapDataset with shuffle=True (one DataLoader batch = one batched read: direct GETs
+                     for <= 64, no read-ahead)
   fluxfs-iterable    FluxIterableDataset(shuffle=True), sharded over the workers
   fluxfs-nodes       ListObjects -> ReadObjects -> Batcher -> collate -> Prefetcher -> Loader (threads, no workers)
   gcsfs              a plain torch Dataset whose __getitem__ is gcsfs `cat_file`, shuffled (first --gcsfs-max objects)
@@ -191,10 +193,14 @@ def run(args: argparse.Namespace) -> dict:
                         "data_wait_share": r["wait_s"] / r["wall_s"]}
             return fn
 
-        def fluxfs_map():
-            ds = FluxMapDataset.from_prefix(f"flux://{BUCKET}/{prefix}", storage_options=so, transform=decode)
-            len(ds)
-            return DataLoader(ds, shuffle=True, **loader_kw)
+        def fluxfs_map(read_ahead: bool):
+            def make():
+                ds = FluxMapDataset.from_prefix(f"flux://{BUCKET}/{prefix}", storage_options=so, transform=decode)
+                len(ds)
+                if read_ahead:  # the dataset's own shuffled order: workers read their next batches ahead
+                    return DataLoader(ds, sampler=ds.sampler(shuffle=True, seed=seed), **loader_kw)
+                return DataLoader(ds, shuffle=True, **loader_kw)
+            return make
 
         def fluxfs_iterable():
             ds = FluxIterableDataset.from_prefix(f"flux://{BUCKET}/{prefix}", storage_options=so, transform=decode,
@@ -233,7 +239,8 @@ def run(args: argparse.Namespace) -> dict:
             return DataLoader(InMemoryDataset(blobs), shuffle=True, **loader_kw)
 
         contenders = {
-            "fluxfs": measured(fluxfs_map, all_sums, count, total_bytes),
+            "fluxfs": measured(fluxfs_map(True), all_sums, count, total_bytes),
+            "fluxfs-shuffle": measured(fluxfs_map(False), all_sums, count, total_bytes),
             "fluxfs-iterable": measured(fluxfs_iterable, all_sums, count, total_bytes),
             "fluxfs-nodes": measured(fluxfs_nodes, all_sums, count, total_bytes),
             "gcsfs": measured(gcsfs_dataset, gcsfs_sums, n_gcsfs, gcsfs_bytes),
@@ -248,7 +255,8 @@ def run(args: argparse.Namespace) -> dict:
         report = run_scenario("training", args, params, contenders, "samples_per_s",
                               [("fluxfs", "gcsfs"), ("fluxfs", "dataflux"), ("fluxfs", "dataflux-best"),
                                ("fluxfs-iterable", "dataflux-iterable"), ("fluxfs-nodes", "gcsfs"),
-                               ("fluxfs", "limit"), ("fluxfs-iterable", "limit"), ("fluxfs-nodes", "limit")])
+                               ("fluxfs", "limit"), ("fluxfs-shuffle", "limit"), ("fluxfs-iterable", "limit"),
+                               ("fluxfs-nodes", "limit")])
     shares = {name: c["median"]["data_wait_share"] for name, c in report["contenders"].items() if "median" in c}
     print("share of step time waiting for data: " + "  ".join(f"{k}={v:.0%}" for k, v in shares.items()))
     summary = "  ".join(f"{k}={v:g}x" for k, v in report["ratios"].items()) or "no ratios"

@@ -10,6 +10,7 @@ from typing import Any
 
 from .datasets import FluxIterableDataset, FluxMapDataset
 from .nodes import ListObjects, ReadObjects
+from .readahead import FluxSampler
 from .sources import ObjectMeta
 
 # Checkpoint classes live in their own modules, imported on first use (they pull in
@@ -20,7 +21,7 @@ _LAZY = {
     "FluxStorageReader": ".dcp",
 }
 
-__all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "ObjectMeta", *_LAZY]
+__all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -6,12 +6,14 @@ the main process and shipped to DataLoader workers, and each process builds its 
 """
 from __future__ import annotations
 
+import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Optional, Sequence, Union
 
 import torch.utils.data
 
+from .readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
 from .sharding import Shard, current_shard, distributed_rank, epoch_order, shard_indices
 from .sources import DEFAULT_PREFETCH, ObjectSource, Transform, key_and_bytes
 
@@ -67,7 +69,34 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
 
     `__getitems__` reads a whole DataLoader batch in one batched read: a batch that fits in one wave of
     concurrent GETs is read directly, a bigger one through composites (see `ObjectSource.read`).
+    With ``sampler=dataset.sampler(shuffle=True)`` each DataLoader worker also reads the batch it will
+    be handed next while the current one trains (`pipes.readahead`).
     """
+
+    def sampler(self, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH) -> FluxSampler:
+        """The DataLoader `sampler` that lets workers read ahead: this dataset's order, shuffled from (seed, epoch).
+
+        Each worker keeps up to `read_ahead` of its coming batches (at most 128 MiB) being read; 0 turns
+        that off. Call the sampler's `set_epoch(epoch)` before each epoch for a new order (as with
+        DistributedSampler).
+        """
+        self._order = FluxSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead)
+        return self._order
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_ahead", None)  # a thread pool: each process makes its own
+        return state
+
+    def _read_ahead(self) -> Optional[ReadAhead]:
+        order = getattr(self, "_order", None)
+        if order is None or not order.read_ahead:
+            return None
+        ahead = getattr(self, "_ahead", None)
+        if ahead is None or ahead[0] != os.getpid():
+            table = self._source.table
+            ahead = self._ahead = (os.getpid(), ReadAhead(order, lambda b: sum(table.sizes[i] or 0 for i in b)))
+        return ahead[1]
 
     def __len__(self) -> int:
         return self.num_objects
@@ -88,7 +117,14 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
     def __getitems__(self, indices: Sequence[int]) -> list:
         """The samples of `indices`; objects that vanished are left out under ``on_missing="skip"``."""
         wanted = [self._index(i) for i in indices]
-        return [self._sample(i, data) for i, data in self._source.read(wanted, latency_bound=True)]
+        ahead = self._read_ahead()
+        if ahead is None:
+            return [self._sample(i, data) for i, data in self._source.read(wanted, latency_bound=True)]
+        fetched = ahead.take(wanted)
+        info = torch.utils.data.get_worker_info()
+        # Started before this batch's own read, so the two overlap when it was not read ahead.
+        ahead.start_next(wanted, info.num_workers if info is not None else 1, self._source.fetch)
+        return [self._sample(i, data) for i, data in self._source.read(wanted, latency_bound=True, fetched=fetched)]
 
 
 class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):

@@ -245,16 +245,25 @@ class ObjectSource:
             self._direct_fs_pid = os.getpid()
         return self._direct_fs
 
-    def read(self, indices: Sequence[int], latency_bound: bool = False) -> list[tuple[int, bytes]]:
-        """Bytes of objects `indices` (in order, duplicates allowed) in one batched read; missing ones per policy.
+    def fetch(self, indices: Sequence[int], latency_bound: bool = False) -> dict[str, Any]:
+        """{name: bytes | exception} of the distinct objects `indices`, in one batched read (no missing policy).
 
         `latency_bound`: the caller waits for this batch alone (no prefetch behind it), so a batch small
         enough is read with direct GETs (`direct_fs`) rather than composites.
         """
-        table = self.table
         unique = list(dict.fromkeys(int(i) for i in indices))
         fs = (self.direct_fs(len(unique)) if latency_bound else None) or self.fs
-        data = read_infos(fs, [table.info(i) for i in unique])
+        return read_infos(fs, [self.table.info(i) for i in unique])
+
+    def read(self, indices: Sequence[int], latency_bound: bool = False,
+             fetched: Optional[dict[str, Any]] = None) -> list[tuple[int, bytes]]:
+        """Bytes of objects `indices` (in order, duplicates allowed) in one batched read; missing ones per policy.
+
+        `fetched`: what `fetch(indices)` returned earlier (read ahead), instead of reading now.
+        """
+        table = self.table
+        unique = list(dict.fromkeys(int(i) for i in indices))
+        data = fetched if fetched is not None else self.fetch(unique, latency_bound)
         got: dict[int, bytes] = {}
         absent = []
         for i in unique:

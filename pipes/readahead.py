@@ -1,0 +1,130 @@
+"""Read-ahead for the map-style dataset: `FluxSampler` and the per-process `ReadAhead` it enables.
+
+A DataLoader worker handles one map-style batch at a time, so without help every batch pays its
+round trips while the worker waits. When the DataLoader draws indices from the dataset's own
+sampler, each worker knows the order it is served in: batches are consecutive runs of that order,
+handed to the workers in turn. On receiving batch b a worker starts reading batch b + num_workers
+(its next one) in the background, through composites (the round trips no longer matter, the CPU
+does), and serves it from there when it arrives. A batch that does not match the order (another
+sampler, an unexpected assignment) is read as before, and a guess that proves wrong costs one read.
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import numpy as np
+import torch.utils.data
+
+from .sharding import epoch_order
+
+logger = logging.getLogger("fluxfs.pipes.readahead")
+
+# Batches a worker reads ahead, and the bytes that may take at most. Training bench, cloud profile,
+# 20,000 images of 10-100 KB, batches of 64, 2 workers: 1,216-1,624 samples/s without read-ahead,
+# ~2,400 reading 3 batches ahead, ~2,800 at 6 and the same at 10 (waiting 52-61% -> 21%).
+DEFAULT_DEPTH = 6
+MAX_BYTES = 128 * 2**20
+
+
+class FluxSampler(torch.utils.data.Sampler[int]):
+    """The order a `FluxMapDataset` is read in: 0..n-1, or shuffled from (seed, epoch).
+
+    Made by `FluxMapDataset.sampler()`; pass it as the DataLoader's `sampler`. The dataset (and so
+    each worker) knows it, which lets workers read their next batch ahead. Call `set_epoch` before
+    each epoch, as with DistributedSampler, for a new shuffle.
+    """
+
+    def __init__(self, num_objects: int, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH):
+        if read_ahead < 0:
+            raise ValueError(f"read_ahead must be >= 0 batches, not {read_ahead}")
+        self.num_objects, self.shuffle, self.seed, self.epoch = int(num_objects), bool(shuffle), int(seed), 0
+        self.read_ahead = int(read_ahead)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def order(self, epoch: Optional[int] = None) -> np.ndarray:
+        return epoch_order(self.num_objects, self.shuffle, self.seed, self.epoch if epoch is None else epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.order().tolist())
+
+    def __len__(self) -> int:
+        return self.num_objects
+
+
+class ReadAhead:
+    """One process's read-ahead: up to `sampler.read_ahead` of its coming batches (and `max_bytes`) in flight."""
+
+    def __init__(self, sampler: FluxSampler, batch_bytes: Callable[[list[int]], int], max_bytes: int = MAX_BYTES):
+        self.sampler, self.depth = sampler, max(1, sampler.read_ahead)
+        self.batch_bytes, self.max_bytes = batch_bytes, max_bytes
+        self.epoch = sampler.epoch
+        self._positions: dict[int, np.ndarray] = {}   # epoch -> position of each index in its order
+        self._pool = ThreadPoolExecutor(self.depth, thread_name_prefix="fluxfs-readahead")
+        self._pending: dict[tuple[int, ...], Future] = {}
+        self.hits = self.misses = 0
+
+    def take(self, indices: Sequence[int]) -> Any:
+        """What was read ahead for exactly `indices`, or None (then the caller reads them itself)."""
+        future = self._pending.pop(tuple(indices), None)
+        if future is None:
+            return None
+        try:
+            result = future.result()
+        except Exception as exc:  # noqa: BLE001 - the caller reads the batch again, and sees any error then
+            logger.debug("read-ahead of %d objects failed (%s); reading them now", len(indices), exc)
+            return None
+        self.hits += 1
+        return result
+
+    def start_next(self, indices: Sequence[int], workers: int, read: Callable[[list[int]], Any]) -> None:
+        """If `indices` is a batch of the sampler's order, start reading this worker's next `depth` batches."""
+        coming = self._next_batches(indices, workers)
+        if coming is None:
+            return
+        keep = {tuple(b) for b in coming}
+        for key in [k for k in self._pending if k not in keep]:
+            self.misses += 1   # a wrong guess: its read finishes (and cleans up) on its own
+            del self._pending[key]
+        for batch in coming:
+            if tuple(batch) not in self._pending:
+                self._pending[tuple(batch)] = self._pool.submit(read, batch)
+
+    def _next_batches(self, indices: Sequence[int], workers: int) -> Optional[list[list[int]]]:
+        size = len(indices)
+        if not size:
+            return None
+        # Persistent workers keep the sampler as it was when they started: this epoch or the next.
+        for epoch in (self.epoch, self.epoch + 1, self.sampler.epoch):
+            pos = self._position(epoch)
+            first = int(pos[indices[0]])
+            if first % size == 0 and all(int(pos[i]) == first + k for k, i in enumerate(indices)):
+                self.epoch = epoch
+                order = self.sampler.order(epoch)
+                coming, total = [], 0
+                for j in range(1, self.depth + 1):
+                    start = first + j * workers * size
+                    if start >= len(order):
+                        break
+                    batch = order[start:start + size].tolist()
+                    total += self.batch_bytes(batch)
+                    if coming and total > self.max_bytes:
+                        break
+                    coming.append(batch)
+                return coming
+        return None
+
+    def _position(self, epoch: int) -> np.ndarray:
+        pos = self._positions.get(epoch)
+        if pos is None:
+            order = self.sampler.order(epoch)
+            pos = np.empty(len(order), dtype=np.int64)
+            pos[order] = np.arange(len(order), dtype=np.int64)
+            self._positions = {epoch: pos, **{e: p for e, p in self._positions.items() if e >= epoch - 1}}
+        return pos
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
