@@ -33,7 +33,9 @@ class FluxSampler(torch.utils.data.Sampler[int]):
 
     Made by `FluxMapDataset.sampler()`; pass it as the DataLoader's `sampler`. The dataset (and so
     each worker) knows it, which lets workers read their next batch ahead. Call `set_epoch` before
-    each epoch, as with DistributedSampler, for a new shuffle.
+    each epoch, as with DistributedSampler, for a new shuffle. It does not split the data between
+    distributed ranks: under DDP use DistributedSampler (no read-ahead) or `FluxIterableDataset`.
+    A batch read ahead holds the objects' bytes as of that read, a few batches before it is served.
     """
 
     def __init__(self, num_objects: int, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH):
