@@ -64,10 +64,10 @@ class ReadAhead:
         self.sampler, self.depth = sampler, max(1, sampler.read_ahead)
         self.batch_bytes, self.max_bytes = batch_bytes, max_bytes
         self.epoch = sampler.epoch
-        self._positions: dict[int, np.ndarray] = {}   # epoch -> position of each index in its order
+        # epoch -> (its order, the position of each index in it): computed once per epoch, not per batch
+        self._orders: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._pool = ThreadPoolExecutor(self.depth, thread_name_prefix="fluxfs-readahead")
         self._pending: dict[tuple[int, ...], Future] = {}
-        self.hits = self.misses = 0
 
     def take(self, indices: Sequence[int]) -> Any:
         """What was read ahead for exactly `indices`, or None (then the caller reads them itself)."""
@@ -79,7 +79,6 @@ class ReadAhead:
         except Exception as exc:  # noqa: BLE001 - the caller reads the batch again, and sees any error then
             logger.debug("read-ahead of %d objects failed (%s); reading them now", len(indices), exc)
             return None
-        self.hits += 1
         return result
 
     def start_next(self, indices: Sequence[int], workers: int, read: Callable[[list[int]], Any]) -> None:
@@ -89,8 +88,7 @@ class ReadAhead:
             return
         keep = {tuple(b) for b in coming}
         for key in [k for k in self._pending if k not in keep]:
-            self.misses += 1   # a wrong guess: its read finishes (and cleans up) on its own
-            del self._pending[key]
+            del self._pending[key]   # a wrong guess: its read finishes (and cleans up) on its own
         for batch in coming:
             if tuple(batch) not in self._pending:
                 self._pending[tuple(batch)] = self._pool.submit(read, batch)
@@ -101,11 +99,10 @@ class ReadAhead:
             return None
         # Persistent workers keep the sampler as it was when they started: this epoch or the next.
         for epoch in (self.epoch, self.epoch + 1, self.sampler.epoch):
-            pos = self._position(epoch)
+            order, pos = self._order(epoch)
             first = int(pos[indices[0]])
             if first % size == 0 and all(int(pos[i]) == first + k for k, i in enumerate(indices)):
                 self.epoch = epoch
-                order = self.sampler.order(epoch)
                 coming, total = [], 0
                 for j in range(1, self.depth + 1):
                     start = first + j * workers * size
@@ -119,14 +116,12 @@ class ReadAhead:
                 return coming
         return None
 
-    def _position(self, epoch: int) -> np.ndarray:
-        pos = self._positions.get(epoch)
-        if pos is None:
+    def _order(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        cached = self._orders.get(epoch)
+        if cached is None:
             order = self.sampler.order(epoch)
             pos = np.empty(len(order), dtype=np.int64)
             pos[order] = np.arange(len(order), dtype=np.int64)
-            self._positions = {epoch: pos, **{e: p for e, p in self._positions.items() if e >= epoch - 1}}
-        return pos
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+            cached = (order, pos)
+            self._orders = {epoch: cached, **{e: c for e, c in self._orders.items() if e >= epoch - 1}}
+        return cached
