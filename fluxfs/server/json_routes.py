@@ -11,10 +11,11 @@ from urllib.parse import parse_qsl, unquote
 from aiohttp import web
 
 from .app import Reply, json_reply
+from .crc import concat as crc32c_concat
 from .fields import apply_fields, parse_fields
 from .media import media_reply
 from .objjson import _encode, entries_json, object_json
-from .store import EXTRA_FIELDS, ServerError, check_preconditions
+from .store import EXTRA_FIELDS, Chunked, ServerError, check_preconditions, crc32c_b64
 
 MAX_LIST = 1000      # GCS caps maxResults at 1000
 MAX_COMPOSE = 32     # GCS: at most 32 source objects per compose call
@@ -322,13 +323,26 @@ async def compose(srv, request, q, bucket, name):
         if pre not in (None, "") and int(pre) != obj.generation:
             raise ServerError(412, f"Precondition ifGenerationMatch={pre} failed for source object {sname}.")
         components += obj.component_count or 1
-        parts.append(obj.read())  # bytes or a memoryview: join copies each once, into the result
+        parts.append(obj)
     if components > MAX_COMPONENTS:
         raise ServerError(400, f"The composite would have {components} components; the limit is {MAX_COMPONENTS}.")
     ctype, md, extra = _meta_from(body.get("destination") or {})
-    obj = srv.store.put(bucket, name, b"".join(parts), content_type=ctype, metadata=md, extra=extra,
-                        component_count=components, preconditions=preconds(q))
+    # The composite is its sources' bodies side by side, never joined (bodies are immutable: a
+    # replaced source keeps its old bytes here), its crc32c derived from theirs, as GCS does.
+    crc = 0
+    for o in parts:
+        crc = crc32c_concat(crc, o.crc32c_int, o.size)
+    obj = srv.store.put(bucket, name, Chunked([p for o in parts for p in _pieces(o)]), content_type=ctype,
+                        metadata=md, extra=extra, component_count=components, preconditions=preconds(q),
+                        crc=crc32c_b64(crc))
     return _resource_reply(request, q, obj, bucket)
+
+
+def _pieces(obj) -> list:
+    """A compose source's body as the pieces it is stored in (views, not copies)."""
+    if obj.data.__class__ is Chunked:
+        return list(obj.data.chunks)
+    return [obj.read()]
 
 
 async def move(srv, request, q, bucket, name, dname):

@@ -52,6 +52,11 @@ def crc32c_b64(value: int) -> str:
     return b64(value.to_bytes(4, "big"))
 
 
+@lru_cache(maxsize=65536)  # listings of synthetic objects build them afresh: their crc32c is remembered here
+def synthetic_crc32c(name: str, size: int, seed: int) -> str:
+    return crc32c_b64(google_crc32c.value(bytes(synthetic_range(name, size, seed, 0, size))))
+
+
 @lru_cache(maxsize=4096)
 def rfc3339(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + ".%03dZ" % int((ts % 1) * 1000)
@@ -94,6 +99,8 @@ class Obj:
         if self.data is not None:
             if self.data.__class__ is Chunked:
                 return self.data.slice(start, end)
+            if start == 0 and end == self.size:
+                return self.data  # immutable bytes: the whole body needs no view
             return memoryview(self.data)[start:end]
         if self.seed is not None:
             return synthetic_range(self.name, self.size, self.seed, start, end)
@@ -106,8 +113,15 @@ class Obj:
     @property
     def crc32c(self) -> str:
         if self._crc is None:
-            self._crc = crc32c_b64(google_crc32c.value(bytes(self.read())))
+            if self.seed is not None and self.data is None:
+                self._crc = synthetic_crc32c(self.name, self.size, self.seed)
+            else:
+                self._crc = crc32c_b64(google_crc32c.value(bytes(self.read())))
         return self._crc
+
+    @property
+    def crc32c_int(self) -> int:
+        return int.from_bytes(base64.b64decode(self.crc32c), "big")
 
     @property
     def md5(self) -> Optional[str]:

@@ -5,43 +5,56 @@ Clients call :func:`synthetic_bytes` with the same arguments to verify what they
 from __future__ import annotations
 
 import hashlib
+import random
 from functools import lru_cache
-from typing import Tuple, Union
+from typing import Optional, Tuple, Union
 
-# A prime-sized repeating block: a slice misaligned by any amount short of a
-# multiple of 4093 bytes differs from the expected bytes, yet content costs one
-# small hash round per object plus a memcpy-speed repeat.
-_BLOCK = 4093
+# Content is a window into one shared pool of pseudo-random bytes, at an offset hashed from
+# the name and seed: serving an object is a view of the pool, no copy (the pool is what makes
+# a 2 GB read benchmark cheap for the server, as GCS's CPU is not the client's). The pool does
+# not repeat within itself, so a slice misaligned by any amount reads different bytes; its
+# length is odd so that no power-of-two shift of a wrapped (larger) object lines up either.
+_POOL_SIZE = 32 * 2**20 + 4093
+_pool: Optional[bytes] = None
 
 SizeSpec = Union[int, Tuple[int, int]]
 
 
-@lru_cache(maxsize=4096)
-def _block(name: str, seed: int) -> bytes:
-    key = hashlib.blake2b(f"{seed}\x00{name}".encode("utf-8", "surrogatepass"), digest_size=32).digest()
-    # shake_256 is an extendable-output hash: one call yields the whole block.
-    return hashlib.shake_256(key).digest(_BLOCK)
+def _the_pool() -> bytes:
+    global _pool
+    if _pool is None:
+        _pool = random.Random(0x5EED).randbytes(_POOL_SIZE)  # ~30 ms, once per process
+    return _pool
 
 
-def synthetic_range(name: str, size: int, seed: int, start: int, end: int) -> bytes:
-    """Bytes [start, end) of the synthetic object ``name`` of ``size`` bytes."""
+@lru_cache(maxsize=65536)
+def _offset(name: str, seed: int) -> int:
+    h = hashlib.blake2b(f"{seed}\x00{name}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(h, "big") % _POOL_SIZE
+
+
+def synthetic_range(name: str, size: int, seed: int, start: int, end: int) -> Union[bytes, memoryview]:
+    """Bytes [start, end) of the synthetic object ``name`` of ``size`` bytes: a read-only view of
+    the pool when the range does not wrap around its end, else a copy."""
     end = min(end, size)
     if start >= end:
         return b""
-    block = _block(name, seed)
-    off = start % _BLOCK
+    pool = _the_pool()
+    pos = (_offset(name, seed) + start) % _POOL_SIZE
     n = end - start
-    if off + n <= _BLOCK:
-        return block[off:off + n]
-    # The block rotated to start at `off`, repeated: two copies of n bytes (not three), the
-    # server's main CPU cost when it streams big synthetic objects.
-    rotated = block[off:] + block[:off]
-    return (rotated * -(-n // _BLOCK))[:n]
+    if pos + n <= _POOL_SIZE:
+        return memoryview(pool)[pos:pos + n]
+    pieces = [memoryview(pool)[pos:]]
+    n -= _POOL_SIZE - pos
+    while n > 0:
+        pieces.append(memoryview(pool)[:min(n, _POOL_SIZE)])
+        n -= len(pieces[-1])
+    return b"".join(pieces)
 
 
 def synthetic_bytes(name: str, size: int, seed: int = 0) -> bytes:
     """The full content of a synthetic object (what ``ServerHandle.generate`` stores)."""
-    return synthetic_range(name, size, seed, 0, size)
+    return bytes(synthetic_range(name, size, seed, 0, size))
 
 
 def synthetic_size(name: str, size: SizeSpec, seed: int = 0) -> int:

@@ -16,6 +16,7 @@ from xml.sax.saxutils import escape
 import google_crc32c
 
 from .app import Reply
+from .crc import concat as crc32c_concat
 from .media import goog_hashes, media_reply
 from .store import Chunked, ServerError, b64, check_preconditions, crc32c_b64, rfc3339
 
@@ -42,6 +43,7 @@ class Part(NamedTuple):
     size: int
     etag: str      # hex MD5, as GCS answers
     uploaded: float
+    crc: int       # its crc32c: the object's is derived from its parts' at completion
 
 
 class Multipart:
@@ -197,18 +199,6 @@ def _part_hashes(chunks: list):
     return md5.digest(), crc
 
 
-def _assemble(chunks: list):
-    """(the object's body, its crc32c int) from its parts' chunks in order.
-
-    The body stays in the chunks (`Chunked`): joining a multi-GB object would copy it all while the
-    client waits for the completion; reads copy just the ranges they serve.
-    """
-    crc = 0
-    for c in chunks:
-        crc = google_crc32c.extend(crc, c)
-    return Chunked(chunks), crc
-
-
 def _upload(srv, q, bucket, key) -> Multipart:
     up = srv.multipart.get(q["uploadId"])
     if up is None or up.bucket != bucket or up.key != key:
@@ -246,7 +236,7 @@ async def upload_part(srv, request, q, bucket, key):
         raise ServerError(400, "The Content-MD5 you specified did not match what we received.", xml_code="BadDigest")
     if want_crc is not None and want_crc != crc:
         raise ServerError(400, "The crc32c you specified did not match what we received.", xml_code="BadDigest")
-    up.parts[n] = Part(chunks, size, md5raw.hex(), time.time())
+    up.parts[n] = Part(chunks, size, md5raw.hex(), time.time(), crc_int)
     return Reply(200, b"", {"ETag": f'"{md5raw.hex()}"', "x-goog-hash": f"crc32c={crc},md5={b64(md5raw)}"})
 
 
@@ -295,7 +285,7 @@ async def complete(srv, request, q, bucket, key):
     if any(b <= a for a, b in zip(nums, nums[1:])):
         raise ServerError(400, "The list of parts was not in ascending order.", xml_code="InvalidPartOrder")
     min_size = srv.profile.s["min_part_size"]
-    chunks = []
+    chunks, crc = [], 0
     for i, (n, etag) in enumerate(listed):
         got = up.parts.get(n)
         if got is None or (etag and etag != got.etag):
@@ -304,17 +294,11 @@ async def complete(srv, request, q, bucket, key):
             raise ServerError(400, f"Part {n} is {got.size} bytes; every part but the last must be at least "
                                    f"{min_size} bytes.", xml_code="EntityTooSmall")
         chunks.extend(got.chunks)
-    if sum(len(c) for c in chunks) >= _HASH_IN_THREAD:
-        # Hashing GBs takes a while (and releases the GIL): on a worker thread other requests keep
-        # being served meanwhile.
-        data, crc = await asyncio.get_running_loop().run_in_executor(None, _assemble, chunks)
-        if srv.multipart.get(q["uploadId"]) is not up:  # aborted or completed by another request meanwhile
-            _upload(srv, q, bucket, key)
-    else:
-        data, crc = _assemble(chunks)
-    # GCS keeps no MD5 for an object assembled by an XML multipart upload (only crc32c), so
-    # neither do we: hashing multi-GB objects again at completion would also stall the server.
-    obj = srv.store.put(bucket, key, data, content_type=up.content_type, metadata=up.metadata,
+        crc = crc32c_concat(crc, got.crc, got.size)
+    # The body stays in the parts' chunks (`Chunked`): joining a multi-GB object would copy it all
+    # while the client waits; reads copy just the ranges they serve. Its crc32c comes from the
+    # parts', and GCS keeps no MD5 for such an object (only crc32c), so neither do we.
+    obj = srv.store.put(bucket, key, Chunked(chunks), content_type=up.content_type, metadata=up.metadata,
                         preconditions=_preconds(request), with_md5=False, crc=crc32c_b64(crc))
     srv.multipart.pop(q["uploadId"], None)
     return _xml(f"<CompleteMultipartUploadResult{_NS}><Location>{_e(request.scheme)}://{_e(request.host)}/{_e(bucket)}/"
