@@ -15,7 +15,9 @@ import torch.distributed.checkpoint as dcp
 
 from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter
 
-ROWS, COLS = 64, 48
+# "w" is 2 MiB: each rank's Shard(0) half is an item big enough to be copied straight into its
+# target when loaded whole, and resharded on dim 1 it is a non-contiguous slice (loaded via torch.load).
+ROWS, COLS = 1024, 512
 
 
 def expected() -> dict:
