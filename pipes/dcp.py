@@ -38,7 +38,7 @@ from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
 from .checkpoint import upload_errors
-from .item_bytes import ItemReader, copy_into_target
+from .item_bytes import ItemReader, check_size, copy_into_target
 
 __all__ = ["FluxStorageWriter", "FluxStorageReader", "IncompleteCheckpointError", "CheckpointChangedError"]
 
@@ -350,11 +350,7 @@ class FluxStorageReader(FsspecReader):
             stream.seek(0)
             tensor = torch.load(stream, map_location="cpu", weights_only=True)
             tensor = narrow_tensor_by_index(tensor, item.storage_offsets, item.lengths)
-            if target.size() != tensor.size():
-                raise ValueError(
-                    f"{self.path}: item {item.storage_index} has size {tuple(tensor.size())}, "
-                    f"the state dict expects {tuple(target.size())}"
-                )
+            check_size(self.path, item, tensor, target)
             target.copy_(tensor)
             self.stats["deserialized"] += 1
         planner.commit_tensor(item, target)

@@ -79,13 +79,22 @@ class ItemReader(io.RawIOBase):
         return self._len
 
 
+def check_size(where: str, item: ReadItem, loaded: torch.Tensor, target: torch.Tensor) -> None:
+    """A saved item whose shape is not its slot's in the state dict is an error, not a partial copy."""
+    if loaded.size() != target.size():
+        raise ValueError(f"{where}: item {item.storage_index} has size {tuple(loaded.size())}, "
+                         f"the state dict expects {tuple(target.size())}")
+
+
 def copy_into_target(reader: ItemReader, item: ReadItem, target: torch.Tensor, where: str) -> bool:
     """Copy the tensor item torch.save wrote into `reader` straight into `target`.
 
     False, with nothing copied, where this does not apply (small item, another dtype, a non-contiguous
-    slice, a byte order other than ours, a tensor subclass): the caller then loads it as torch does.
+    slice, a byte order other than ours, a tensor subclass, sparse or quantized): the caller then loads
+    it as torch does.
     """
-    if len(reader) < DIRECT_MIN_BYTES or target.device.type != "cpu" or not target.is_contiguous():
+    if (len(reader) < DIRECT_MIN_BYTES or target.device.type != "cpu" or target.layout != torch.strided
+            or target.is_quantized or not target.is_contiguous()):
         return False
     # torch.load with map_location="meta" reads only the pickle and records where each storage's
     # bytes start in the archive; it would crash byte-swapping a foreign-endian checkpoint, so the
@@ -95,12 +104,11 @@ def copy_into_target(reader: ItemReader, item: ReadItem, target: torch.Tensor, w
         return False
     reader.seek(0)
     meta = torch.load(reader, map_location="meta", weights_only=True)
-    if type(meta) is not torch.Tensor or meta.dtype != target.dtype:
+    if (type(meta) is not torch.Tensor or meta.dtype != target.dtype or meta.layout != torch.strided
+            or meta.is_quantized):
         return False
     meta = narrow_tensor_by_index(meta, item.storage_offsets, item.lengths)
-    if meta.size() != target.size():
-        raise ValueError(f"{where}: item {item.storage_index} has size {tuple(meta.size())}, "
-                         f"the state dict expects {tuple(target.size())}")
+    check_size(where, item, meta, target)
     offset = getattr(meta.untyped_storage(), "_checkpoint_offset", None)
     if offset is None or not meta.is_contiguous():
         return False
