@@ -37,6 +37,8 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
+from fluxfs.chunks import Chunked
+
 from .checkpoint import upload_errors
 from .item_bytes import ItemReader, check_size, copy_into_target
 
@@ -325,10 +327,10 @@ class FluxStorageReader(FsspecReader):
                 for nxt in itertools.islice(windows, 1):
                     pending.append((nxt, pool.submit(self._fetch, nxt)))
                 for (_, start, _, items), chunks in zip(window, blobs):
-                    chunks = [memoryview(c) for c in chunks]
+                    body = Chunked(chunks)  # one index of the range's chunks for all its items
                     for item in items:
                         info: _StorageInfo = self.storage_data[item.storage_index]
-                        reader = ItemReader(chunks, info.offset - start, info.length)
+                        reader = ItemReader(body, info.offset - start, info.length)
                         self._load_item(planner, item, info, reader)
                 del blobs
         fut: Future[None] = Future()

@@ -7,16 +7,16 @@ churn cost more than the bytes themselves) before `copy_` copies it again into t
 """
 from __future__ import annotations
 
-import bisect
 import io
-import itertools
 import sys
 import warnings
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint.planner import ReadItem
+
+from fluxfs.chunks import Chunked
 
 # Items at least this big are copied straight into their target. Below it the second parse of the
 # item's zip header (~0.1 ms) costs more than the copy it saves.
@@ -24,14 +24,12 @@ DIRECT_MIN_BYTES = 1 << 20
 
 
 class ItemReader(io.RawIOBase):
-    """A seekable read-only file over bytes [start, start + length) of `chunks` laid end to end."""
+    """A seekable read-only file over bytes [start, start + length) of a range received as `body`."""
 
-    def __init__(self, chunks: list, start: int = 0, length: int | None = None):
-        self._chunks = [c if isinstance(c, memoryview) else memoryview(c) for c in chunks]
-        self._ends = list(itertools.accumulate(len(c) for c in self._chunks))
-        total = self._ends[-1] if self._ends else 0
+    def __init__(self, body: Chunked, start: int = 0, length: int | None = None):
+        self._body = body
         self._base = start
-        self._len = max(0, (total - start) if length is None else min(length, total - start))
+        self._len = max(0, (len(body) - start) if length is None else min(length, len(body) - start))
         self._pos = 0
 
     def readable(self) -> bool:
@@ -48,16 +46,9 @@ class ItemReader(io.RawIOBase):
         self._pos = max(0, base + offset)
         return self._pos
 
-    def views(self, pos: int, n: int) -> Iterator[memoryview]:
+    def views(self, pos: int, n: int) -> list[memoryview]:
         """The `n` bytes from position `pos` as views of the received chunks, in order."""
-        off = self._base + pos
-        i = bisect.bisect_right(self._ends, off)
-        while n > 0:
-            chunk = self._chunks[i]
-            lo = off - (self._ends[i] - len(chunk))
-            piece = chunk[lo : lo + n]
-            yield piece
-            n, off, i = n - len(piece), off + len(piece), i + 1
+        return self._body.views(self._base + pos, self._base + pos + n)
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")

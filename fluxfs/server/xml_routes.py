@@ -186,7 +186,7 @@ async def list_objects(srv, request, q, bucket):
 
 
 # ---------------------------------------------------------------- multipart
-# Bodies from this size on are hashed / assembled on a worker thread (below it the hand-off costs more).
+# Parts from this size on are hashed on a worker thread (below it the hand-off costs more).
 _HASH_IN_THREAD = 1 << 20
 
 
