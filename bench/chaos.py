@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> dict:
     from fsspec.asyn import sync
 
     from fluxfs import FluxFileSystem, cleanup, tempnames, xml_upload
-    from fluxfs.read_file import crc_from_b64
+    from fluxfs.gcs.checksums import crc_from_b64
 
     quick = args.quick
     levels = [float(x) for x in args.levels.split(",") if x.strip()]

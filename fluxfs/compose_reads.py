@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 import google_crc32c
 
 from . import cleanup, http, tempnames
-from .chunks import Chunked
+from .gcs.chunks import Chunked
 from .errors import HttpError, PreconditionFailed, RetryableError
-from .read_file import DEFAULT_CHUNK, crc_from_b64, get_chunks, read_object
+from .gcs.checksums import crc_from_b64
+from .read_file import DEFAULT_CHUNK, get_chunks, read_object
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from . import cleanup, http, tempnames
 from .errors import PreconditionFailed
-from .part_pipeline import check_crc, confirm_written, crc32c_combine, exists_error, upload_single
+from .gcs.checksums import crc32c_combine
+from .part_pipeline import check_crc, confirm_written, exists_error, upload_single
 
 if TYPE_CHECKING:  # pragma: no cover
     from .part_pipeline import PartWriter

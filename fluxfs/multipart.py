@@ -17,7 +17,8 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from .compose_upload import ComposeUploader
-from .part_pipeline import PartWriter, crc32c
+from .gcs.checksums import crc32c
+from .part_pipeline import PartWriter
 from .resumable_upload import CHUNK_MULTIPLE, ResumableUploader
 from .xml_upload import MAX_PARTS, MIN_PART_SIZE, XmlUploader
 

@@ -8,8 +8,6 @@ final object and the guarantee that a failure leaves nothing visible behind.
 from __future__ import annotations
 
 import asyncio
-import base64
-import functools
 import json
 import logging
 import secrets
@@ -17,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import aiohttp
 import aiohttp.payload
-import google_crc32c
 
 from . import http
+from .gcs.checksums import crc32c, crc32c_combine, crc_to_b64
 from .errors import ChecksumMismatch, PreconditionFailed
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,64 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = logging.getLogger("fluxfs.multipart")
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
-
-
-# -- crc32c --------------------------------------------------------------------------------
-
-def crc32c(data: bytes) -> int:
-    """crc32c of `data`; google_crc32c's C extension only takes `bytes` (no views), hence the type."""
-    return google_crc32c.value(data)
-
-
-def crc_b64(value: int) -> str:
-    """GCS's encoding: base64 of the big-endian 4 bytes."""
-    return base64.b64encode(value.to_bytes(4, "big")).decode()
-
-
-def crc_from_b64(text: str) -> int:
-    return int.from_bytes(base64.b64decode(text), "big")
-
-
-_POLY = 0x82F63B78  # Castagnoli, reflected
-
-
-def _gf2_times(mat: tuple[int, ...], vec: int) -> int:
-    out, i = 0, 0
-    while vec:
-        if vec & 1:
-            out ^= mat[i]
-        vec >>= 1
-        i += 1
-    return out
-
-
-def _gf2_square(mat: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(_gf2_times(mat, mat[n]) for n in range(32))
-
-
-@functools.lru_cache(maxsize=64)
-def _zeros_operator(length: int) -> tuple[int, ...]:
-    """The GF(2) matrix that advances a crc over `length` zero bytes (zlib's crc32_combine method).
-
-    Cached: all parts but the last have the same length, so combining is one matrix-vector product.
-    """
-    op = (_POLY,) + tuple(1 << n for n in range(31))  # one zero bit
-    op = _gf2_square(_gf2_square(_gf2_square(op)))  # one zero byte
-    result: tuple[int, ...] | None = None
-    while length:
-        if length & 1:
-            result = op if result is None else tuple(_gf2_times(op, c) for c in result)
-        length >>= 1
-        if length:
-            op = _gf2_square(op)
-    return result  # type: ignore[return-value]
-
-
-def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
-    """crc32c(a + b) from crc32c(a), crc32c(b) and len(b), without touching the bytes again."""
-    if len2 <= 0:
-        return crc1
-    return _gf2_times(_zeros_operator(len2), crc1) ^ crc2
 
 
 # -- request bodies -----------------------------------------------------------------------------
@@ -144,10 +84,10 @@ async def delete_object(fs: "FluxFileSystem", bucket: str, key: str, generation:
 def check_crc(resource: dict, crc: int, size: int, what: str) -> None:
     """Raise ChecksumMismatch unless the stored object has exactly the crc32c and size we wrote."""
     got_crc, got_size = resource.get("crc32c"), int(resource.get("size", -1))
-    if got_crc != crc_b64(crc) or got_size != size:
+    if got_crc != crc_to_b64(crc) or got_size != size:
         raise ChecksumMismatch(
             f"{what}: stored object has crc32c={got_crc} size={got_size}, "
-            f"but {size} bytes with crc32c={crc_b64(crc)} were written"
+            f"but {size} bytes with crc32c={crc_to_b64(crc)} were written"
         )
 
 
@@ -166,7 +106,7 @@ async def upload_single(
     policy: overwriting with the same bytes is harmless, and for create-only a 412 after a
     lost response is recognised as our own earlier success. `stop()` true ends the retries.
     """
-    meta: dict[str, Any] = {"name": key, "crc32c": crc_b64(crc), "contentType": content_type or DEFAULT_CONTENT_TYPE}
+    meta: dict[str, Any] = {"name": key, "crc32c": crc_to_b64(crc), "contentType": content_type or DEFAULT_CONTENT_TYPE}
     if metadata:
         meta["metadata"] = metadata
     params: dict[str, Any] = {"uploadType": "multipart"}
@@ -213,7 +153,7 @@ async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int,
         resource = await get_resource(fs, bucket, key)
     except FileNotFoundError:
         return None
-    if resource.get("crc32c") == crc_b64(crc) and int(resource.get("size", -1)) == size:
+    if resource.get("crc32c") == crc_to_b64(crc) and int(resource.get("size", -1)) == size:
         return resource
     return None
 

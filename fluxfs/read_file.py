@@ -7,7 +7,6 @@ needed, and every whole-object read is verified against the crc32c.
 from __future__ import annotations
 
 import asyncio
-import base64
 import bisect
 import collections
 import concurrent.futures
@@ -22,6 +21,7 @@ import aiohttp
 import google_crc32c
 
 from . import http
+from .gcs.checksums import crc_from_b64
 from .errors import ChecksumMismatch, raise_for_status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,13 +45,6 @@ class Fetched:
     size: int                 # the whole object's size
     generation: Optional[str]
     crc32c: Optional[int]     # the whole object's crc32c, if the server sent it
-
-
-def crc_from_b64(value: Optional[str]) -> Optional[int]:
-    """GCS's base64 big-endian crc32c string as an int (None stays None)."""
-    if not value:
-        return None
-    return int.from_bytes(base64.b64decode(value), "big")
 
 
 def _crc_from_headers(headers: Any) -> Optional[int]:

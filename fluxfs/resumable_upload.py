@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from . import http
 from .errors import PreconditionFailed
 from .part_pipeline import body as sliced
-from .part_pipeline import confirm_written, crc_b64, exists_error
+from .gcs.checksums import crc_to_b64
+from .part_pipeline import confirm_written, exists_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from .part_pipeline import PartWriter
@@ -84,7 +85,7 @@ class ResumableUploader:
             rng = f"bytes {begin}-{end - 1}/{size}" if end > begin else f"bytes */{size}"
             headers = {"Content-Range": rng}
             if total is not None:
-                headers["x-goog-hash"] = f"crc32c={crc_b64(crc)}"  # the server checks the whole object
+                headers["x-goog-hash"] = f"crc32c={crc_to_b64(crc)}"  # the server checks the whole object
             try:
                 resp = await http.request_once(self.fs, "PUT", self.session, what=what, headers=headers,
                                                data=sliced(payload),

@@ -14,7 +14,8 @@ from xml.sax.saxutils import escape
 
 from . import http
 from .errors import PreconditionFailed
-from .part_pipeline import body, confirm_written, crc_b64, exists_error, get_resource
+from .gcs.checksums import crc_to_b64
+from .part_pipeline import body, confirm_written, exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
@@ -106,7 +107,7 @@ class XmlUploader:
         # The crc32c lets the server reject a part corrupted on the way (400 BadDigest).
         resp = await http.request(self.fs, "PUT", self.url, op="write", what=f"{self.pw.what} part {number}",
                                   params={"partNumber": str(number), "uploadId": self.upload_id},
-                                  headers={"x-goog-hash": f"crc32c={crc_b64(crc)}"}, data=body(data))
+                                  headers={"x-goog-hash": f"crc32c={crc_to_b64(crc)}"}, data=body(data))
         return resp.headers.get("ETag", "")
 
     async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict:

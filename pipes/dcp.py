@@ -37,7 +37,7 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
-from fluxfs.chunks import Chunked
+from fluxfs.gcs.chunks import Chunked
 
 from .checkpoint import upload_errors
 from .item_bytes import ItemReader, check_size, copy_into_target

@@ -11,11 +11,11 @@ from urllib.parse import parse_qsl, unquote
 from aiohttp import web
 
 from .app import Reply, json_reply
-from .crc import concat as crc32c_concat
+from ..gcs.checksums import crc32c_combine, crc_to_b64
 from .fields import apply_fields, parse_fields
 from .media import media_reply
 from .objjson import _encode, entries_json, object_json
-from .store import EXTRA_FIELDS, Chunked, ServerError, check_preconditions, crc32c_b64
+from .store import EXTRA_FIELDS, Chunked, ServerError, check_preconditions
 
 MAX_LIST = 1000      # GCS caps maxResults at 1000
 MAX_COMPOSE = 32     # GCS: at most 32 source objects per compose call
@@ -331,10 +331,10 @@ async def compose(srv, request, q, bucket, name):
     # replaced source keeps its old bytes here), its crc32c derived from theirs, as GCS does.
     crc = 0
     for o in parts:
-        crc = crc32c_concat(crc, o.crc32c_int, o.size)
+        crc = crc32c_combine(crc, o.crc32c_int, o.size)
     obj = srv.store.put(bucket, name, Chunked([p for o in parts for p in _pieces(o)]), content_type=ctype,
                         metadata=md, extra=extra, component_count=components, preconditions=preconds(q),
-                        crc=crc32c_b64(crc))
+                        crc=crc_to_b64(crc))
     return _resource_reply(request, q, obj, bucket)
 
 

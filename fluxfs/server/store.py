@@ -17,7 +17,8 @@ from urllib.parse import quote
 import google_crc32c
 from sortedcontainers import SortedDict
 
-from ..chunks import Chunked
+from ..gcs.checksums import crc_from_b64, crc_to_b64
+from ..gcs.chunks import Chunked
 from .synthetic import SizeSpec, synthetic_range, synthetic_size
 
 # Bucket names: GCS rules, simplified (3-63 chars of lowercase letters, digits, - _ .).
@@ -47,14 +48,9 @@ def b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def crc32c_b64(value: int) -> str:
-    """GCS encodes crc32c as base64 of the big-endian 4-byte value."""
-    return b64(value.to_bytes(4, "big"))
-
-
 @lru_cache(maxsize=65536)  # listings of synthetic objects build them afresh: their crc32c is remembered here
 def synthetic_crc32c(name: str, size: int, seed: int) -> str:
-    return crc32c_b64(google_crc32c.value(bytes(synthetic_range(name, size, seed, 0, size))))
+    return crc_to_b64(google_crc32c.value(bytes(synthetic_range(name, size, seed, 0, size))))
 
 
 @lru_cache(maxsize=4096)
@@ -116,12 +112,12 @@ class Obj:
             if self.seed is not None and self.data is None:
                 self._crc = synthetic_crc32c(self.name, self.size, self.seed)
             else:
-                self._crc = crc32c_b64(google_crc32c.value(bytes(self.read())))
+                self._crc = crc_to_b64(google_crc32c.value(bytes(self.read())))
         return self._crc
 
     @property
     def crc32c_int(self) -> int:
-        return int.from_bytes(base64.b64decode(self.crc32c), "big")
+        return crc_from_b64(self.crc32c)
 
     @property
     def md5(self) -> Optional[str]:
@@ -179,7 +175,7 @@ _ALL = frozenset(("kind", "id", "selfLink", "mediaLink", "crc32c", "md5Hash", "e
                   "timeStorageClassUpdated"))
 
 
-_EMPTY_CRC = crc32c_b64(google_crc32c.value(b""))
+_EMPTY_CRC = crc_to_b64(google_crc32c.value(b""))
 _EMPTY_MD5 = b64(hashlib.md5(b"").digest())
 
 # Writable object resource fields kept verbatim (besides contentType and metadata).
@@ -361,7 +357,7 @@ class Store:
         if data.__class__ is not Chunked or self.persist:
             data = bytes(data)
         if crc is None:
-            crc = crc32c_b64(google_crc32c.value(data))
+            crc = crc_to_b64(google_crc32c.value(data))
         # "" marks "no MD5, ever": None would make the md5 property hash the body on first use.
         md5 = None if component_count is not None else "" if not with_md5 else b64(hashlib.md5(data).digest())
         if expect_crc is not None and expect_crc != crc:

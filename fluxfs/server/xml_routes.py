@@ -16,9 +16,9 @@ from xml.sax.saxutils import escape
 import google_crc32c
 
 from .app import Reply
-from .crc import concat as crc32c_concat
+from ..gcs.checksums import crc32c_combine, crc_to_b64
 from .media import goog_hashes, media_reply
-from .store import Chunked, ServerError, b64, check_preconditions, crc32c_b64, rfc3339
+from .store import Chunked, ServerError, b64, check_preconditions, rfc3339
 
 MAX_PARTS = 10_000
 _NS = " xmlns='http://s3.amazonaws.com/doc/2006-03-01/'"
@@ -230,7 +230,7 @@ async def upload_part(srv, request, q, bucket, key):
         md5raw, crc_int = await asyncio.get_running_loop().run_in_executor(None, _part_hashes, chunks)
     else:
         md5raw, crc_int = _part_hashes(chunks)
-    crc = crc32c_b64(crc_int)
+    crc = crc_to_b64(crc_int)
     want_md5, want_crc = _client_hashes(request)
     if want_md5 is not None and want_md5 != b64(md5raw):
         raise ServerError(400, "The Content-MD5 you specified did not match what we received.", xml_code="BadDigest")
@@ -294,12 +294,12 @@ async def complete(srv, request, q, bucket, key):
             raise ServerError(400, f"Part {n} is {got.size} bytes; every part but the last must be at least "
                                    f"{min_size} bytes.", xml_code="EntityTooSmall")
         chunks.extend(got.chunks)
-        crc = crc32c_concat(crc, got.crc, got.size)
+        crc = crc32c_combine(crc, got.crc, got.size)
     # The body stays in the parts' chunks (`Chunked`): joining a multi-GB object would copy it all
     # while the client waits; reads copy just the ranges they serve. Its crc32c comes from the
     # parts', and GCS keeps no MD5 for such an object (only crc32c), so neither do we.
     obj = srv.store.put(bucket, key, Chunked(chunks), content_type=up.content_type, metadata=up.metadata,
-                        preconditions=_preconds(request), with_md5=False, crc=crc32c_b64(crc))
+                        preconditions=_preconds(request), with_md5=False, crc=crc_to_b64(crc))
     srv.multipart.pop(q["uploadId"], None)
     return _xml(f"<CompleteMultipartUploadResult{_NS}><Location>{_e(request.scheme)}://{_e(request.host)}/{_e(bucket)}/"
                 f"{_e(key)}</Location><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fluxfs.server import synthetic_bytes
-from fluxfs.server.crc import concat
+from fluxfs.gcs.checksums import crc32c_combine
 from fluxfs.server.synthetic import _POOL_SIZE, _offset, synthetic_range
 
 from .raw import obj_path, request, upload
@@ -26,13 +26,13 @@ def _b64(data: bytes) -> str:
 def test_concat_equals_crc32c_of_the_joined_bytes(pieces):
     crc = 0
     for p in pieces:
-        crc = concat(crc, google_crc32c.value(p), len(p))
+        crc = crc32c_combine(crc, google_crc32c.value(p), len(p))
     assert crc == google_crc32c.value(b"".join(pieces))
 
 
 def test_concat_over_long_pieces():
     a, b = os.urandom(3), os.urandom(5 * 2**20 + 7)
-    assert concat(google_crc32c.value(a), google_crc32c.value(b), len(b)) == google_crc32c.value(a + b)
+    assert crc32c_combine(google_crc32c.value(a), google_crc32c.value(b), len(b)) == google_crc32c.value(a + b)
 
 
 def _wrapping_name(size: int, seed: int) -> str:

@@ -8,7 +8,8 @@ import fsspec
 import pytest
 
 from fluxfs.errors import HttpError
-from fluxfs.part_pipeline import PartWriter, crc32c, crc32c_combine
+from fluxfs.gcs.checksums import crc32c, crc32c_combine
+from fluxfs.part_pipeline import PartWriter
 from fluxfs.xml_upload import XmlUploader
 from tests.conftest import make_fs
 

@@ -1,16 +1,36 @@
-"""crc32c of a concatenation from the crc32c of its pieces, as GCS derives a composite's checksum.
+"""crc32c as GCS uses it: computed, combined from pieces, and encoded as base64 text.
 
-Composing 32 objects or completing a multipart upload then costs a few multiplications in
-GF(2)[x] per piece instead of re-reading every byte (google_crc32c also takes only `bytes`, so a
-body kept as views would need a copy first). Standard CRC algebra on the reflected Castagnoli
-polynomial: crc(A + B) = crc(A) * x^(8 len(B)) mod P  xor  crc(B).
+Combining is standard CRC algebra on the reflected Castagnoli polynomial,
+crc(A + B) = crc(A) * x^(8 len(B)) mod P  xor  crc(B): a multipart upload's or a composite's
+checksum follows from its parts' without reading any byte again.
 """
 from __future__ import annotations
 
+import base64
 from functools import lru_cache
+from typing import Optional
+
+import google_crc32c
 
 _POLY = 0x82F63B78   # CRC-32C (Castagnoli), bit-reflected
 _ONE = 0x80000000    # the polynomial 1 in the reflected representation
+
+
+def crc32c(data: bytes) -> int:
+    """crc32c of `data`; google_crc32c's C extension only takes `bytes` (no views), hence the type."""
+    return google_crc32c.value(data)
+
+
+def crc_to_b64(value: int) -> str:
+    """GCS's text form of a crc32c: base64 of the big-endian 4 bytes."""
+    return base64.b64encode(value.to_bytes(4, "big")).decode("ascii")
+
+
+def crc_from_b64(text: Optional[str]) -> Optional[int]:
+    """A crc32c from GCS's base64 text (None or "" stays None)."""
+    if not text:
+        return None
+    return int.from_bytes(base64.b64decode(text), "big")
 
 
 def _multiply(a: int, b: int) -> int:
@@ -47,8 +67,8 @@ def _shift(nbytes: int) -> int:
     return p
 
 
-def concat(crc_a: int, crc_b: int, len_b: int) -> int:
+def crc32c_combine(crc_a: int, crc_b: int, len_b: int) -> int:
     """crc32c(A + B) from crc32c(A), crc32c(B) and len(B)."""
-    if not len_b:
+    if len_b <= 0:
         return crc_a
     return _multiply(_shift(len_b), crc_a) ^ crc_b
