@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> dict:
     import google_crc32c
     from fsspec.asyn import sync
 
-    from fluxfs import FluxFileSystem, cleanup, tempnames, xml_upload
+    from fluxfs import FluxFileSystem, temporaries
+        from fluxfs.gcs import tempnames, xml_upload
     from fluxfs.gcs.checksums import crc_from_b64
 
     quick = args.quick
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> dict:
             temps = len(srv.list_names(BUCKET, tempnames.TEMP_PREFIX))
             uploads = len(srv.multipart_uploads(BUCKET))
             if temps:
-                cleanup.cleanup(fs, f"flux://{BUCKET}")
+                temporaries.cleanup(fs, f"flux://{BUCKET}")
             if uploads:
                 sync(fs.loop, xml_upload.abort_incomplete_uploads, fs, BUCKET)
             return temps, uploads

@@ -58,7 +58,7 @@ def _timed(list_names: Callable[[], list], count: int, bucket: str) -> Callable[
 
 def _sequential(fs, bucket: str) -> list:
     """objects.list pages of 1,000 one after the other, same fields and HTTP path as fluxfs."""
-    from fluxfs import http
+    from fluxfs.gcs import http
     from fluxfs.listing import LIST_FIELDS
 
     async def go() -> list:

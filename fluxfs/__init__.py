@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FluxFileSystem", "RetryPolicy", "__version__"]
+__all__ = ["FluxFileSystem", "RetryPolicy", "errors", "__version__"]
 __version__ = "0.1.0"
 
 
@@ -19,8 +19,12 @@ def __getattr__(name: str) -> Any:
         from .core import FluxFileSystem
 
         return FluxFileSystem
+    if name == "errors":
+        from . import errors
+
+        return errors
     if name == "RetryPolicy":
-        from .retry import RetryPolicy
+        from .gcs.retry import RetryPolicy
 
         return RetryPolicy
     raise AttributeError(f"module 'fluxfs' has no attribute {name!r}")

@@ -139,9 +139,10 @@ def check_reachable(endpoint: str, timeout: float = 5.0) -> None:
     connection-refused retries. Only explicit endpoints (emulators, proxies) are probed.
     """
     import socket
-    from urllib.parse import urlsplit
 
-    parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    from .gcs.urls import split_endpoint
+
+    parts = split_endpoint(endpoint)
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
@@ -573,7 +574,7 @@ def cmd_mb(args: argparse.Namespace) -> int:
 # -- cleanup, bench, demo, serve ------------------------------------------------------------
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    from .cleanup import cleanup, parse_age
+    from .temporaries import cleanup, parse_age
 
     try:
         age = parse_age(args.older_than)
@@ -585,7 +586,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     removed = cleanup(fs, args.url, older_than=age)
     n = len(removed) if isinstance(removed, (list, tuple, set)) else removed
     # Unfinished XML multipart uploads (a killed writer's) hold parts that no listing shows.
-    from .cleanup import run_sync
+    from .gcs.bridge import run as run_sync
     from .xml_upload import abort_incomplete_uploads
 
     bucket, _, prefix = path.partition("/")

@@ -14,7 +14,7 @@ on the listing being fresh:
 * whatever fails falls back to a direct read of the current object (fresh metadata from the
   response headers, verified against its own crc32c).
 
-Temporary objects are registered with `cleanup` before they can exist and deleted in the
+Temporary objects are registered with `temporaries` before they can exist and deleted in the
 background (deletes never hold up reads); a batch waits for its deletes before returning,
 and cancellation deletes what was created before re-raising.
 """
@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 import google_crc32c
 
-from . import cleanup, http, tempnames
+from . import temporaries
+from .gcs import http, tempnames
 from .gcs.chunks import Chunked
 from .errors import HttpError, PreconditionFailed, RetryableError
 from .gcs.checksums import crc_from_b64
@@ -42,10 +43,6 @@ logger = logging.getLogger("fluxfs.compose_reads")
 
 # GCS composes at most 32 sources per call.
 MAX_SOURCES = 32
-# Defaults, chosen with bench/reads.py on the cloud profile (see `settings` for the reasons).
-DEFAULT_MAX_COMPOSITE_SIZE = 8 * 2**20
-DEFAULT_COMPOSE_THRESHOLD = 256 * 2**10
-DEFAULT_READ_CONCURRENCY = 64
 # Deletes run beside the reads on their own budget; with 64 readers this stays under
 # aiohttp's 100-connection default, so a backlog of deletes never takes a reader's socket.
 DELETE_CONCURRENCY = 32
@@ -64,28 +61,15 @@ class _Obj:
         self.size, self.generation, self.crc = size, generation, crc
 
 
-def settings(fs: "FluxFileSystem") -> tuple[bool, int, int, int]:
-    """(compose on?, max composite bytes, compose threshold, concurrency) for `fs`.
-
-    Defaults, measured with bench/reads.py on the cloud profile (30 ms first byte, 100 MB/s
-    per request) on the shared 2-core box: 64 groups in flight beat 32 (1,257 vs 766 obj/s at
-    100 KiB; requests are latency bound, so concurrency is throughput) and 96 gained nothing;
-    at 256 KiB compose and direct reads tie, at 1 MiB compose loses (98 vs 133 obj/s: the
-    transfer dominates and the serial compose -> GET adds a round trip), so objects above
-    256 KiB are read directly; 32 sources of <= 256 KiB make <= 8 MiB composites (~110 ms
-    at 100 MB/s), the cap also bounding memory per group.
-    """
-    cap = fs.max_composite_size if fs.max_composite_size is not None else DEFAULT_MAX_COMPOSITE_SIZE
-    threshold = fs.compose_threshold if fs.compose_threshold is not None else DEFAULT_COMPOSE_THRESHOLD
-    conc = fs.read_concurrency or DEFAULT_READ_CONCURRENCY
-    on = bool(fs.compose) and cap > 0 and not fs.__dict__.get("_flux_compose_denied", False)
-    return on, cap, min(threshold, cap), conc
+def compose_on(fs: "FluxFileSystem") -> bool:
+    """Whether batched reads compose: the `compose` option, unless the server refused it (403)."""
+    return fs.options.compose and fs.options.max_composite_size > 0 and not fs._compose_denied
 
 
 def _deny_compose(fs: "FluxFileSystem", exc: BaseException) -> None:
     """Compose (or deleting its temporaries) is forbidden: turn it off for this filesystem, warn once."""
-    if not fs.__dict__.get("_flux_compose_denied"):
-        fs.__dict__["_flux_compose_denied"] = True
+    if not fs._compose_denied:
+        fs._compose_denied = True
         warnings.warn(f"fluxfs: compose is not permitted ({exc}); reading objects directly from now on",
                       RuntimeWarning, stacklevel=2)
 
@@ -149,7 +133,7 @@ class _Batch:
         self.results: dict[str, Result] = {}
         self.jobs: collections.deque = collections.deque()
         self.concurrency = concurrency
-        self.reg = cleanup.registry(fs)
+        self.reg = temporaries.registry(fs)
         self.mine: dict[str, Optional[str]] = {}      # temporaries of this batch not yet deleted
         self.composing: set[asyncio.Task] = set()   # compose requests (shielded: their outcome matters)
         self.deleting: set[asyncio.Task] = set()
@@ -215,7 +199,7 @@ class _Batch:
     async def read_group(self, group: list[_Obj]) -> None:
         fs = self.fs
         bucket = group[0].bucket
-        if not settings(fs)[0]:  # compose was turned off meanwhile (403)
+        if not compose_on(fs):  # compose was turned off meanwhile (403)
             self.fallback(group)
             return
         key = tempnames.temp_key(fs.job_id, "compose")
@@ -309,7 +293,7 @@ class _Batch:
         async with self.delete_sem:
             gen = self.mine.get(tpath)
             try:
-                ok = await cleanup.delete(self.fs, tpath, gen, raise_denied=True)
+                ok = await temporaries.delete(self.fs, tpath, gen, raise_denied=True)
             except PermissionError as exc:
                 _deny_compose(self.fs, exc)
                 ok = False
@@ -361,12 +345,13 @@ async def cat_objects(fs: "FluxFileSystem", infos: Iterable[dict], on_error: str
     if on_error not in ("raise", "omit", "return"):
         raise ValueError(f"on_error must be 'raise', 'omit' or 'return', not {on_error!r}")
     objs = to_objs(infos)
-    on, cap, threshold, conc = settings(fs)
-    if on:
-        groups, direct = plan(objs, cap, threshold)
+    opts = fs.options
+    if compose_on(fs):
+        cap = opts.max_composite_size
+        groups, direct = plan(objs, cap, min(opts.compose_threshold, cap))
     else:
         groups, direct = [], objs
-    batch = _Batch(fs, conc)
+    batch = _Batch(fs, opts.read_concurrency)
     # Groups first: each keeps up to 3 requests busy, the direct reads fill in behind them.
     batch.jobs.extend(("group", g) for g in groups)
     batch.jobs.extend(("one", o) for o in direct)

@@ -2,7 +2,7 @@
 
 Each part is a temporary object under `tempnames.TEMP_PREFIX`; on close they are composed into
 the destination in a tree (GCS composes at most 32 sources per call), and every temporary is
-deleted whatever happens: temporaries are registered with `fluxfs.cleanup` before they are created,
+deleted whatever happens: temporaries are registered with `fluxfs.temporaries` before they are created,
 so one a crash or an interrupt leaves behind is deleted at exit or by `fluxfs cleanup`. Sources are
 pinned by generation so a stray writer cannot slip in.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from . import cleanup, http, tempnames
+from . import temporaries
+from .gcs import http, tempnames
 from .errors import PreconditionFailed
 from .gcs.checksums import crc32c_combine
 from .part_pipeline import check_crc, confirm_written, exists_error, upload_single
@@ -40,7 +41,7 @@ class ComposeUploader:
     def _new_temp(self) -> str:
         key = tempnames.temp_key(self.fs.job_id, "upload")
         self.temps.append(key)
-        cleanup.register(self.fs, f"{self.bucket}/{key}")
+        temporaries.register(self.fs, f"{self.bucket}/{key}")
         return key
 
     async def start(self) -> None:
@@ -61,16 +62,13 @@ class ComposeUploader:
             body["destination"]["metadata"] = self.pw.metadata
         params = {"ifGenerationMatch": "0"} if create_only else None
         what = f"{self.bucket}/{dest}"
-        attempts = 0
 
-        async def attempt() -> dict:
-            nonlocal attempts
-            attempts += 1
+        async def attempt(n: int) -> dict:
             try:
                 resp = await http.request_once(self.fs, "POST", self.fs.json_url("b/{}/o/{}/compose", self.bucket, dest),
                                                what=what, params=params, json=body)
             except PreconditionFailed:
-                if attempts > 1:  # our earlier attempt landed, its answer was lost
+                if n > 0:  # our earlier attempt landed, its answer was lost
                     found = await confirm_written(self.fs, self.bucket, dest, self.pw.crc, self.pw.size)
                     if found is not None:
                         return found
@@ -112,4 +110,4 @@ class ComposeUploader:
         temps, self.temps = self.temps, []
         if temps:
             # Any generation: a part cancelled mid-flight may exist without us knowing its generation.
-            await cleanup.delete_many(self.fs, {f"{self.bucket}/{k}": None for k in temps})
+            await temporaries.delete_many(self.fs, {f"{self.bucket}/{k}": None for k in temps})

@@ -6,25 +6,18 @@ delegated to `listing`, `compose_reads`, `read_file` and `multipart`.
 """
 from __future__ import annotations
 
-import asyncio
+import mimetypes
 import os
 from typing import Any, AsyncIterator, Iterator
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-from fsspec.asyn import get_loop
+from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
-from . import http, tempnames
-from .retry import RetryPolicy, resolve_policies
-
-
-def _is_loopback(endpoint_url: str | None) -> bool:
-    """True when the endpoint (or STORAGE_EMULATOR_HOST) is an address on this machine."""
-    url = endpoint_url or os.environ.get("STORAGE_EMULATOR_HOST", "")
-    if not url:
-        return False
-    host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
-    return host in ("localhost", "::1") or host.startswith("127.")
+from . import compose_reads, listing, manifest, multipart, read_file, stream_reads, temporaries
+from .gcs import bridge, fork, http, tempnames, urls
+from .gcs.retry import RetryPolicy
+from .options import FluxOptions
 
 
 class FluxFileSystem(GCSFileSystem):
@@ -36,74 +29,69 @@ class FluxFileSystem(GCSFileSystem):
         self,
         *args: Any,
         list_concurrency: int | None = None,
-        list_page_size: int = 1000,
-        compose: bool = True,
+        list_page_size: int | None = None,
+        compose: bool | None = None,
         max_composite_size: int | None = None,
         compose_threshold: int | None = None,
         read_concurrency: int | None = None,
-        multipart: str = "xml",
+        multipart: str | None = None,
         part_size: int | None = None,
         write_concurrency: int | None = None,
         retry: Any = None,
-        read_timeout: float = 60.0,
+        read_timeout: float | None = None,
         job_id: str | None = None,
-        progress: bool = False,
+        progress: bool | None = None,
         **kwargs: Any,
     ):
-        if (kwargs.get("token") is None and not args and _is_loopback(kwargs.get("endpoint_url"))
+        if (kwargs.get("token") is None and not args and urls.is_loopback(kwargs.get("endpoint_url"))
                 and not os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")):
             # A server on this machine (the embedded one, an emulator) needs no credentials unless
             # ADC names a key file, and gcsfs's default chain would probe the GCE metadata server.
             kwargs["token"] = "anon"
+        # Validated before gcsfs starts anything: a bad option fails at once, naming itself.
+        self.options = FluxOptions.from_arguments(
+            list_concurrency=list_concurrency, list_page_size=list_page_size, compose=compose,
+            max_composite_size=max_composite_size, compose_threshold=compose_threshold,
+            read_concurrency=read_concurrency, multipart=multipart, part_size=part_size,
+            write_concurrency=write_concurrency, retry=retry, read_timeout=read_timeout, job_id=job_id,
+            progress=progress)
         super().__init__(*args, **kwargs)
-        if multipart not in ("xml", "compose", "off"):
-            raise ValueError(f"multipart must be 'xml', 'compose' or 'off', not {multipart!r}")
-        if not 1 <= list_page_size <= 1000:
-            raise ValueError(f"list_page_size must be between 1 and 1000 (GCS's cap), not {list_page_size}")
-        self.list_concurrency = list_concurrency
-        self.list_page_size = list_page_size
-        self.compose = compose
-        self.max_composite_size = max_composite_size
-        self.compose_threshold = compose_threshold
-        self.read_concurrency = read_concurrency
-        self.multipart = multipart
-        self.part_size = part_size
-        self.write_concurrency = write_concurrency
-        self._retry_policies = resolve_policies(retry)
-        self.http_timeout = http.client_timeout(read_timeout)
-        self._job_id = job_id
-        self._job_pid: int | None = None
-        self.progress = progress
+        self._auto_job_id = tempnames.new_job_id()
+        self._compose_denied = False   # set when the server refuses compose: batched reads go direct
+        self._temporaries = temporaries.TempRegistry(self)
+        fork.reset_in_child(self)
 
     # -- plumbing shared by the accelerations ---------------------------------------------
 
     @property
     def loop(self):
-        """fsspec's event loop; in a forked child (a DataLoader worker) a fresh loop and HTTP session.
-
-        fsspec refuses to run a filesystem in a child forked after its loop started; the
-        parent's loop thread and sockets do not exist there, so we start over instead.
-        """
-        if self._pid != os.getpid() and not self.asynchronous:
-            self._pid = os.getpid()
+        """fsspec's event loop; in a forked child (a DataLoader worker) a fresh one, started on first use."""
+        if self._loop is None:
             self._loop = get_loop()
-            self._session = None
-            self._ssl_context_task = None
         return self._loop
 
+    def _after_fork(self) -> None:
+        """In a forked child the parent's loop thread and sockets do not exist: start over.
+
+        fsspec refuses to run a filesystem in a child forked after its loop started; a
+        DataLoader worker needs it to work, so the child gets its own loop, session and job id.
+        """
+        if self.asynchronous:
+            return
+        self._pid = os.getpid()
+        self._loop = None
+        self._session = None
+        self._ssl_context_task = None
+        self._auto_job_id = tempnames.new_job_id()
+
     def retry_policy(self, op: str) -> RetryPolicy:
-        """The retry policy for an operation kind ("list", "read", "compose", "write", "delete")."""
-        return self._retry_policies.get(op) or self._retry_policies["read"]
+        """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
+        return self.options.retry_policy(op)
 
     @property
     def job_id(self) -> str:
-        """Id for this process's temporary objects; regenerated after fork so workers never share one."""
-        if self._job_id is not None:
-            return self._job_id
-        if self._job_pid != os.getpid():
-            self._auto_job_id = tempnames.new_job_id()
-            self._job_pid = os.getpid()
-        return self._auto_job_id
+        """Id for this process's temporary objects; a forked worker gets its own."""
+        return self.options.job_id or self._auto_job_id
 
     def json_url(self, fmt: str, *parts: str) -> str:
         """A JSON API URL: `fmt` like "b/{}/o/{}" with each part percent-encoded."""
@@ -120,13 +108,9 @@ class FluxFileSystem(GCSFileSystem):
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any):
         """Read handles prefetch with parallel ranged GETs; write handles upload parts in parallel, atomically."""
         if "r" in mode:
-            from .read_file import FluxReadFile
-
-            return FluxReadFile(self, path, mode, block_size=block_size, **kwargs)
+            return read_file.FluxReadFile(self, path, mode, block_size=block_size, **kwargs)
         if mode in ("wb", "xb"):
-            from .multipart import FluxWriteFile
-
-            return FluxWriteFile(self, path, mode, block_size=block_size, **kwargs)
+            return multipart.FluxWriteFile(self, path, mode, block_size=block_size, **kwargs)
         raise ValueError(f"unsupported mode {mode!r} for {path}: use 'rb', 'wb' or 'xb'")
 
     # -- listing (listing.py, manifest.py) ------------------------------------------------
@@ -138,8 +122,6 @@ class FluxFileSystem(GCSFileSystem):
 
         kwargs: concurrency, page_size, include_temp, progress (see `listing.iter_objects`).
         """
-        from . import listing
-
         async for batch in listing.iter_objects(self, self._strip_protocol(path), prefix, sort, batch_size, **kwargs):
             yield batch
 
@@ -150,49 +132,17 @@ class FluxFileSystem(GCSFileSystem):
 
         Closing the generator early (break, or garbage collection) cancels the listing.
         """
-        from .cleanup import run_sync
-
-        agen = self._iter_objects(path, prefix, sort, batch_size, **kwargs)
-        try:
-            while True:
-                try:
-                    # run_sync: a Ctrl-C while waiting cancels the listing before it is re-raised.
-                    batch = run_sync(self, agen.__anext__)
-                except StopAsyncIteration:
-                    return
-                yield batch
-        finally:
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is self.loop:
-                # Garbage-collected on the loop's own thread: a blocking wait here would deadlock.
-                running.create_task(agen.aclose())
-            else:
-                run_sync(self, agen.aclose)
+        return bridge.iterate(self, self._iter_objects(path, prefix, sort, batch_size, **kwargs))
 
     async def _find(self, path, maxdepth=None, withdirs=False, detail=False, prefix="", **kwargs):
         """gcsfs's `_find` (same names, same dircache filling) on the parallel lister."""
-        from . import listing
-
         if kwargs.get("versions") or kwargs.get("inventory_report_info"):
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                                        prefix=prefix, **kwargs)
         return await listing.find(self, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                                   prefix=prefix, update_cache=kwargs.get("update_cache", True))
 
-    def find(self, path, maxdepth=None, withdirs=False, detail=False, **kwargs):
-        """Blocking `_find`; Ctrl-C cancels the listing's workers before it is re-raised."""
-        from .cleanup import run_sync
-
-        return run_sync(self, self._find, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
-
-    def du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
-        """Blocking `_du`; Ctrl-C cancels the listing's workers before it is re-raised."""
-        from .cleanup import run_sync
-
-        return run_sync(self, self._du, path, total=total, maxdepth=maxdepth, withdirs=withdirs, **kwargs)
+    find = bridge.sync_method(_find)
 
     async def _du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Sizes from one fast `_find(detail=True)` (fsspec's default asks `_info` object by object)."""
@@ -200,15 +150,15 @@ class FluxFileSystem(GCSFileSystem):
         sizes = {name: info.get("size", 0) or 0 for name, info in infos.items()}
         return sum(sizes.values()) if total else sizes
 
+    du = bridge.sync_method(_du)
+
     def created(self, path):
         """Creation time; a listing's info dicts (in the dircache after `find`) carry no timeCreated: ask the object."""
         info = self.info(path)
         if "ctime" in info:
             return info["ctime"]
-        from fsspec.asyn import sync
-
         bucket, key, _ = self.split_path(path)
-        resp = sync(self.loop, http.request, self, "GET", self.json_url("b/{}/o/{}", bucket, key), op="metadata",
+        resp = bridge.run(self, http.request, self, "GET", self.json_url("b/{}/o/{}", bucket, key), op="metadata",
                     what=f"{bucket}/{key}", params={"fields": "timeCreated"})
         return self._parse_timestamp(resp.json()["timeCreated"])
 
@@ -217,8 +167,6 @@ class FluxFileSystem(GCSFileSystem):
 
         `out`: a local path, a file object (text or binary), or a URL (flux://, gs://, file://...).
         """
-        from . import manifest
-
         return manifest.write_manifest(self, path, out, sort=sort, progress=progress, **kwargs)
 
     # -- batched reads (compose_reads.py) -------------------------------------------------
@@ -229,8 +177,6 @@ class FluxFileSystem(GCSFileSystem):
         Metadata (size, generation, crc32c) comes from the listing cache (after find/ls) or
         from range listings; the bytes returned are always the objects' current ones.
         """
-        from . import compose_reads
-
         if kwargs:  # per-path ranges or options: fsspec's per-file route
             return await super()._cat(path, recursive=recursive, on_error=on_error, batch_size=batch_size, **kwargs)
         paths = await self._expand_path(path, recursive=recursive)
@@ -243,37 +189,25 @@ class FluxFileSystem(GCSFileSystem):
                 return exc
         return await compose_reads.cat_paths(self, paths, on_error=on_error, skip_dirs=recursive)
 
-    def cat(self, path, recursive=False, on_error="raise", **kwargs):
-        """Blocking `_cat`; Ctrl-C cancels the batch and deletes its temporary objects first."""
-        from . import cleanup
-
-        return cleanup.run_sync(self, self._cat, path, recursive=recursive, on_error=on_error, **kwargs)
+    cat = bridge.sync_method(_cat)
 
     @property
     def batch_read_concurrency(self) -> int:
         """Requests a batched read keeps in flight: the `read_concurrency` option or its measured default."""
-        from .compose_reads import settings
-
-        return settings(self)[3]
+        return self.options.read_concurrency
 
     async def _cat_objects(self, infos, on_error: str = "raise") -> dict:
         """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata requests."""
-        from . import compose_reads
-
         return await compose_reads.cat_objects(self, infos, on_error=on_error)
 
     def cat_objects(self, infos, on_error: str = "raise") -> dict:
         """Blocking `_cat_objects` -> {"bucket/key": bytes | exception}; Ctrl-C cleans up before re-raising."""
-        from . import cleanup
-
-        return cleanup.run_sync(self, self._cat_objects, list(infos), on_error=on_error)
+        return bridge.run(self, self._cat_objects, list(infos), on_error=on_error)
 
     async def _iter_cat_objects(self, infos, on_error: str = "raise",
                                 buffer_bytes: int | None = None) -> AsyncIterator[dict]:
         """Read a stream of objects within a memory budget: {"bucket/key": bytes | exception} dicts,
         one per slice, in input order, with about `buffer_bytes` (default 256 MiB) read ahead."""
-        from . import stream_reads
-
         async for batch in stream_reads.aiter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes):
             yield batch
 
@@ -283,14 +217,10 @@ class FluxFileSystem(GCSFileSystem):
         Closing the generator early, an error or Ctrl-C cancels the reads in flight and deletes
         their temporary objects.
         """
-        from . import stream_reads
-
         return stream_reads.iter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes)
 
     async def _cat_file(self, path, start=None, end=None, **kwargs):
         """One object or range: a plain GET when small, parallel ranged GETs pinned to one generation when large."""
-        from . import compose_reads
-
         return await compose_reads.cat_file(self, path, start, end, **kwargs)
 
     # -- deletes ----------------------------------------------------------------------------
@@ -307,8 +237,6 @@ class FluxFileSystem(GCSFileSystem):
 
     async def _delete_files(self, files: list[str], batchsize: int) -> list:
         """Single deletes, 32 in flight, on every endpoint (gcsfs sends 5 at a time to emulators)."""
-        from fsspec.asyn import _run_coros_in_chunks
-
         return await _run_coros_in_chunks([self._rm_file(f) for f in files], return_exceptions=True,
                                           batch_size=32)
 
@@ -332,9 +260,7 @@ class FluxFileSystem(GCSFileSystem):
         if kwargs.get("fixed_key_metadata"):  # gcsfs-only options: let gcsfs do that upload
             return await super()._pipe_file(path, data, mode=mode, content_type=content_type or
                                             "application/octet-stream", metadata=metadata, **kwargs)
-        from .multipart import write_bytes
-
-        return await write_bytes(self, path, data, create_only=_create_only(mode),
+        return await multipart.write_bytes(self, path, data, create_only=_create_only(mode),
                                  content_type=content_type, metadata=metadata)
 
     async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite", callback: Any = None,
@@ -345,13 +271,9 @@ class FluxFileSystem(GCSFileSystem):
         if kwargs.get("fixed_key_metadata"):
             return await super()._put_file(lpath, rpath, mode=mode, callback=callback, content_type=content_type,
                                            metadata=metadata, **kwargs)
-        import mimetypes
-
-        from .multipart import upload_local_file
-
         if content_type is None:
             content_type = mimetypes.guess_type(lpath)[0]
-        return await upload_local_file(self, lpath, rpath, create_only=_create_only(mode),
+        return await multipart.upload_local_file(self, lpath, rpath, create_only=_create_only(mode),
                                        content_type=content_type, metadata=metadata, callback=callback)
 
 

@@ -1,11 +1,15 @@
 """Exceptions fluxfs raises, and the mapping from GCS HTTP answers to them.
 
 Callers get the built-in exception a Python user expects (FileNotFoundError,
-PermissionError, FileExistsError) with a message naming the bucket and object.
+PermissionError, FileExistsError) with a message naming the bucket and object; the types
+below are fluxfs's own, for what no built-in says (all are OSError subclasses).
 """
 from __future__ import annotations
 
 import json
+
+__all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "RequestTimeout",
+           "ChecksumMismatch", "raise_for_status"]
 
 
 class FluxError(IOError):

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
 from sortedcontainers import SortedKeyList
 
-from . import http
-from .tempnames import TEMP_PREFIX
+from .gcs import http
+from .gcs.tempnames import TEMP_PREFIX
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
 # latency is 30 ms plus queueing on the busy cores, so more pages in flight keep paying past
 # the 16 chosen when the server's CPU was the limit; 64 was ahead in every repeat, costs ~10%
 # more (partial) pages than 16 from extra splits, and stays under aiohttp's 100-connection pool.
-DEFAULT_CONCURRENCY = 64
 
 # Only the fields an info dict needs: partial responses shrink each page ~5x and cut JSON parsing.
 LIST_FIELDS = "items(name,size,generation,crc32c,updated),nextPageToken"
@@ -579,12 +578,12 @@ async def iter_objects(
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
     bucket, key_prefix = split_listing_path(fs, path, prefix)
-    concurrency = concurrency or fs.list_concurrency or DEFAULT_CONCURRENCY
-    page_size = page_size or fs.list_page_size
+    concurrency = concurrency or fs.options.list_concurrency
+    page_size = page_size or fs.options.list_page_size
     if not 1 <= page_size <= 1000:
         raise ValueError(f"page_size must be between 1 and 1000 (GCS's cap), not {page_size}")
     if progress is None:
-        progress = fs.progress or None
+        progress = fs.options.progress or None
     bar, own_bar = _make_progress(progress, f"{bucket}/{key_prefix}")
     lister = Lister(fs, bucket, key_prefix, concurrency=concurrency, page_size=page_size, sort=sort,
                     include_temp=include_temp, progress=bar, queue_size=max(8, 2 * concurrency), mtime=mtime)

@@ -17,6 +17,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from .compose_upload import ComposeUploader
+from .gcs import bridge
 from .gcs.checksums import crc32c
 from .part_pipeline import PartWriter
 from .resumable_upload import CHUNK_MULTIPLE, ResumableUploader
@@ -27,19 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger("fluxfs.multipart")
 
-# Defaults measured on the cloud profile (30 ms to first byte, 100 MB/s per request each way):
-# torch.save of a 256 MB state dict, medians of 4-5 interleaved runs in two sessions (MB/s):
-# 8 MiB x 8 in flight 189-220, 8 x 16 189-253, 16 x 8 191-217, 16 x 16 185-197, 32 x 8 168-210,
-# 16 x 4 165; re-measured after the server stopped copying parts on arrival, 5 interleaved runs
-# each: 8 x 8 217, 8 x 12 254, 8 x 16 246 (and 238 vs 273, 231 vs 261 for 8 vs 16 earlier that
-# day). On 2 shared cores the save is CPU-bound (per 256 MB: ~0.35 s client, ~0.8 s server,
-# which must md5 every part for its ETag), yet 16 streams keep the server's paced receive loops
-# busier than 8. Memory is about (concurrency + 2) x part size
-# = 144 MiB. 8 MiB is also the smallest part that amortises the 30 ms per request (~84 ms on
-# the wire). XML multipart needs >= 5 MiB parts.
-# (Dataflux uses 32 MiB x 8 threads, after staging the whole checkpoint in memory.)
-DEFAULT_PART_SIZE = 8 * 2**20
-DEFAULT_WRITE_CONCURRENCY = 16
+# Part size and concurrency defaults, and how they were measured: fluxfs/options.py.
 
 # After every 2,000 parts the part size doubles, so the 10,000-part cap of XML multipart is only
 # reached past ~500 GB with 8 MiB parts (the file's size is unknown in advance).
@@ -57,13 +46,11 @@ _IGNORED_KWARGS = frozenset({"cache_options", "cache_type", "consistency", "time
 
 def upload_settings(fs: "FluxFileSystem", part_size: int | None = None) -> tuple[int, int, Callable]:
     """(part size, concurrency, uploader class) from the filesystem options, validated."""
-    strategy = fs.multipart
-    part = int(part_size or fs.part_size or DEFAULT_PART_SIZE)
-    conc = int(fs.write_concurrency or DEFAULT_WRITE_CONCURRENCY)
+    strategy = fs.options.multipart
+    part = int(part_size or fs.options.part_size)
+    conc = fs.options.write_concurrency
     if part < 1:
         raise ValueError(f"part_size must be positive, not {part}")
-    if conc < 1:
-        raise ValueError(f"write_concurrency must be at least 1, not {conc}")
     if strategy == "xml" and part < MIN_PART_SIZE:
         raise ValueError(f"part_size {part} is below the 5 MiB ({MIN_PART_SIZE}) minimum of XML multipart "
                          "uploads; use a larger part_size or multipart='compose'")
@@ -153,7 +140,7 @@ class FluxWriteFile(io.IOBase):
                 pos += take
                 if self._buffered >= self._part_limit():
                     part = self._take_buffer()
-                    self._run(self._writer.add_part(part, crc32c(part)))
+                    bridge.run(self.fs, self._writer.add_part, part, crc32c(part))
         except BaseException as exc:
             self._failed(exc)
             raise
@@ -192,7 +179,7 @@ class FluxWriteFile(io.IOBase):
         if self._state != "uploaded":
             raise ValueError(f"nothing to commit for {self.path} (state {self._state})")
         try:
-            self.object_info = self._run(self._writer.commit())
+            self.object_info = bridge.run(self.fs, self._writer.commit)
         except BaseException:
             self._abort_now()
             raise
@@ -216,29 +203,13 @@ class FluxWriteFile(io.IOBase):
         chunks, self._chunks, self._buffered = self._chunks, [], 0
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def _run(self, coro, timeout: float | None = None):
-        """Run a coroutine on the filesystem's loop; Ctrl-C while waiting cancels it."""
-        loop = self.fs.loop
-        try:
-            if asyncio.get_running_loop() is loop:
-                coro.close()
-                raise NotImplementedError("FluxWriteFile's blocking methods cannot run on fsspec's event loop")
-        except RuntimeError:
-            pass
-        fut = asyncio.run_coroutine_threadsafe(coro, loop)
-        try:
-            return fut.result(timeout)
-        except BaseException:
-            fut.cancel()
-            raise
-
     def _end(self, abort: bool) -> None:
         if abort:
             self._abort_now()
             return
         tail = self._take_buffer() if self._chunks else b""
         try:
-            info = self._run(self._writer.finish(tail, crc32c(tail), commit=self.autocommit))
+            info = bridge.run(self.fs, self._writer.finish, tail, crc32c(tail), commit=self.autocommit)
         except BaseException as exc:
             self._failed(exc)
             raise
@@ -262,7 +233,7 @@ class FluxWriteFile(io.IOBase):
         _OPEN.discard(self)
         self._chunks, self._buffered = [], 0
         try:
-            self._run(self._writer.abort(), timeout)
+            bridge.run(self.fs, self._writer.abort, timeout=timeout)
         except Exception as exc:
             logger.warning("aborting the upload of %s failed: %s", self.path, exc)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import aiohttp
 import aiohttp.payload
 
-from . import http
+from .gcs import http
 from .gcs.checksums import crc32c, crc32c_combine, crc_to_b64
 from .errors import ChecksumMismatch, PreconditionFailed
 
@@ -113,11 +113,8 @@ async def upload_single(
     if create_only:
         params["ifGenerationMatch"] = "0"
     what = what or f"{bucket}/{key}"  # errors name the object the user wrote, not a temporary part
-    attempts = 0
 
-    async def attempt() -> dict:
-        nonlocal attempts
-        attempts += 1
+    async def attempt(n: int) -> dict:
         if stop is not None and stop():
             raise OSError(f"upload of {what} was aborted")
         boundary = secrets.token_hex(16)
@@ -129,7 +126,7 @@ async def upload_single(
                                            headers={"Content-Type": f"multipart/related; boundary={boundary}"},
                                            data=mp)
         except PreconditionFailed:
-            if attempts > 1:
+            if n > 0:
                 found = await confirm_written(fs, bucket, key, crc, len(data))
                 if found is not None:
                     return found

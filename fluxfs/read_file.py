@@ -20,7 +20,7 @@ from urllib.parse import quote
 import aiohttp
 import google_crc32c
 
-from . import http
+from .gcs import bridge, http
 from .gcs.checksums import crc_from_b64
 from .errors import ChecksumMismatch, raise_for_status
 
@@ -92,7 +92,7 @@ async def get_range(fs: "FluxFileSystem", bucket: str, key: str, start: Optional
                     end: Optional[int] = None, generation: Optional[str] = None, check: bool = True) -> Fetched:
     """GET bytes [start, end) (all when both are None) under the read retry policy."""
     policy = fs.retry_policy("read")
-    return await policy.run(lambda: _get_once(fs, bucket, key, start, end, generation, check),
+    return await policy.run(lambda _attempt: _get_once(fs, bucket, key, start, end, generation, check),
                             what=f"read {bucket}/{key}")
 
 
@@ -128,7 +128,7 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
     async with http.timeouts_named(fs, what), \
             session.get(media_url(fs, bucket, key), params=fs._get_params(params),
                         headers=fs._get_headers({"Range": f"bytes={start}-{end - 1}"}),
-                        timeout=fs.http_timeout) as r:
+                        timeout=fs.options.http_timeout) as r:
         if r.status == 416 and start == 0:
             # GCS answers a ranged GET of an empty object with 416: read it whole instead.
             got = await _get_once(fs, bucket, key, None, None, generation, True)
@@ -187,7 +187,7 @@ async def get_chunks(fs: "FluxFileSystem", bucket: str, key: str, start: int, en
             on_head(size, gen, crc)
 
     policy = fs.retry_policy("read")
-    return await policy.run(lambda: _stream_once(fs, bucket, key, start, end, seen["gen"], head),
+    return await policy.run(lambda _attempt: _stream_once(fs, bucket, key, start, end, seen["gen"], head),
                             what=f"read {bucket}/{key}")
 
 
@@ -303,16 +303,7 @@ class FluxReadFile(io.RawIOBase):
     # -- fetching -----------------------------------------------------------------------
 
     def _run(self, coro) -> concurrent.futures.Future:
-        loop = self.fs.loop
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            coro.close()
-            # Blocking on our own loop would deadlock: async code should use fs._cat_file.
-            raise RuntimeError(f"FluxReadFile is blocking; do not use it on the filesystem's event loop ({self.path})")
-        return asyncio.run_coroutine_threadsafe(coro, loop)
+        return bridge.submit(self.fs, coro, f"FluxReadFile ({self.path})")
 
     def _open_first(self) -> None:
         """The first block, unpinned: its headers tell size, generation and crc32c (no metadata request).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from . import http
+from .gcs import http
 from .errors import PreconditionFailed
 from .part_pipeline import body as sliced
 from .gcs.checksums import crc_to_b64
@@ -59,14 +59,11 @@ class ResumableUploader:
     async def _send(self, data: bytes, total: int | None, crc: int | None) -> dict | None:
         """Send `data` at self.offset (the final chunk when `total` is given); resume on retries."""
         start, end = self.offset, self.offset + len(data)
-        attempts = 0
         what = self.pw.what
 
-        async def attempt() -> dict | None:
-            nonlocal attempts
-            attempts += 1
+        async def attempt(n: int) -> dict | None:
             begin = start
-            if attempts > 1:
+            if n > 0:
                 try:
                     have, done = await self._persisted()
                 except FileNotFoundError:

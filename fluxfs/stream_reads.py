@@ -16,7 +16,7 @@ import asyncio
 import collections
 from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable, Iterator, Union
 
-from . import cleanup
+from .gcs import bridge
 from .compose_reads import Result, cat_objects
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -114,10 +114,10 @@ def iter_cat_objects(fs: "FluxFileSystem", infos: Iterable[Union[dict, str]], *,
     """
     _check(on_error)
     slicer = _Slicer(_slice_bytes(buffer_bytes))
-    pending: collections.deque[cleanup.Pending] = collections.deque()
+    pending: collections.deque[bridge.Pending] = collections.deque()
 
     def start(part: list) -> None:
-        pending.append(cleanup.Pending(fs, cat_objects, fs, part, on_error=on_error))
+        pending.append(bridge.Pending(fs, cat_objects, fs, part, on_error=on_error))
 
     try:
         for info in infos:
@@ -133,10 +133,6 @@ def iter_cat_objects(fs: "FluxFileSystem", infos: Iterable[Union[dict, str]], *,
     finally:
         for p in pending:
             p.cancel()
-        try:
-            on_loop = asyncio.get_running_loop() is fs.loop
-        except RuntimeError:
-            on_loop = False
-        if not on_loop:  # collected on the loop's own thread: waiting there would deadlock
+        if not bridge.on_loop(fs.loop):  # collected on the loop's own thread: waiting there would deadlock
             for p in pending:
                 p.wait_cleanup()

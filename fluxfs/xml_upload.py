@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
-from . import http
+from .gcs import http
 from .errors import PreconditionFailed
 from .gcs.checksums import crc_to_b64
 from .part_pipeline import body, confirm_written, exists_error, get_resource
@@ -58,12 +58,12 @@ class XmlUploader:
         headers = {"Content-Type": self.pw.content_type or "application/octet-stream", **self._precondition()}
         for k, v in (self.pw.metadata or {}).items():
             headers[f"x-goog-meta-{k}"] = str(v)
-        attempts = 0
         self._initiate_window = (time.time(), time.time())
 
-        async def attempt() -> http.Response:
-            nonlocal attempts
-            attempts += 1
+        async def attempt(n: int) -> http.Response:
+            # A retried initiate whose first answer was lost has created an upload we never heard of:
+            # remember to look for it once ours is finished (see `sweep_orphans`).
+            self._retried_initiate = n > 0
             return await http.request_once(self.fs, "POST", self.url, what=self.pw.what,
                                            params={"uploads": ""}, headers=headers)
 
@@ -71,9 +71,6 @@ class XmlUploader:
         self.upload_id = _find_text(resp.body, "UploadId")
         if not self.upload_id:
             raise OSError(f"initiating the multipart upload of {self.pw.what} returned no UploadId")
-        # A retried initiate whose first answer was lost has created an upload we never heard of:
-        # remember to look for it once ours is finished (see `sweep_orphans`).
-        self._retried_initiate = attempts > 1
         self._initiate_window = (self._initiate_window[0], time.time())
 
     async def sweep_orphans(self, own_id: str | None) -> None:
@@ -115,12 +112,9 @@ class XmlUploader:
             f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(etag)}</ETag></Part>"
             for n, etag in enumerate(results, 1)
         ) + "</CompleteMultipartUpload>"
-        attempts = 0
         what = self.pw.what
 
-        async def attempt() -> dict:
-            nonlocal attempts
-            attempts += 1
+        async def attempt(n: int) -> dict:
             try:
                 resp = await http.request_once(self.fs, "POST", self.url, what=what,
                                                params={"uploadId": self.upload_id},
@@ -128,7 +122,7 @@ class XmlUploader:
                                                data=body.encode())
             except (FileNotFoundError, PreconditionFailed) as exc:
                 # A retry after a lost answer finds the upload gone (404) or the object present (412).
-                if attempts > 1:
+                if n > 0:
                     found = await confirm_written(self.fs, self.pw.bucket, self.pw.key, crc, size)
                     if found is not None:
                         return found

@@ -20,7 +20,7 @@ import time
 from fsspec.asyn import sync
 
 from fluxfs.server.synthetic import synthetic_bytes, synthetic_size
-from fluxfs.tempnames import TEMP_PREFIX
+from fluxfs.gcs.tempnames import TEMP_PREFIX
 from tests.conftest import make_fs
 
 SIZES = (1, 4000)

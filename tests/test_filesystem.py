@@ -19,7 +19,7 @@ def test_url_to_fs_passes_storage_options(flux_server, bucket):
                                 token="anon", list_page_size=7, multipart="compose")
     assert isinstance(fs, FluxFileSystem)
     assert path == f"{bucket}/dir/key.bin"
-    assert (fs.list_page_size, fs.multipart) == (7, "compose")
+    assert (fs.options.list_page_size, fs.options.multipart) == (7, "compose")
     with fsspec.open(f"flux://{bucket}/dir/key.bin", "wb", endpoint_url=flux_server.url, token="anon") as f:
         f.write(b"payload")
     assert fs.cat(path) == b"payload"
@@ -29,7 +29,7 @@ def test_emulator_host_env_var_is_the_endpoint(flux_server, bucket):
     """Like gcsfs, STORAGE_EMULATOR_HOST points the filesystem at a server; FSSPEC_FLUX_* set options."""
     code = (
         "import fsspec; fs = fsspec.filesystem('flux', token='anon');"
-        f"fs.pipe('{bucket}/env', b'via-env'); print(fs.cat('{bucket}/env').decode(), fs.list_page_size)"
+        f"fs.pipe('{bucket}/env', b'via-env'); print(fs.cat('{bucket}/env').decode(), fs.options.list_page_size)"
     )
     env = dict(os.environ, STORAGE_EMULATOR_HOST=flux_server.url, FSSPEC_FLUX_LIST_PAGE_SIZE="11")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
@@ -50,7 +50,7 @@ def test_pickled_filesystem_keeps_options_and_works(flux_server, bucket):
     fs = make_fs(flux_server, list_page_size=9, retry={"read": {"max_attempts": 3}})
     fs.pipe(f"{bucket}/p", b"pickled")
     clone = pickle.loads(pickle.dumps(fs))
-    assert clone.list_page_size == 9
+    assert clone.options.list_page_size == 9
     assert clone.retry_policy("read").max_attempts == 3
     assert clone.cat(f"{bucket}/p") == b"pickled"
 
@@ -87,7 +87,7 @@ def test_local_endpoint_needs_no_credentials(flux_server, bucket):
 
 
 def test_batch_read_concurrency_is_the_option_or_its_default(flux_server):
-    from fluxfs.compose_reads import DEFAULT_READ_CONCURRENCY
+    from fluxfs.options import DEFAULT_READ_CONCURRENCY
 
     assert make_fs(flux_server, read_concurrency=7).batch_read_concurrency == 7
     assert make_fs(flux_server).batch_read_concurrency == DEFAULT_READ_CONCURRENCY

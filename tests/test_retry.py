@@ -6,9 +6,10 @@ import time
 import pytest
 from fsspec.asyn import sync
 
-from fluxfs import RetryPolicy, http
+from fluxfs import RetryPolicy
+from fluxfs.gcs import http
 from fluxfs.errors import PreconditionFailed, RetryableError
-from fluxfs.retry import resolve_policies
+from fluxfs.gcs.retry import resolve_policies
 from tests.conftest import make_fs
 
 FAST = {"initial": 0.001, "maximum": 0.01, "max_attempts": 40}

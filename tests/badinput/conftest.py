@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from fluxfs.tempnames import TEMP_PREFIX
+from fluxfs.gcs.tempnames import TEMP_PREFIX
 
 
 def assert_nothing_left(server, bucket: str) -> None:

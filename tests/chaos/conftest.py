@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fluxfs.tempnames import TEMP_PREFIX
+from fluxfs.gcs.tempnames import TEMP_PREFIX
 from tests.conftest import make_fs
 
 # Fast backoff so a faulty run stays short, but enough attempts that 10% faults never exhaust them

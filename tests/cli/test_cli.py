@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fluxfs import tempnames
+from fluxfs.gcs import tempnames
 from fluxfs.cli import main
 
 FLUXFS = str(Path(sys.executable).parent / "fluxfs")

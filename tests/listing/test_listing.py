@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fluxfs.tempnames import TEMP_PREFIX
+from fluxfs.gcs.tempnames import TEMP_PREFIX
 from tests.conftest import make_fs, new_bucket_name
 
 from .helpers import listed_names, put_keys, sequential_names

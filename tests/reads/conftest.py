@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from fluxfs import cleanup, tempnames
-from fluxfs.cleanup import run_sync
+from fluxfs import temporaries
+from fluxfs.gcs import bridge, tempnames
 from tests.conftest import make_fs
 
 
@@ -12,7 +12,7 @@ def temp_names(server, fs, bucket: str) -> list[str]:
     """Objects under the reserved prefix, asked of the server itself (not through a lister that hides them)."""
     if hasattr(server, "list_names"):
         return server.list_names(bucket, tempnames.TEMP_PREFIX)
-    return [i["name"] for i in run_sync(fs, cleanup._list_temp, fs, bucket)]
+    return [i["name"] for i in bridge.run(fs, temporaries._list_temp, fs, bucket)]
 
 
 @pytest.fixture

@@ -294,9 +294,9 @@ def test_cancel_during_batch_deletes_composites(flux_server, fs, bucket):
 
 
 def compose_reads_busy(fs) -> bool:
-    from fluxfs import cleanup
+    from fluxfs import temporaries
 
-    return len(cleanup.registry(fs)) > 0
+    return len(temporaries.registry(fs)) > 0
 
 
 def test_keyboard_interrupt_during_cat_cleans_up(flux_server, fs, bucket):

@@ -11,7 +11,7 @@ from pathlib import Path
 import fsspec.asyn
 import pytest
 
-from fluxfs import cleanup
+from fluxfs import temporaries
 from fluxfs.xml_upload import abort_incomplete_uploads
 from tests.conftest import make_fs
 
@@ -45,7 +45,7 @@ def test_killed_writer_leaves_no_object(flux_server, bucket, multipart):
         assert flux_server.multipart_uploads(bucket) == []
     else:
         assert flux_server.list_names(bucket, "_fluxfs-tmp/")  # the parts it had uploaded
-        assert cleanup.cleanup(fs, f"flux://{bucket}", older_than=0) >= 1
+        assert temporaries.cleanup(fs, f"flux://{bucket}", older_than=0) >= 1
         assert flux_server.list_names(bucket, "_fluxfs-tmp/") == []
     assert not fs.exists(f"{bucket}/ckpt")
 

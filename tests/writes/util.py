@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from fluxfs.tempnames import TEMP_PREFIX
+from fluxfs.gcs.tempnames import TEMP_PREFIX
 from tests.listing.helpers import sequential_names
 
 KiB = 1024

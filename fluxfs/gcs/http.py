@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Mapping
 import aiohttp
 import orjson
 
-from .errors import RequestTimeout, raise_for_status
+from ..errors import RequestTimeout, raise_for_status
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from ..core import FluxFileSystem
 
 
 @dataclasses.dataclass
@@ -57,7 +57,7 @@ async def timeouts_named(fs: "FluxFileSystem", what: str, method: str = "GET") -
     try:
         yield
     except asyncio.TimeoutError as exc:
-        limit = fs.http_timeout.sock_read
+        limit = fs.options.http_timeout.sock_read
         raise RequestTimeout(f"{what}: timed out: no answer from the server within {limit:g} s "
                              f"({method} {type(exc).__name__})") from exc
 
@@ -70,7 +70,7 @@ async def _send(session, fs, method, url, *, what, params, headers, data, json, 
         headers=fs._get_headers(dict(headers or {})),
         data=data,
         json=json,
-        timeout=fs.http_timeout,
+        timeout=fs.options.http_timeout,
     ) as r:
         body = await r.read()
         if r.status not in ok:
@@ -97,12 +97,7 @@ async def request(
     """
     policy = retry or fs.retry_policy(op)
     what = what or url
-    return await policy.run(lambda: request_once(fs, method, url, what=what, **kwargs), what=f"{op} {what}")
-
-
-def client_timeout(read_timeout: float) -> aiohttp.ClientTimeout:
-    """No total limit (multi-GB bodies take long), but a stalled socket fails after `read_timeout`."""
-    return aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_timeout)
+    return await policy.run(lambda _attempt: request_once(fs, method, url, what=what, **kwargs), what=f"{op} {what}")
 
 
 def goog_hash(headers: Any, name: str) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 import aiohttp
 
-from .errors import ChecksumMismatch, RequestTimeout, RetryableError
+from ..errors import ChecksumMismatch, RequestTimeout, RetryableError
 
 logger = logging.getLogger("fluxfs.retry")
 T = TypeVar("T")
@@ -53,13 +53,15 @@ class RetryPolicy:
             delay = max(delay, min(retry_after, self.maximum))
         return delay
 
-    async def run(self, fn: Callable[[], Awaitable[T]], what: str = "request") -> T:
-        """Call `fn` until it succeeds, a non-retryable error occurs, or attempts/deadline run out."""
+    async def run(self, fn: Callable[[int], Awaitable[T]], what: str = "request") -> T:
+        """Call `fn(attempt)` (0, 1, ...) until it succeeds, a non-retryable error occurs, or attempts
+        or the deadline run out. The attempt number lets a non-idempotent step check, from its second
+        attempt on, whether an earlier one landed although its answer was lost."""
         start = time.monotonic()
         attempt = 0
         while True:
             try:
-                return await fn()
+                return await fn(attempt)
             except RETRYABLE_EXCEPTIONS as exc:
                 attempt += 1
                 elapsed = time.monotonic() - start
@@ -72,7 +74,6 @@ class RetryPolicy:
 
 
 DEFAULT_POLICY = RetryPolicy()
-NO_RETRY = RetryPolicy(max_attempts=1)
 
 
 def _coerce(value: Any) -> RetryPolicy:

@@ -1,41 +1,36 @@
-"""Bookkeeping of fluxfs's temporary objects, so none outlives the job that made it.
+"""Every temporary object fluxfs creates, from birth to deletion, in one place.
 
 Each filesystem has a `TempRegistry` of live temporary objects ("bucket/key" under
 `tempnames.TEMP_PREFIX`). Code that creates one registers the name *before* the request
 that may create it, and deletes it when done (success, error or cancellation); whatever is
 still registered at interpreter exit is deleted by an atexit hook. `cleanup()` removes
-leftovers of crashed jobs, and `run_sync()` lets a KeyboardInterrupt cancel a batch and
-wait for its cleanup instead of abandoning it on the event loop.
+leftovers of crashed jobs.
 
-API for other modules (e.g. compose-mode multipart parts)::
+API for other modules (composite reads, compose-mode upload parts)::
 
-    cleanup.register(fs, "bucket/_fluxfs-tmp/...")        # before creating it
-    await cleanup.delete(fs, "bucket/_fluxfs-tmp/...", generation=None)   # deletes + releases
-    cleanup.release(fs, path)                             # forget without deleting (e.g. renamed)
-    async with cleanup.temporary(fs, path): ...           # register, always delete on exit
+    temporaries.register(fs, "bucket/_fluxfs-tmp/...")        # before creating it
+    await temporaries.delete(fs, "bucket/_fluxfs-tmp/...", generation=None)   # deletes + releases
+    temporaries.release(fs, path)                             # forget without deleting (e.g. renamed)
 """
 from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import logging
-import os
 import re
 import threading
 import time
 import urllib.error
 import urllib.request
 import weakref
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Optional, Union
 
-from . import http, tempnames
+from .gcs import bridge, fork, http, tempnames
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
 
-logger = logging.getLogger("fluxfs.cleanup")
-T = TypeVar("T")
+logger = logging.getLogger("fluxfs.temporaries")
 
 _ALL: "weakref.WeakSet[TempRegistry]" = weakref.WeakSet()
 _ALL_LOCK = threading.Lock()
@@ -46,9 +41,16 @@ class TempRegistry:
 
     def __init__(self, fs: "FluxFileSystem"):
         self._fs = weakref.ref(fs)
-        self.pid = os.getpid()
         self.live: dict[str, Optional[str]] = {}
         self._lock = threading.Lock()
+        with _ALL_LOCK:
+            _ALL.add(self)
+        fork.reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """A forked child starts empty: the parent's temporaries are the parent's to delete."""
+        self._lock = threading.Lock()
+        self.live = {}
 
     def add(self, path: str, generation: Optional[str] = None) -> None:
         with self._lock:
@@ -72,14 +74,8 @@ class TempRegistry:
 
 
 def registry(fs: "FluxFileSystem") -> TempRegistry:
-    """The registry of `fs` in this process (a fork starts an empty one: the parent's objects are not ours)."""
-    reg = fs.__dict__.get("_flux_temp_registry")
-    if reg is None or reg.pid != os.getpid():
-        reg = TempRegistry(fs)
-        fs.__dict__["_flux_temp_registry"] = reg
-        with _ALL_LOCK:
-            _ALL.add(reg)
-    return reg
+    """The registry of `fs` in this process."""
+    return fs._temporaries
 
 
 def register(fs: "FluxFileSystem", path: str, generation: Optional[str] = None) -> None:
@@ -125,16 +121,6 @@ async def delete(fs: "FluxFileSystem", path: str, generation: Optional[str] = No
     return True
 
 
-@contextlib.asynccontextmanager
-async def temporary(fs: "FluxFileSystem", path: str) -> AsyncIterator[str]:
-    """Register `path` for the duration of the block and delete it on any exit (shielded from cancellation)."""
-    register(fs, path)
-    try:
-        yield path
-    finally:
-        await asyncio.shield(delete(fs, path, registry(fs).live.get(path)))
-
-
 async def delete_many(fs: "FluxFileSystem", paths: dict[str, Optional[str]], concurrency: int = 32) -> int:
     """Delete several temporary objects concurrently; returns how many are gone."""
     sem = asyncio.Semaphore(concurrency)
@@ -147,58 +133,7 @@ async def delete_many(fs: "FluxFileSystem", paths: dict[str, Optional[str]], con
     return sum(results)
 
 
-# -- interrupts and interpreter exit ---------------------------------------------------------
-
-class Pending:
-    """A coroutine started on the filesystem's loop from another thread.
-
-    `result()` waits for it; Ctrl-C while waiting cancels it, waits for its cleanup (its
-    `finally` blocks delete what it created) and only then re-raises. fsspec's own sync
-    wrapper leaves the coroutine running when the caller is interrupted. The result is handed
-    over through a box rather than returned from the task (returning a large object from a
-    task costs CPU in 3.11).
-    """
-
-    def __init__(self, fs: "FluxFileSystem", fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any):
-        self._done = threading.Event()
-        self._box: dict[str, Any] = {}
-
-        async def runner() -> None:
-            try:
-                self._box["result"] = await fn(*args, **kwargs)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
-                self._box["error"] = exc
-            finally:
-                self._done.set()
-
-        self._future = asyncio.run_coroutine_threadsafe(runner(), fs.loop)
-
-    def result(self) -> Any:
-        try:
-            while not self._done.wait(1.0):
-                pass
-        except BaseException:
-            self.cancel()
-            self.wait_cleanup()
-            raise
-        if "error" in self._box:
-            raise self._box.pop("error")
-        return self._box.pop("result")
-
-    def cancel(self) -> None:
-        """Cancel without waiting (callable from the loop's own thread)."""
-        self._future.cancel()
-
-    def wait_cleanup(self, timeout: float = 60) -> None:
-        """After `cancel`: wait until the coroutine has finished its cleanup."""
-        if not self._done.wait(timeout):
-            logger.warning("cleanup after interrupt did not finish within %g s; leftovers go at exit", timeout)
-
-
-def run_sync(fs: "FluxFileSystem", fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-    """Run `fn(*args, **kwargs)` on the filesystem's loop; Ctrl-C cancels it and waits for its cleanup."""
-    return Pending(fs, fn, *args, **kwargs).result()
-
+# -- interpreter exit ------------------------------------------------------------------------
 
 def _delete_blocking(fs: "FluxFileSystem", path: str, generation: Optional[str]) -> bool:
     """Delete with a plain blocking HTTP call: the event loop may be gone at interpreter exit."""
@@ -219,10 +154,9 @@ def _delete_blocking(fs: "FluxFileSystem", path: str, generation: Optional[str])
 
 def delete_all_blocking() -> int:
     """Delete every temporary object still registered in this process (the atexit hook)."""
-    pid = os.getpid()
     jobs = []
     with _ALL_LOCK:
-        regs = [r for r in _ALL if r.pid == pid]
+        regs = list(_ALL)
     for reg in regs:
         fs = reg._fs()
         if fs is None:
@@ -337,4 +271,4 @@ async def async_cleanup(fs: "FluxFileSystem", url: str,
 
 def cleanup(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None) -> int:
     """Blocking `async_cleanup`: remove leftovers of crashed jobs under fluxfs's reserved prefix."""
-    return run_sync(fs, async_cleanup, fs, url, older_than)
+    return bridge.run(fs, async_cleanup, fs, url, older_than)

@@ -1,0 +1,127 @@
+"""The one bridge from blocking callers to the filesystem's event loop.
+
+fsspec's `sync` leaves a coroutine running when its caller is interrupted; here Ctrl-C (or
+any exception while waiting) cancels the coroutine and waits for its cleanup, so `finally`
+blocks delete the temporary objects they made before the interrupt is re-raised.
+Sync methods are one-liners made by `sync_method`, as fsspec's `sync_wrapper` makes them.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import threading
+from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, TypeVar
+
+logger = logging.getLogger("fluxfs.bridge")
+T = TypeVar("T")
+
+
+def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """True when called from the thread running `loop` (where blocking on it would deadlock)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def submit(fs: Any, coro: Coroutine[Any, Any, T], what: str = "this call") -> "concurrent.futures.Future[T]":
+    """Start `coro` on `fs.loop` from another thread; refuses (closing it) on the loop's own thread."""
+    loop = fs.loop
+    if on_loop(loop):
+        coro.close()
+        raise RuntimeError(f"{what} is blocking: do not call it on the filesystem's event loop "
+                           "(async code uses the filesystem's `_` methods)")
+    return asyncio.run_coroutine_threadsafe(coro, loop)
+
+
+class Pending:
+    """A coroutine function started on the filesystem's loop from another thread.
+
+    `result()` waits for it; Ctrl-C while waiting cancels it, waits for its cleanup and only
+    then re-raises. The result is handed over through a box rather than returned from the task
+    (returning a large object from a task costs CPU in Python 3.11).
+    """
+
+    def __init__(self, fs: Any, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any):
+        self._done = threading.Event()
+        self._box: dict[str, Any] = {}
+
+        async def runner() -> None:
+            try:
+                self._box["result"] = await fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+                self._box["error"] = exc
+            finally:
+                self._done.set()
+
+        self._future = submit(fs, runner(), getattr(fn, "__name__", "call").lstrip("_"))
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The coroutine's result; after `timeout` seconds it is cancelled and TimeoutError raised."""
+        try:
+            self._wait(timeout)
+        except BaseException:
+            self.cancel()
+            self.wait_cleanup()
+            raise
+        if "error" in self._box:
+            raise self._box.pop("error")
+        return self._box.pop("result")
+
+    def _wait(self, timeout: float | None) -> None:
+        if timeout is not None:
+            if not self._done.wait(timeout):
+                raise TimeoutError(f"no result within {timeout:g} s")
+            return
+        while not self._done.wait(1.0):  # short waits: the main thread sees Ctrl-C promptly
+            pass
+
+    def cancel(self) -> None:
+        """Cancel without waiting (callable from the loop's own thread)."""
+        self._future.cancel()
+
+    def wait_cleanup(self, timeout: float = 60) -> None:
+        """After `cancel`: wait until the coroutine has finished its cleanup."""
+        if not self._done.wait(timeout):
+            logger.warning("cleanup after interrupt did not finish within %g s; leftovers go at exit", timeout)
+
+
+def run(fs: Any, fn: Callable[..., Awaitable[T]], *args: Any, timeout: float | None = None, **kwargs: Any) -> T:
+    """Run `fn(*args, **kwargs)` on the filesystem's loop and wait; an interrupt cancels it and waits for cleanup."""
+    return Pending(fs, fn, *args, **kwargs).result(timeout)
+
+
+def sync_method(async_method: Callable[..., Awaitable[T]]) -> Callable[..., T]:
+    """A blocking method that runs `async_method` through `run` (fsspec's `sync_wrapper`, interruptible)."""
+
+    @functools.wraps(async_method)
+    def method(self: Any, *args: Any, **kwargs: Any) -> T:
+        return run(self, async_method, self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = async_method.__name__.lstrip("_")
+    method.__doc__ = f"Blocking `{async_method.__name__}`; Ctrl-C cancels it and its cleanup runs first.\n\n" \
+                     + (async_method.__doc__ or "")
+    return method
+
+
+def iterate(fs: Any, agen: AsyncIterator[T]) -> Iterator[T]:
+    """A blocking generator over an async one running on the filesystem's loop.
+
+    Closing the generator early (break, garbage collection) or Ctrl-C closes the async
+    generator, which cancels its work.
+    """
+    try:
+        while True:
+            try:
+                item = run(fs, agen.__anext__)
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        if on_loop(fs.loop):
+            # Collected on the loop's own thread: a blocking wait here would deadlock.
+            fs.loop.create_task(agen.aclose())
+        else:
+            run(fs, agen.aclose)

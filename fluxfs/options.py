@@ -1,0 +1,88 @@
+"""`FluxOptions`: every fluxfs option in one frozen dataclass, defaults filled and validated once.
+
+The constructor of `FluxFileSystem` builds it from its keyword arguments, which is also where
+`storage_options`, `FSSPEC_FLUX_*` environment variables (through fsspec's config) and the
+CLI's `-o key=value` end up; code reads `fs.options.<name>` and never re-derives a default.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Mapping, Optional
+
+import aiohttp
+
+from .gcs.retry import RetryPolicy, resolve_policies
+
+# Batched reads, chosen with bench/reads.py on the cloud profile (30 ms first byte, 100 MB/s per
+# request) on a shared 2-core box: 64 groups in flight beat 32 (1,257 vs 766 obj/s at 100 KiB;
+# requests are latency bound, so concurrency is throughput) and 96 gained nothing; at 256 KiB
+# compose and direct reads tie, at 1 MiB compose loses (98 vs 133 obj/s: the transfer dominates
+# and the serial compose -> GET adds a round trip), so objects above 256 KiB are read directly;
+# 32 sources of <= 256 KiB make <= 8 MiB composites (~110 ms at 100 MB/s), the cap also
+# bounding memory per group.
+DEFAULT_MAX_COMPOSITE_SIZE = 8 * 2**20
+DEFAULT_COMPOSE_THRESHOLD = 256 * 2**10
+DEFAULT_READ_CONCURRENCY = 64
+
+# Writes, measured on the cloud profile with torch.save of a 256 MB state dict (medians of 4-5
+# interleaved runs, MB/s): 8 MiB x 8 in flight 217, 8 x 12 254, 8 x 16 246; 16 MiB parts gained
+# nothing. On 2 shared cores the save is CPU-bound (per 256 MB: ~0.35 s client, ~0.8 s server,
+# which md5s every part for its ETag), yet 16 streams keep the server's paced receive loops
+# busier than 8. Memory is about (concurrency + 2) x part size = 144 MiB. 8 MiB is also the
+# smallest part that amortises the 30 ms per request (~84 ms on the wire); XML multipart needs
+# >= 5 MiB parts. (Dataflux uses 32 MiB x 8 threads, after staging the whole checkpoint in memory.)
+DEFAULT_PART_SIZE = 8 * 2**20
+DEFAULT_WRITE_CONCURRENCY = 16
+
+DEFAULT_LIST_CONCURRENCY = 64
+STRATEGIES = ("xml", "compose", "off")
+
+
+@dataclasses.dataclass(frozen=True)
+class FluxOptions:
+    """fluxfs's own options (gcsfs's, such as `token` or `project`, stay gcsfs's)."""
+
+    list_concurrency: int = DEFAULT_LIST_CONCURRENCY   # objects.list calls of the parallel lister
+    list_page_size: int = 1000                          # items per page (GCS's cap)
+    compose: bool = True                                # batched reads through temporary composites
+    max_composite_size: int = DEFAULT_MAX_COMPOSITE_SIZE
+    compose_threshold: int = DEFAULT_COMPOSE_THRESHOLD  # larger objects are read directly
+    read_concurrency: int = DEFAULT_READ_CONCURRENCY    # requests a batched read keeps in flight
+    multipart: str = "xml"                              # upload strategy: "xml", "compose" or "off"
+    part_size: int = DEFAULT_PART_SIZE
+    write_concurrency: int = DEFAULT_WRITE_CONCURRENCY
+    retry: Mapping[str, RetryPolicy] = dataclasses.field(default_factory=lambda: resolve_policies(None))
+    read_timeout: float = 60.0                          # seconds without progress before a request fails
+    job_id: Optional[str] = None                        # names this job's temporary objects; None: generated
+    progress: bool = False                              # progress bars for long listings
+
+    @classmethod
+    def from_arguments(cls, **given: Any) -> "FluxOptions":
+        """Options from constructor arguments; None means "the default"."""
+        values = {k: v for k, v in given.items() if v is not None}
+        if "retry" in values:
+            values["retry"] = resolve_policies(values["retry"])
+        return cls(**values)
+
+    def __post_init__(self) -> None:
+        if self.multipart not in STRATEGIES:
+            raise ValueError(f"multipart must be 'xml', 'compose' or 'off', not {self.multipart!r}")
+        if not 1 <= self.list_page_size <= 1000:
+            raise ValueError(f"list_page_size must be between 1 and 1000 (GCS's cap), not {self.list_page_size}")
+        for name in ("list_concurrency", "read_concurrency", "write_concurrency", "part_size"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.max_composite_size < 0 or self.compose_threshold < 0:
+            raise ValueError("max_composite_size and compose_threshold must not be negative")
+        if not self.read_timeout > 0:
+            raise ValueError(f"read_timeout must be positive, not {self.read_timeout}")
+
+    @functools.cached_property
+    def http_timeout(self) -> aiohttp.ClientTimeout:
+        """No total limit (multi-GB bodies take long), but a stalled socket fails after `read_timeout`."""
+        return aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self.read_timeout)
+
+    def retry_policy(self, op: str) -> RetryPolicy:
+        """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
+        return self.retry.get(op) or self.retry["read"]
