@@ -7,8 +7,9 @@ import time
 
 from aiohttp import web
 
-from .app import Reply
-from .store import Chunked, Obj, ServerError
+from .replies import Reply
+from .errors import ServerError
+from .store import Chunked, Obj
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 

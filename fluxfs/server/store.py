@@ -19,29 +19,11 @@ from sortedcontainers import SortedDict
 
 from ..gcs.checksums import crc_from_b64, crc_to_b64
 from ..gcs.chunks import Chunked
+from .errors import ServerError
 from .synthetic import SizeSpec, synthetic_range, synthetic_size
 
 # Bucket names: GCS rules, simplified (3-63 chars of lowercase letters, digits, - _ .).
 _BUCKET_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
-
-
-class ServerError(Exception):
-    """An error with an HTTP status and a GCS error reason; app.py renders it as JSON or XML."""
-
-    def __init__(self, code: int, message: str, reason: str = "", xml_code: str = ""):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.reason = reason or _REASONS.get(code, "error")
-        self.xml_code = xml_code or _XML_CODES.get(code, "Error")
-
-
-_REASONS = {400: "invalid", 401: "required", 403: "forbidden", 404: "notFound", 409: "conflict",
-            412: "conditionNotMet", 416: "requestedRangeNotSatisfiable", 429: "rateLimitExceeded",
-            503: "backendError", 304: "notModified"}
-_XML_CODES = {400: "InvalidArgument", 401: "AuthenticationRequired", 403: "AccessDenied",
-              404: "NoSuchKey", 409: "BucketNotEmpty", 412: "PreconditionFailed",
-              416: "InvalidRange", 429: "SlowDown", 503: "ServiceUnavailable"}
 
 
 def b64(raw: bytes) -> str:

@@ -12,10 +12,11 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
-from .app import Reply
-from .json_routes import _json_body, _meta_from, _resource_reply, base_url, preconds
+from .errors import ServerError
+from .json_request import base_url, json_body, meta_from, preconds, resource_reply
 from .media import goog_hashes
-from .store import ServerError, check_preconditions
+from .replies import Reply
+from .store import check_preconditions
 
 
 def _client_hashes(meta: Dict[str, Any], headers) -> Tuple[Optional[str], Optional[str]]:
@@ -64,11 +65,11 @@ class Resumable:
 
 
 def _store_upload(srv, request, q, bucket, name, meta, data, status=200) -> Reply:
-    ctype, md, extra = _meta_from(meta)
+    ctype, md, extra = meta_from(meta)
     md5, crc = _client_hashes(meta, request.headers)
     obj = srv.store.put(bucket, name, data, content_type=ctype, metadata=md, extra=extra, expect_md5=md5,
                         expect_crc=crc, preconditions=preconds(q))
-    return _resource_reply(request, q, obj, bucket, status)
+    return resource_reply(request, q, obj, bucket, status)
 
 
 async def upload_start(srv, request, q, bucket):
@@ -97,7 +98,7 @@ async def upload_start(srv, request, q, bucket):
             meta["contentType"] = h2["content-type"]
         return _store_upload(srv, request, q, bucket, name, meta, media)
     if kind == "resumable":
-        meta = await _json_body(srv, request)
+        meta = await json_body(srv, request)
         name = meta.get("name") or q.get("name")
         if not name:
             raise ServerError(400, "Upload requires an object name.", "required")
@@ -110,7 +111,7 @@ async def upload_start(srv, request, q, bucket):
         loc = f"{base_url(request)}/upload/storage/v1/b/{quote(bucket, safe='')}/o?uploadType=resumable&upload_id={uid}"
         return Reply(200, b"", {"Location": loc, "X-GUploader-UploadID": uid, "Content-Type": "text/plain"})
     if kind == "json":  # metadata-only objects.insert: an empty object
-        meta = await _json_body(srv, request)
+        meta = await json_body(srv, request)
         name = meta.get("name") or q.get("name")
         if not name:
             raise ServerError(400, "Object name is required.", "required")

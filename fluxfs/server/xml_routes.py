@@ -15,10 +15,11 @@ from xml.sax.saxutils import escape
 
 import google_crc32c
 
-from .app import Reply
 from ..gcs.checksums import crc32c_combine, crc_to_b64
+from .errors import ServerError
 from .media import goog_hashes, media_reply
-from .store import Chunked, ServerError, b64, check_preconditions, rfc3339
+from .replies import Reply
+from .store import Chunked, b64, check_preconditions, rfc3339
 
 MAX_PARTS = 10_000
 _NS = " xmlns='http://s3.amazonaws.com/doc/2006-03-01/'"
