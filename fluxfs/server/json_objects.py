@@ -12,9 +12,10 @@ from .fields import apply_fields, parse_fields
 from .json_request import (base_url, bool_param, int_param, json_body, meta_from, preconds,
                            resource_reply)
 from .media import media_reply
+from .objects import EXTRA_FIELDS
 from .objjson import entries_json
+from .preconditions import check_preconditions
 from .replies import JSON_CT, Reply, compact_json, json_reply
-from .store import EXTRA_FIELDS, check_preconditions
 
 MAX_LIST = 1000      # GCS caps maxResults at 1000
 MAX_COMPOSE = 32     # GCS: at most 32 source objects per compose call

@@ -9,9 +9,9 @@ from aiohttp import web
 
 from .errors import ServerError
 from .fields import parse_fields
+from .objects import EXTRA_FIELDS, Obj
 from .objjson import object_json
 from .replies import JSON_CT, Reply
-from .store import EXTRA_FIELDS, Obj
 
 # Query keys that name preconditions; a request carrying none of them skips parsing all eight.
 _PRECOND_KEYS = frozenset(p + c + "Match" for p in ("if", "ifSource") for c in

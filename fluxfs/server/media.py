@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import base64
 import re
-import time
 
 from aiohttp import web
 
-from .replies import Reply
+from ..gcs.chunks import Chunked
+
 from .errors import ServerError
-from .store import Chunked, Obj
+from .objects import Obj
+from .replies import Reply
+from .timestamps import http_date
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 
@@ -17,7 +19,7 @@ _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 def object_headers(obj: Obj) -> dict:
     h = {"Content-Type": obj.content_type,
          "ETag": f'"{obj.etag}"' if obj.md5 is None else f'"{base64.b64decode(obj.md5).hex()}"',
-         "Last-Modified": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(obj.updated)),
+         "Last-Modified": http_date(obj.updated),
          "Accept-Ranges": "bytes",
          "x-goog-generation": str(obj.generation),
          "x-goog-metageneration": str(obj.metageneration),

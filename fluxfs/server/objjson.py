@@ -17,7 +17,8 @@ from urllib.parse import quote
 
 from .fields import apply_fields
 from .replies import compact_json
-from .store import Obj, SynthBatch, rfc3339
+from .objects import Obj, SynthBatch
+from .timestamps import rfc3339
 
 # Field order of Obj.resource() (the order of keys when no fields= selection is given).
 _FULL = ("kind", "id", "selfLink", "mediaLink", "name", "bucket", "generation", "metageneration", "contentType",
@@ -150,10 +151,7 @@ def entries_json(entries: Iterable[Tuple[str, Any]], bucket: str, base: str, tre
 
 
 def _view(name: str, v: Any) -> Obj:
-    if v.__class__ is SynthBatch:
-        v = v.obj(name)
-        v._json = False
-    return v
+    return v.view(name) if v.__class__ is SynthBatch else v
 
 
 # Fields whose value differs between objects of one fixed-size synthetic batch (hashes: unless empty).

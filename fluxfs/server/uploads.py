@@ -15,8 +15,8 @@ from urllib.parse import quote
 from .errors import ServerError
 from .json_request import base_url, json_body, meta_from, preconds, resource_reply
 from .media import goog_hashes
+from .preconditions import check_preconditions
 from .replies import Reply
-from .store import check_preconditions
 
 
 def _client_hashes(meta: Dict[str, Any], headers) -> Tuple[Optional[str], Optional[str]]:

@@ -16,10 +16,13 @@ from xml.sax.saxutils import escape
 import google_crc32c
 
 from ..gcs.checksums import crc32c_combine, crc_to_b64
+from ..gcs.chunks import Chunked
 from .errors import ServerError
 from .media import goog_hashes, media_reply
+from .objects import b64
+from .preconditions import check_preconditions
 from .replies import Reply
-from .store import Chunked, b64, check_preconditions, rfc3339
+from .timestamps import rfc3339
 
 MAX_PARTS = 10_000
 _NS = " xmlns='http://s3.amazonaws.com/doc/2006-03-01/'"
