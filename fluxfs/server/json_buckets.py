@@ -4,13 +4,15 @@ from __future__ import annotations
 from typing import Any, Dict
 from urllib.parse import parse_qsl
 
+from aiohttp import web
+
 from .errors import ServerError
 from .fields import apply_fields, parse_fields
 from .json_request import base_url, json_body
 from .replies import Reply, json_reply
 
 
-async def bucket_list(srv, request, q):
+async def bucket_list(srv, request: web.Request, q: Dict[str, str]) -> Reply:
     base = base_url(request)
     items = [b.resource(base) for _, b in sorted(srv.store.buckets.items()) if b.name.startswith(q.get("prefix", ""))]
     out: Dict[str, Any] = {"kind": "storage#buckets"}
@@ -21,7 +23,7 @@ async def bucket_list(srv, request, q):
     return json_reply(out)
 
 
-async def bucket_insert(srv, request, q):
+async def bucket_insert(srv, request: web.Request, q: Dict[str, str]) -> Reply:
     body = await json_body(srv, request)
     name = body.get("name") or q.get("name")
     if not name:
@@ -30,7 +32,7 @@ async def bucket_insert(srv, request, q):
     return json_reply(b.resource(base_url(request)))
 
 
-async def bucket_get(srv, request, q, bucket):
+async def bucket_get(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     if request.method in ("PATCH", "PUT"):
         body = await json_body(srv, request)
         b = srv.store.bucket(bucket)
@@ -43,12 +45,12 @@ async def bucket_get(srv, request, q, bucket):
     return json_reply(res)
 
 
-async def bucket_delete(srv, request, q, bucket):
+async def bucket_delete(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     srv.store.delete_bucket(bucket)
     return Reply(204, b"")
 
 
-async def bucket_test_permissions(srv, request, q, bucket):
+async def bucket_test_permissions(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     srv.store.bucket(bucket)
     perms = [v for k, v in _multi(request, "permissions")]
     return json_reply({"kind": "storage#testIamPermissionsResponse", "permissions": perms})

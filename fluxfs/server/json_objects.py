@@ -5,6 +5,8 @@ import base64
 import binascii
 from typing import Dict
 
+from aiohttp import web
+
 from ..gcs.checksums import crc32c_combine, crc_to_b64
 from ..gcs.chunks import Chunked
 from .errors import ServerError
@@ -34,7 +36,7 @@ def _token_decode(tok: str) -> str:
         raise ServerError(400, f"Invalid pageToken {tok!r}", "invalid")
 
 
-async def object_list(srv, request, q, bucket):
+async def object_list(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     mr = int_param(q, "maxResults")
     mr = MAX_LIST if mr is None or mr <= 0 else min(mr, MAX_LIST)
     resume = _token_decode(q["pageToken"]) if q.get("pageToken") else ""
@@ -61,7 +63,7 @@ async def object_list(srv, request, q, bucket):
     return Reply(200, text.encode(), {"Content-Type": JSON_CT})
 
 
-async def object_get(srv, request, q, bucket, name, media):
+async def object_get(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str, media: bool) -> Reply:
     gen = int_param(q, "generation")
     obj = srv.store.get(bucket, name, gen)
     check_preconditions(obj, **preconds(q), read=True)
@@ -70,12 +72,12 @@ async def object_get(srv, request, q, bucket, name, media):
     return resource_reply(request, q, obj, bucket)
 
 
-async def object_delete(srv, request, q, bucket, name):
+async def object_delete(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str) -> Reply:
     srv.store.delete(bucket, name, int_param(q, "generation"), preconds(q))
     return Reply(204, b"")
 
 
-async def object_patch(srv, request, q, bucket, name, replace):
+async def object_patch(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str, replace: bool) -> Reply:
     body = await json_body(srv, request)
     changes = {k: v for k, v in body.items() if k in ("contentType", "metadata") + EXTRA_FIELDS}
     if replace:  # objects.update replaces the writable metadata wholesale
@@ -87,7 +89,7 @@ async def object_patch(srv, request, q, bucket, name, replace):
     return resource_reply(request, q, obj, bucket)
 
 
-async def compose(srv, request, q, bucket, name):
+async def compose(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str) -> Reply:
     body = await json_body(srv, request)
     sources = body.get("sourceObjects") or []
     if not sources:
@@ -129,7 +131,7 @@ def _pieces(obj) -> list:
     return [obj.read()]
 
 
-async def move(srv, request, q, bucket, name, dname):
+async def move(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str, dname: str) -> Reply:
     """objects.move: rename within a bucket in one step (no await in between, so nobody sees both
     or neither); source preconditions are ifSource*, destination ones the plain if* parameters."""
     if dname == name:
@@ -143,7 +145,8 @@ async def move(srv, request, q, bucket, name, dname):
     return resource_reply(request, q, obj, bucket)
 
 
-async def copy(srv, request, q, bucket, name, dbucket, dname, rewrite):
+async def copy(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str, dbucket: str, dname: str,
+               rewrite: bool) -> Reply:
     body = await json_body(srv, request)
     src = srv.store.get(bucket, name, int_param(q, "sourceGeneration"))
     check_preconditions(src, **preconds(q, source=True))

@@ -12,6 +12,8 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
+from aiohttp import web
+
 from .errors import ServerError
 from .json_request import base_url, json_body, meta_from, preconds, resource_reply
 from .media import goog_hashes
@@ -72,7 +74,7 @@ def _store_upload(srv, request, q, bucket, name, meta, data, status=200) -> Repl
     return resource_reply(request, q, obj, bucket, status)
 
 
-async def upload_start(srv, request, q, bucket):
+async def upload_start(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     srv.store.bucket(bucket)
     kind = q.get("uploadType", "media" if request.path.startswith("/upload/") else "json")
     if kind == "media":
@@ -122,7 +124,7 @@ async def upload_start(srv, request, q, bucket):
 _RANGE_RE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)$")
 
 
-async def resumable_chunk(srv, request, q, bucket):
+async def resumable_chunk(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     uid = q["upload_id"]
     sess = srv.resumable.get(uid)
     if sess is None or sess.bucket != bucket:
@@ -181,7 +183,7 @@ def _finish(srv, request, uid, sess) -> Reply:
     return reply
 
 
-async def resumable_cancel(srv, request, q, bucket):
+async def resumable_cancel(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     if srv.resumable.pop(q["upload_id"], None) is None:
         raise ServerError(404, "No such resumable upload session.", "notFound")
     return Reply(499, b"")
