@@ -217,7 +217,7 @@ class FluxFileSystem(GCSFileSystem):
 
         `out`: a local path, a file object (text or binary), or a URL (flux://, gs://, file://...).
         """
-        from . import manifest
+        from .listing import manifest
 
         return manifest.write_manifest(self, path, out, sort=sort, progress=progress, **kwargs)
 

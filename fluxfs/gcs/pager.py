@@ -6,7 +6,7 @@ parameters, the retry policy ("list") and the JSON parsing are written once.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, AsyncGenerator, Mapping
 
 from .. import http
 
@@ -27,7 +27,7 @@ async def list_pages(
     max_pages: int | None = None,
     params: Mapping[str, str] | None = None,
     what: str | None = None,
-) -> AsyncIterator[dict]:
+) -> AsyncGenerator[dict, None]:
     """The parsed JSON pages of `objects.list` on `bucket`, in order, until one has no nextPageToken.
 
     Keys come in ``[start_offset, end_offset)`` (GCS: startOffset inclusive, endOffset
