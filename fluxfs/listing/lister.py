@@ -17,8 +17,8 @@ a range with no key strictly inside (``"a"`` .. ``"a\\x00"``) is simply not spli
 
 A split shrinks the victim's ``endOffset`` while its next page may be on the wire: names at
 or above the new end are dropped from that page, and its page token (issued for the old
-end) is discarded in favour of ``startOffset=last`` (a new `fluxfs.gcs.pager` query). Objects added or deleted meanwhile
-are listed or not, as with any listing, but never twice.
+end) is discarded in favour of ``startOffset=last`` (a new `fluxfs.gcs.pager` query).
+Objects added or deleted meanwhile are listed or not, as with any listing, but never twice.
 
 All of it runs as asyncio tasks on the filesystem's event loop (no processes, no threads),
 so it works in notebooks and inside DataLoader workers.
