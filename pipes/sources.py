@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import fsspec
 
-from fluxfs.manifest import read_manifest
+from fluxfs.listing.manifest import read_manifest
 
 MISSING_POLICIES = ("raise", "skip")
 DEFAULT_PROTOCOL = "flux"
