@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from fluxfs import FluxFileSystem
-from fluxfs.testing import fake_gcs_server
+from fluxfs.cli.testing import fake_gcs_server
 
 
 def pytest_configure(config):
