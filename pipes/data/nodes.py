@@ -13,8 +13,9 @@ from typing import Any, Dict, Iterator, Optional, Union
 import fsspec
 from torchdata.nodes.base_node import BaseNode
 
-from .sources import (DEFAULT_PROTOCOL, MISSING_POLICIES, ObjectMeta, Transform, key_and_bytes,
-                      list_objects, read_infos, split_url)
+from .object_store import read_infos, stream_listing
+from .objects import DEFAULT_PROTOCOL, Transform, key_and_bytes, meta_from_info
+from .source import MISSING_POLICIES, split_url
 
 
 # Batched reads ReadObjects keeps in flight: a pipeline of Nodes reads in one process, and each
@@ -61,7 +62,7 @@ class ListObjects(BaseNode[Dict[str, Any]]):
         # A module-level generator, not a method: a generator holding `self` would make a reference
         # cycle, and a cycle may be collected on fsspec's event-loop thread, where closing the
         # listing (a blocking call onto that loop) cannot run.
-        self._listing = _stream_listing(fs, self.url, self.bucket, self.key_prefix, self.sort, self._last_name)
+        self._listing = stream_listing(fs, self.url, self.bucket, self.key_prefix, self.sort, self._last_name)
 
     def next(self) -> Dict[str, Any]:
         info = next(self._listing)  # type: ignore[arg-type]
@@ -166,7 +167,7 @@ class ReadObjects(BaseNode[Any]):
                 self._offset += 1
                 data = self._results.get(info["name"])
                 if isinstance(data, bytes):
-                    return self.transform(data, _meta(info, data, self.protocol))
+                    return self.transform(data, meta_from_info(info, data, self.protocol))
                 self._not_read(info, data)
                 continue
             self._fill()
@@ -196,22 +197,6 @@ class ReadObjects(BaseNode[Any]):
         return {self.SOURCE_KEY: self.source.state_dict(), self.OFFSET_KEY: 0}
 
 
-def _stream_listing(fs, url: str, bucket: str, key_prefix: str, sort: bool, after: Optional[str]) -> Iterator[dict]:
-    """Info dicts under the prefix (after `after` in name order, when resuming); none at all -> FileNotFoundError."""
-    if hasattr(fs, "iter_objects"):
-        batches = fs.iter_objects(bucket, prefix=key_prefix, sort=sort)
-    else:  # another fsspec filesystem: one flat listing
-        batches = iter([sorted(list_objects(fs, bucket, key_prefix), key=lambda i: i["name"])])
-    empty = True
-    for batch in batches:
-        for info in batch:
-            empty = False
-            if after is None or info["name"] > after:
-                yield info
-    if empty and after is None:
-        raise FileNotFoundError(f"no objects under {url}")
-
-
 def _as_info(item: Union[dict, str]) -> dict:
     if isinstance(item, dict):
         return item
@@ -220,9 +205,3 @@ def _as_info(item: Union[dict, str]) -> dict:
         return {"name": f"{bucket}/{key}"}
     raise TypeError(f"ReadObjects reads info dicts or URLs, not {type(item).__name__}")
 
-
-def _meta(info: dict, data: bytes, protocol: str) -> ObjectMeta:
-    bucket, _, key = info["name"].partition("/")
-    generation = info.get("generation")
-    return ObjectMeta(key, int(info.get("size", len(data))), info.get("label"), bucket,
-                      None if generation is None else str(generation), info.get("crc32c"), protocol)

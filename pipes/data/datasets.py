@@ -13,9 +13,20 @@ from typing import Any, Iterator, Optional, Sequence, Union
 
 import torch.utils.data
 
+from .objects import Transform, key_and_bytes
 from .readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
 from .sharding import Shard, current_shard, distributed_rank, epoch_order, shard_indices
-from .sources import DEFAULT_PREFETCH, ObjectSource, Transform, key_and_bytes
+from .source import ObjectSource
+
+# Batched reads kept in flight by the iterable dataset, per DataLoader worker (ReadObjects keeps
+# its own NODES_PREFETCH: a Nodes pipeline reads in one process). A compose-backed read
+# takes ~3 round trips, so with 2 in flight each DataLoader worker sat waiting: training bench,
+# cloud profile, 4,000 images, 2 workers, batches of 64, medians of 3: 1,771 samples/s at 2,
+# 2,670 at 4, 2,685 at 8 while training was the bottleneck. Once a step took half the time (the
+# in-memory limit 3,535 -> ~6,600 samples/s), 4 left the workers waiting half the step: 20,000
+# images, two interleaved pairs of runs: ~3,650-3,680 at 4 (50-57% waiting), ~4,680-4,710 at 8
+# (21-24%). Memory: prefetch x read batch x object size (8 x 32 x 100 KB = 26 MB per worker).
+DEFAULT_PREFETCH = 8
 
 
 class _FluxDataset:
