@@ -9,6 +9,7 @@ from typing import Any, Iterator
 from fsspec.core import url_to_fs
 from torch.distributed.checkpoint._fsspec_filesystem import FileSystem as _TorchFsspecFileSystem
 
+from ..urls import parse_url
 from .errors import upload_errors
 
 METADATA = ".metadata"
@@ -36,4 +37,4 @@ class ObjectStoreFileSystem(_TorchFsspecFileSystem):
 
     def strip(self, path: str | os.PathLike) -> str:
         """`bucket/key` form of a URL, as the filesystem's own methods take it."""
-        return self.fs._strip_protocol(str(path))
+        return parse_url(str(path)).path

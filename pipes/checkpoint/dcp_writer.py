@@ -20,6 +20,7 @@ from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.planner import SavePlan
 from torch.distributed.checkpoint.storage import WriteResult
 
+from ..urls import parse_url
 from .dcp_storage import METADATA, ObjectStoreFileSystem
 
 __all__ = ["FluxStorageWriter"]
@@ -67,7 +68,7 @@ class FluxStorageWriter(FsspecWriter):
             self.fs.rm_file(path)
         except FileNotFoundError:
             # Also what a missing bucket answers: say so before any rank starts uploading.
-            bucket = self.fs.fs.split_path(self.fs.strip(self.path))[0]
+            bucket = parse_url(str(self.path)).bucket
             if not self.fs.fs.exists(bucket):
                 raise FileNotFoundError(f"DCP save to {self.path}: bucket {bucket!r} does not exist") from None
         return super().prepare_global_plan(plans)

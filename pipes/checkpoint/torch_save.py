@@ -17,6 +17,7 @@ import torch
 
 from fluxfs import FluxFileSystem
 
+from ..urls import parse_url, url_protocol
 from .errors import CheckpointSaveError, upload_errors
 from .snapshot import snapshot
 
@@ -56,13 +57,12 @@ class FluxCheckpoint:
     def object_path(self, url: str) -> str:
         """`bucket/key` for a ``flux://bucket/key`` URL (or a bare `bucket/key`); other schemes are refused."""
         url = str(url)
-        if "://" in url and not url.startswith("flux://"):
+        if url_protocol(url) not in (None, "flux"):
             raise ValueError(f"FluxCheckpoint handles flux://bucket/key URLs, not {url!r}")
-        path = self.fs._strip_protocol(url)
-        bucket, key, _ = self.fs.split_path(path)
-        if not bucket or not key:
+        parsed = parse_url(url)
+        if not parsed.bucket or not parsed.key:
             raise ValueError(f"checkpoint URL needs a bucket and an object name: {url!r}")
-        return path
+        return parsed.path
 
     def writer(self, url: str) -> IO[bytes]:
         """A binary write handle for `url`: the object appears only when the handle closes without error."""

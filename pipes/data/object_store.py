@@ -5,6 +5,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Optional, Sequence
 
+from ..urls import parse_url
+
 # Up to this many objects of unknown size are looked up one by one (in threads); more than that,
 # and one listing of their common prefix is cheaper than a round trip per object.
 _LOOKUP_INDIVIDUALLY = 256
@@ -56,12 +58,12 @@ def lookup_objects(fs, paths: Sequence[str]) -> dict[str, dict]:
     found: dict[str, dict] = {}
     by_bucket: dict[str, list[str]] = {}
     for p in paths:
-        bucket, _, key = p.partition("/")
+        _, bucket, key = parse_url(p)
         by_bucket.setdefault(bucket, []).append(key)
     for bucket, keys in by_bucket.items():
         wanted = set(keys)
         for info in list_objects(fs, bucket, os.path.commonprefix(keys)):
-            if info["name"].partition("/")[2] in wanted:
+            if parse_url(info["name"]).key in wanted:
                 found[info["name"]] = info
     return found
 

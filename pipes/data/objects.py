@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-DEFAULT_PROTOCOL = "flux"
+from ..urls import DEFAULT_PROTOCOL, parse_url
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def key_and_bytes(data: bytes, meta: ObjectMeta) -> tuple[str, bytes]:
 
 def meta_from_info(info: dict, data: bytes, protocol: str) -> ObjectMeta:
     """The `ObjectMeta` of an info dict (name "bucket/key", size, generation, crc32c, label); size defaults to the bytes read."""
-    bucket, _, key = info["name"].partition("/")
+    _, bucket, key = parse_url(info["name"])
     return ObjectMeta(key, int(info.get("size", len(data))), info.get("label"), bucket,
                       _opt_str(info.get("generation")), info.get("crc32c"), protocol)
 
@@ -78,7 +78,7 @@ class ObjectTable:
         return info
 
     def meta(self, i: int, protocol: str) -> ObjectMeta:
-        bucket, _, key = self.names[i].partition("/")
+        _, bucket, key = parse_url(self.names[i])
         label = self.labels[i] if self.labels is not None else None
         return ObjectMeta(key, self.sizes[i], label, bucket, self.generations[i], self.crc32cs[i], protocol)
 

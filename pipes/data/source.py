@@ -11,22 +11,20 @@ from typing import Any, Optional, Sequence
 
 import fsspec
 
+from ..urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 from .manifests import manifest_infos
 from .object_store import list_objects, lookup_objects, read_infos
-from .objects import DEFAULT_PROTOCOL, ObjectTable
+from .objects import ObjectTable
 
 MISSING_POLICIES = ("raise", "skip")
 
 
-def split_url(url: str) -> tuple[str, str, str]:
-    """``proto://bucket/key-prefix`` -> (protocol, bucket, key prefix), keeping a trailing '/' (fsspec strips it)."""
-    protocol, sep, rest = url.partition("://")
-    if not sep:
-        protocol, rest = DEFAULT_PROTOCOL, url
-    bucket, _, key = rest.partition("/")
-    if not bucket:
-        raise ValueError(f"no bucket in {url!r}: expected {protocol}://BUCKET/PREFIX")
-    return protocol, bucket, key
+def split_url(url: str) -> ObjectURL:
+    """``proto://bucket/key-prefix`` -> (protocol, bucket, key prefix); a URL without a bucket is a ValueError."""
+    parsed = parse_url(url)
+    if not parsed.bucket:
+        raise ValueError(f"no bucket in {url!r}: expected {parsed.protocol}://BUCKET/PREFIX")
+    return parsed
 
 
 class ObjectSource:
@@ -59,8 +57,9 @@ class ObjectSource:
             self.target = targets
             return protocols.pop()
         for hint in (self.base_url, self.target if isinstance(self.target, str) else None):
-            if hint and "://" in hint and not hint.startswith("file://"):
-                return hint.split("://", 1)[0]
+            protocol = url_protocol(hint) if hint else None
+            if protocol is not None and protocol != "file":
+                return protocol
         return DEFAULT_PROTOCOL
 
     def describe(self) -> str:
@@ -117,7 +116,7 @@ class ObjectSource:
 
     def _resolve_manifest(self, where: str) -> ObjectTable:
         # Remote manifests are opened with this dataset's storage options (endpoint, token).
-        fs = self.fs if "://" in where and where.split("://", 1)[0] == self.protocol else None
+        fs = self.fs if url_protocol(where) == self.protocol else None
         entries = manifest_infos(where, fs=fs, base=self.base_url)
         if not entries:
             raise ValueError(f"manifest {where} lists no objects")
@@ -193,7 +192,7 @@ class ObjectSource:
 
 
 def _path_of(url: str) -> str:
-    _, bucket, key = split_url(url)
-    if not key:
+    parsed = split_url(url)
+    if not parsed.key:
         raise ValueError(f"{url!r} names a bucket, not an object")
-    return f"{bucket}/{key}"
+    return parsed.path
