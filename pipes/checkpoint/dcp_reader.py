@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
+import contextlib
 import io
-import itertools
 import os
 from typing import Any, Iterator
 
@@ -29,6 +28,7 @@ from torch.futures import Future
 
 from fluxfs.gcs.chunks import Chunked
 
+from ..in_flight import in_order
 from .dcp_storage import ObjectStoreFileSystem
 from .errors import CheckpointChangedError, IncompleteCheckpointError
 from .item_bytes import ItemReader, check_size, copy_into_target
@@ -183,18 +183,12 @@ class FluxStorageReader(FsspecReader):
             raise
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
-        windows = iter(list(self._windows(self._ranges(plan))))
+        windows = list(self._windows(self._ranges(plan)))
         # `prefetch` windows are fetched ahead while this thread deserializes the oldest one, so
         # the network and the CPU work overlap; memory stays about (prefetch + 1) x window.
-        with concurrent.futures.ThreadPoolExecutor(self.prefetch, thread_name_prefix="fluxfs-dcp-read") as pool:
-            pending: collections.deque = collections.deque()
-            for window in itertools.islice(windows, self.prefetch):
-                pending.append((window, pool.submit(self._fetch, window)))
-            while pending:
-                window, fetched = pending.popleft()
-                blobs = fetched.result()
-                for nxt in itertools.islice(windows, 1):
-                    pending.append((nxt, pool.submit(self._fetch, nxt)))
+        fetched = in_order(windows, self._fetch, self.prefetch, "fluxfs-dcp-read", wait_on_close=True)
+        with contextlib.closing(fetched):
+            for window, blobs in fetched:
                 for (_, start, _, items), chunks in zip(window, blobs):
                     body = Chunked(chunks)  # one index of the range's chunks for all its items
                     for item in items:
