@@ -7,10 +7,11 @@ the main process and shipped to DataLoader workers, and each process builds its 
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any, Iterator, Optional, Sequence, Union
 
 import torch.utils.data
+
+from fluxfs.gcs import fork
 
 from ..in_flight import in_order
 from .objects import Transform, key_and_bytes
@@ -104,10 +105,15 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
         if order is None or not order.read_ahead:
             return None
         ahead = getattr(self, "_ahead", None)
-        if ahead is None or ahead[0] != os.getpid():
+        if ahead is None:
             table = self._source.table
-            ahead = self._ahead = (os.getpid(), ReadAhead(order, lambda b: sum(table.sizes[i] or 0 for i in b)))
-        return ahead[1]
+            ahead = self._ahead = ReadAhead(order, lambda b: sum(table.sizes[i] or 0 for i in b))
+            fork.reset_in_child(self)
+        return ahead
+
+    def _after_fork(self) -> None:
+        """A forked worker's read-ahead threads do not exist: it starts its own."""
+        self._ahead = None
 
     def __len__(self) -> int:
         return self.num_objects

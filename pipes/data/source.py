@@ -6,10 +6,11 @@ The filesystem is never pickled: each process builds its own from the storage op
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Optional, Sequence
 
 import fsspec
+
+from fluxfs.gcs import fork
 
 from ..urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 from .manifests import manifest_infos
@@ -39,9 +40,8 @@ class ObjectSource:
         self.protocol = self._protocol()
         self._table: Optional[ObjectTable] = None
         self._fs = None
-        self._fs_pid: Optional[int] = None
         self._direct_fs = None
-        self._direct_fs_pid: Optional[int] = None
+        fork.reset_in_child(self)
         self.missing: list[str] = []  # URLs skipped under on_missing="skip", in this process
 
     def _protocol(self) -> str:
@@ -72,17 +72,24 @@ class ObjectSource:
     @property
     def fs(self):
         """This process's filesystem, built from the storage options (a forked child builds its own)."""
-        if self._fs is None or self._fs_pid != os.getpid():
+        if self._fs is None:
             self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
-            self._fs_pid = os.getpid()
         return self._fs
+
+    def _after_fork(self) -> None:
+        """A forked DataLoader worker builds its own filesystems (gcsfs's are not fork-safe)."""
+        self._fs = self._direct_fs = None
 
     def __getstate__(self) -> dict:
         # Resolve before pickling, so spawned workers get the list instead of listing again.
         self.table  # noqa: B018
         state = dict(self.__dict__)
-        state["_fs"] = state["_fs_pid"] = state["_direct_fs"] = state["_direct_fs_pid"] = None
+        state["_fs"] = state["_direct_fs"] = None
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        fork.reset_in_child(self)
 
     # -- resolution ------------------------------------------------------------------------
 
@@ -153,9 +160,8 @@ class ObjectSource:
             return None
         if count > fs.batch_read_concurrency:
             return None
-        if self._direct_fs is None or self._direct_fs_pid != os.getpid():
+        if self._direct_fs is None:
             self._direct_fs = fsspec.filesystem(self.protocol, **{**self.storage_options, "compose_threshold": 0})
-            self._direct_fs_pid = os.getpid()
         return self._direct_fs
 
     def fetch(self, indices: Sequence[int], latency_bound: bool = False) -> dict[str, Any]:
