@@ -139,6 +139,7 @@ class _Batch:
         self.wake.set()
 
     async def read_group(self, group: list[ObjectRef]) -> None:
+        """Compose the group into a temporary object, GET it and slice it; what fails is read directly."""
         fs = self.fs
         bucket = group[0].bucket
         if not compose_on(fs):  # compose was turned off meanwhile (403)
@@ -186,6 +187,7 @@ class _Batch:
         self._slice(group, body)
 
     def _slice(self, group: list[ObjectRef], chunks: list[bytes]) -> None:
+        """The group's results cut from the composite; a slice whose crc32c differs from the listing's is re-read."""
         bad = []
         results = self.results
         value = google_crc32c.value
@@ -200,6 +202,7 @@ class _Batch:
             self.fallback(bad)
 
     async def _compose(self, bucket: str, key: str, group: list[ObjectRef]) -> dict:
+        """Compose the group, every source pinned to its listed generation; returns generation and size."""
         body = {
             "sourceObjects": [
                 {"name": o.key, "generation": int(o.generation),
