@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> dict:
     import google_crc32c
     from fsspec.asyn import sync
 
-    from fluxfs import FluxFileSystem, temporaries
-        from fluxfs.gcs import tempnames, xml_upload
+    from fluxfs import FluxFileSystem, temporaries, xml_upload
+    from fluxfs.gcs import tempnames
     from fluxfs.gcs.checksums import crc_from_b64
 
     quick = args.quick

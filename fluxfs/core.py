@@ -2,7 +2,7 @@
 
 It subclasses ``gcsfs.core.GCSFileSystem`` (not ``gcsfs.GCSFileSystem``, whose bucket-layout
 gRPC lookup stalls against any emulator). Listing, many-object reads and writes are
-delegated to `listing`, `compose_reads`, `read_file` and `multipart`.
+delegated to `listing`, `reads` and `multipart`.
 """
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from urllib.parse import quote
 from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
-from . import compose_reads, listing, multipart, read_file, stream_reads, temporaries
+from . import listing, multipart, temporaries
 from .gcs import bridge, fork, http, tempnames, urls
-from .listing import manifest
 from .gcs.retry import RetryPolicy
+from .listing import manifest
 from .options import FluxOptions
+from .reads import batched, direct, handle, lookup, stream
 
 
 class FluxFileSystem(GCSFileSystem):
@@ -109,7 +110,7 @@ class FluxFileSystem(GCSFileSystem):
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any):
         """Read handles prefetch with parallel ranged GETs; write handles upload parts in parallel, atomically."""
         if "r" in mode:
-            return read_file.FluxReadFile(self, path, mode, block_size=block_size, **kwargs)
+            return handle.FluxReadFile(self, path, mode, block_size=block_size, **kwargs)
         if mode in ("wb", "xb"):
             return multipart.FluxWriteFile(self, path, mode, block_size=block_size, **kwargs)
         raise ValueError(f"unsupported mode {mode!r} for {path}: use 'rb', 'wb' or 'xb'")
@@ -170,7 +171,7 @@ class FluxFileSystem(GCSFileSystem):
         """
         return manifest.write_manifest(self, path, out, sort=sort, progress=progress, **kwargs)
 
-    # -- batched reads (compose_reads.py) -------------------------------------------------
+    # -- batched reads (reads/) -----------------------------------------------------------
 
     async def _cat(self, path, recursive=False, on_error="raise", batch_size=None, **kwargs):
         """Many paths in one batch: small objects through temporary composites, big ones by parallel ranges.
@@ -188,7 +189,7 @@ class FluxFileSystem(GCSFileSystem):
                 if on_error == "raise":
                     raise
                 return exc
-        return await compose_reads.cat_paths(self, paths, on_error=on_error, skip_dirs=recursive)
+        return await lookup.cat_paths(self, paths, on_error=on_error, skip_dirs=recursive)
 
     cat = bridge.sync_method(_cat)
 
@@ -199,7 +200,7 @@ class FluxFileSystem(GCSFileSystem):
 
     async def _cat_objects(self, infos, on_error: str = "raise") -> dict:
         """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata requests."""
-        return await compose_reads.cat_objects(self, infos, on_error=on_error)
+        return await batched.cat_objects(self, infos, on_error=on_error)
 
     def cat_objects(self, infos, on_error: str = "raise") -> dict:
         """Blocking `_cat_objects` -> {"bucket/key": bytes | exception}; Ctrl-C cleans up before re-raising."""
@@ -209,7 +210,7 @@ class FluxFileSystem(GCSFileSystem):
                                 buffer_bytes: int | None = None) -> AsyncIterator[dict]:
         """Read a stream of objects within a memory budget: {"bucket/key": bytes | exception} dicts,
         one per slice, in input order, with about `buffer_bytes` (default 256 MiB) read ahead."""
-        async for batch in stream_reads.aiter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes):
+        async for batch in stream.aiter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes):
             yield batch
 
     def iter_cat_objects(self, infos, on_error: str = "raise", buffer_bytes: int | None = None) -> Iterator[dict]:
@@ -218,11 +219,11 @@ class FluxFileSystem(GCSFileSystem):
         Closing the generator early, an error or Ctrl-C cancels the reads in flight and deletes
         their temporary objects.
         """
-        return stream_reads.iter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes)
+        return stream.iter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes)
 
     async def _cat_file(self, path, start=None, end=None, **kwargs):
         """One object or range: a plain GET when small, parallel ranged GETs pinned to one generation when large."""
-        return await compose_reads.cat_file(self, path, start, end, **kwargs)
+        return await direct.cat_file(self, path, start, end, **kwargs)
 
     # -- deletes ----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from fluxfs.compose_reads import MAX_SOURCES, plan, to_objs
+from fluxfs.reads.plan import MAX_SOURCES, plan, to_objs
 from tests.conftest import make_fs
 from tests.reads.conftest import temp_names
 

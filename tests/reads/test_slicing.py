@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fluxfs.compose_reads import _pieces
+from fluxfs.reads.batched import _pieces
 
 
 @settings(max_examples=300, deadline=None)

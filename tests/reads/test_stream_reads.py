@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from fluxfs import stream_reads
+from fluxfs.reads import stream
 from tests.reads.conftest import temp_names
 from tests.reads.test_compose_reads import _write
 
@@ -49,7 +49,7 @@ def test_read_ahead_stays_within_the_budget(flux_server, fs, bucket):
             # Requested = read or being read; anything past the budget (plus one slice being
             # handed over) would be memory the caller did not allow.
             out = flux_server.stats()["bytes_out"]
-            assert out - consumed * 100_000 <= budget + budget // stream_reads.PIPELINE + 100_000
+            assert out - consumed * 100_000 <= budget + budget // stream.PIPELINE + 100_000
     flux_server.configure(latency_ms=0)
     assert consumed == 200
     # Each 512 KiB slice is one composite of 5 objects: reads of several slices overlapped.

@@ -25,24 +25,22 @@ import collections
 import logging
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 import google_crc32c
 
-from . import temporaries
-from .gcs import http, tempnames
-from .gcs.chunks import Chunked
-from .errors import HttpError, PreconditionFailed, RetryableError
-from .gcs.checksums import crc_from_b64
-from .read_file import DEFAULT_CHUNK, get_chunks, read_object
+from .. import temporaries
+from ..errors import HttpError, PreconditionFailed, RetryableError
+from ..gcs import http, tempnames
+from ..gcs.chunks import Chunked
+from .direct import get_chunks, read_object
+from .plan import ObjectRef, plan, to_objs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from ..core import FluxFileSystem
 
-logger = logging.getLogger("fluxfs.compose_reads")
+logger = logging.getLogger("fluxfs.reads.batched")
 
-# GCS composes at most 32 sources per call.
-MAX_SOURCES = 32
 # Deletes run beside the reads on their own budget; with 64 readers this stays under
 # aiohttp's 100-connection default, so a backlog of deletes never takes a reader's socket.
 DELETE_CONCURRENCY = 32
@@ -50,15 +48,10 @@ DELETE_CONCURRENCY = 32
 Result = Union[bytes, BaseException]
 
 
-class _Obj:
-    """One requested object: where it is, what listing said about it."""
-
-    __slots__ = ("path", "bucket", "key", "size", "generation", "crc")
-
-    def __init__(self, path: str, bucket: str, key: str, size: Optional[int], generation: Optional[str],
-                 crc: Optional[int]):
-        self.path, self.bucket, self.key = path, bucket, key
-        self.size, self.generation, self.crc = size, generation, crc
+def check_on_error(on_error: str) -> None:
+    """`on_error` as fsspec's `cat` takes it: "raise", "omit" or "return"."""
+    if on_error not in ("raise", "omit", "return"):
+        raise ValueError(f"on_error must be 'raise', 'omit' or 'return', not {on_error!r}")
 
 
 def compose_on(fs: "FluxFileSystem") -> bool:
@@ -72,57 +65,6 @@ def _deny_compose(fs: "FluxFileSystem", exc: BaseException) -> None:
         fs._compose_denied = True
         warnings.warn(f"fluxfs: compose is not permitted ({exc}); reading objects directly from now on",
                       RuntimeWarning, stacklevel=2)
-
-
-def to_objs(infos: Iterable[dict]) -> list[_Obj]:
-    """Info dicts (name "bucket/key", size, generation, crc32c) as `_Obj`, duplicates dropped."""
-    seen: set[str] = set()
-    out = []
-    for info in infos:
-        if isinstance(info, str):
-            info = {"name": info}  # a bare path: no listing info, read directly
-        elif not isinstance(info, dict) or "name" not in info:
-            raise ValueError(f"cat_objects takes info dicts with a 'name' ('bucket/key'), not {info!r}")
-        name = info["name"]
-        if "://" in name:  # "flux://bucket/key" or "gs://bucket/key": results are keyed "bucket/key"
-            name = name.split("://", 1)[1]
-        if name in seen:
-            continue
-        seen.add(name)
-        bucket, _, key = name.partition("/")
-        if not key:
-            raise ValueError(f"object info needs a name 'bucket/key', got {name!r}")
-        size = info.get("size")
-        gen = info.get("generation")
-        out.append(_Obj(name, bucket, key, int(size) if size is not None else None,
-                        str(gen) if gen not in (None, "") else None, crc_from_b64(info.get("crc32c"))))
-    return out
-
-
-def plan(objs: list[_Obj], cap: int, threshold: int) -> tuple[list[list[_Obj]], list[_Obj]]:
-    """Split into composite groups (<= 32 sources, <= cap bytes, never over) and direct reads.
-
-    Objects without size, generation or crc32c, above `threshold`, and groups of one are read
-    directly. The crc32c is required because it is what checks each slice: a server that ignores
-    the generation pins (fake-gcs-server) would otherwise hand back misaligned slices unnoticed
-    when one object grows as another shrinks. Consecutive objects of one bucket share a group,
-    so input order keeps data locality.
-    """
-    groups: list[list[_Obj]] = []
-    direct: list[_Obj] = []
-    open_groups: dict[str, tuple[list[_Obj], int]] = {}
-    for o in objs:
-        if o.size is None or o.generation is None or o.crc is None or o.size > threshold:
-            direct.append(o)
-            continue
-        cur, total = open_groups.get(o.bucket, (None, 0))
-        if cur is None or len(cur) >= MAX_SOURCES or total + o.size > cap:
-            cur, total = [], 0
-            groups.append(cur)
-        cur.append(o)
-        open_groups[o.bucket] = (cur, total + o.size)
-    singles = [g[0] for g in groups if len(g) == 1]
-    return [g for g in groups if len(g) > 1], direct + singles
 
 
 class _Batch:
@@ -165,7 +107,7 @@ class _Batch:
                 self.wake.clear()
                 await self.wake.wait()
 
-    async def read_direct(self, o: _Obj) -> None:
+    async def read_direct(self, o: ObjectRef) -> None:
         """Plain GET (parallel ranges when large) of the current object, checked against its crc32c."""
         try:
             got = await read_object(self.fs, o.bucket, o.key, size_hint=o.size)
@@ -183,20 +125,21 @@ class _Batch:
         self.stats["direct"] += 1
         self.results[o.path] = got.body
 
-    def _forget(self, o: _Obj) -> None:
+    def _forget(self, o: ObjectRef) -> None:
         try:
             self.fs.invalidate_cache(o.path)
         except Exception:  # noqa: BLE001 - cache hygiene only
             pass
 
-    def fallback(self, objs: Iterable[_Obj]) -> None:
+    def fallback(self, objs: Iterable[ObjectRef]) -> None:
         """Read these directly, with fresh metadata, by the next free worker."""
         for o in objs:
             self.stats["fallback"] += 1
             self.jobs.append(("one", o))
         self.wake.set()
 
-    async def read_group(self, group: list[_Obj]) -> None:
+    async def read_group(self, group: list[ObjectRef]) -> None:
+        """Compose the group into a temporary object, GET it and slice it; what fails is read directly."""
         fs = self.fs
         bucket = group[0].bucket
         if not compose_on(fs):  # compose was turned off meanwhile (403)
@@ -243,7 +186,8 @@ class _Batch:
         self.stats["composed"] += len(group)
         self._slice(group, body)
 
-    def _slice(self, group: list[_Obj], chunks: list[bytes]) -> None:
+    def _slice(self, group: list[ObjectRef], chunks: list[bytes]) -> None:
+        """The group's results cut from the composite; a slice whose crc32c differs from the listing's is re-read."""
         bad = []
         results = self.results
         value = google_crc32c.value
@@ -257,7 +201,8 @@ class _Batch:
             self.stats["crc_mismatch"] += len(bad)
             self.fallback(bad)
 
-    async def _compose(self, bucket: str, key: str, group: list[_Obj]) -> dict:
+    async def _compose(self, bucket: str, key: str, group: list[ObjectRef]) -> dict:
+        """Compose the group, every source pinned to its listed generation; returns generation and size."""
         body = {
             "sourceObjects": [
                 {"name": o.key, "generation": int(o.generation),
@@ -342,8 +287,7 @@ async def cat_objects(fs: "FluxFileSystem", infos: Iterable[dict], on_error: str
     `on_error`: "raise" the first failure (FileNotFoundError naming a vanished object),
     "omit" failed paths, or "return" their exceptions in the dict, like fsspec's `cat`.
     """
-    if on_error not in ("raise", "omit", "return"):
-        raise ValueError(f"on_error must be 'raise', 'omit' or 'return', not {on_error!r}")
+    check_on_error(on_error)
     objs = to_objs(infos)
     opts = fs.options
     if compose_on(fs):
@@ -369,127 +313,3 @@ async def cat_objects(fs: "FluxFileSystem", infos: Iterable[dict], on_error: str
                 continue
         out[o.path] = r
     return out
-
-
-# -- metadata for plain paths ---------------------------------------------------------------
-
-def _cached_infos(fs: "FluxFileSystem", paths: list[str]) -> tuple[dict[str, dict], list[str]]:
-    """Infos from fsspec's listing cache (filled by find/ls), and the paths it does not know."""
-    found: dict[str, dict] = {}
-    missing: list[str] = []
-    by_parent: dict[str, Optional[dict[str, dict]]] = {}
-    for p in paths:
-        parent = p.rsplit("/", 1)[0]
-        index = by_parent.get(parent, False)
-        if index is False:
-            listing = fs.dircache.get(parent)
-            index = {i["name"].rstrip("/"): i for i in listing} if listing else None
-            by_parent[parent] = index
-        info = index.get(p) if index else None
-        if info is None and p in fs.dircache:  # a prefix with a listing of its own
-            info = {"name": p, "size": 0, "type": "directory"}
-        if info is not None and (info.get("generation") is not None or info.get("type") == "directory"):
-            found[p] = info
-        else:
-            missing.append(p)
-    return found, missing
-
-
-def _common_prefix(a: str, b: str) -> str:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
-
-
-async def _list_range(fs: "FluxFileSystem", bucket: str, keys: list[str], end: Optional[str],
-                      max_pages: int) -> dict[str, dict]:
-    """List [keys[0], end) under their common prefix; infos of the wanted keys found in at most `max_pages`."""
-    wanted = set(keys)
-    last = keys[-1]
-    prefix = _common_prefix(keys[0], last)
-    found: dict[str, dict] = {}
-    token = None
-    url = fs.json_url("b/{}/o", bucket)
-    for _ in range(max_pages):
-        params = {"prefix": prefix, "startOffset": keys[0], "maxResults": "1000",
-                  "fields": "items(name,size,generation,crc32c),nextPageToken"}
-        if end is not None:
-            params["endOffset"] = end
-        if token:
-            params["pageToken"] = token
-        page = (await http.request(fs, "GET", url, op="list", what=f"{bucket}/{prefix}", params=params)).json()
-        items = page.get("items", [])
-        for it in items:
-            if it["name"] in wanted:
-                found[it["name"]] = {"name": f"{bucket}/{it['name']}", "size": int(it["size"]),
-                                     "generation": it.get("generation"), "crc32c": it.get("crc32c"),
-                                     "type": "file"}
-        token = page.get("nextPageToken")
-        if not token or (items and items[-1]["name"] >= last):
-            break
-    return found
-
-
-async def infos_for_paths(fs: "FluxFileSystem", paths: list[str]) -> list[dict]:
-    """Info dicts for "bucket/key" paths: from the listing cache, else from range listings.
-
-    Paths the cache does not know are listed in key ranges of ~1,000 (one request per
-    1,000 objects, concurrently) when there are enough of them for compose to pay; a range
-    that turns out sparse gives up after a few pages, and what is still unknown gets a
-    name-only info (read directly).
-    """
-    found, missing = _cached_infos(fs, paths)
-    if len(missing) >= MAX_SOURCES:
-        by_bucket: dict[str, list[str]] = collections.defaultdict(list)
-        for p in missing:
-            b, _, k = p.partition("/")
-            by_bucket[b].append(k)
-        tasks = []
-        for b, keys in by_bucket.items():
-            keys.sort()
-            chunks = [keys[i:i + 1000] for i in range(0, len(keys), 1000)]
-            for n, chunk in enumerate(chunks):
-                end = chunks[n + 1][0] if n + 1 < len(chunks) else None
-                tasks.append((b, _list_range(fs, b, chunk, end, max_pages=3)))
-        sem = asyncio.Semaphore(16)
-
-        async def limited(coro):
-            async with sem:
-                return await coro
-
-        lists = await asyncio.gather(*(limited(c) for _, c in tasks))
-        for (b, _), got in zip(tasks, lists):
-            for k, info in got.items():
-                found[f"{b}/{k}"] = info
-    return [found.get(p) or {"name": p} for p in paths]
-
-
-async def cat_paths(fs: "FluxFileSystem", paths: list[str], on_error: str = "raise",
-                    skip_dirs: bool = False) -> dict[str, Result]:
-    """`cat` of many "bucket/key" paths: metadata from the cache or range listings, then `cat_objects`.
-
-    `skip_dirs` (for recursive cats) drops paths the listing cache knows as directories.
-    """
-    infos = await infos_for_paths(fs, paths)
-    if skip_dirs:
-        infos = [i for i in infos if i.get("type") != "directory"]
-    return await cat_objects(fs, infos, on_error=on_error)
-
-
-async def cat_file(fs: "FluxFileSystem", path: str, start: Optional[int] = None, end: Optional[int] = None,
-                   **kwargs: Any) -> bytes:
-    """One object (or a range of it): parallel ranged GETs when large, a plain GET when small."""
-    bucket, key, gen = fs.split_path(path)
-    size = None
-    if start is not None and start < 0 or end is not None and end < 0:
-        size = (await fs._info(path))["size"]
-        start = max(0, size + start) if start is not None and start < 0 else start
-        end = max(0, size + end) if end is not None and end < 0 else end
-    if start is not None and end is not None and end <= start:
-        return b""
-    got = await read_object(fs, bucket, key, start=start, end=end, generation=kwargs.get("generation") or gen or None,
-                            chunk=kwargs.get("chunk") or DEFAULT_CHUNK)
-    return got.body

@@ -16,11 +16,11 @@ import asyncio
 import collections
 from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable, Iterator, Union
 
-from .gcs import bridge
-from .compose_reads import Result, cat_objects
+from ..gcs import bridge
+from .batched import Result, cat_objects, check_on_error
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from ..core import FluxFileSystem
 
 PIPELINE = 4                          # slices in flight: the one handed over while three are read
 DEFAULT_BUFFER_BYTES = 256 * 2**20    # bytes read ahead of the consumer, at most (plus one object)
@@ -60,11 +60,6 @@ class _Slicer:
         return part
 
 
-def _check(on_error: str) -> None:
-    if on_error not in ("raise", "omit", "return"):
-        raise ValueError(f"on_error must be 'raise', 'omit' or 'return', not {on_error!r}")
-
-
 async def _aiter(items: Iterable[Any]) -> AsyncIterator[Any]:
     for item in items:
         yield item
@@ -78,7 +73,7 @@ async def aiter_cat_objects(fs: "FluxFileSystem", infos: Infos, *, on_error: str
     consumed as reads progress; at most about `buffer_bytes` are read ahead. Closing the generator
     cancels the reads in flight and deletes their temporary objects.
     """
-    _check(on_error)
+    check_on_error(on_error)
     slicer = _Slicer(_slice_bytes(buffer_bytes))
     pending: collections.deque[asyncio.Task] = collections.deque()
 
@@ -112,7 +107,7 @@ def iter_cat_objects(fs: "FluxFileSystem", infos: Iterable[Union[dict, str]], *,
     Ctrl-C, an error or closing the generator early cancels the reads in flight and deletes their
     temporary objects before returning.
     """
-    _check(on_error)
+    check_on_error(on_error)
     slicer = _Slicer(_slice_bytes(buffer_bytes))
     pending: collections.deque[bridge.Pending] = collections.deque()
 

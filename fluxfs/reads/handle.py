@@ -1,0 +1,251 @@
+"""`FluxReadFile`: the "rb" handle: blocks fetched by ranged GETs on the filesystem's loop, a bounded
+prefetch window ahead of the position, the generation pinned, and the crc32c checked in passing."""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import io
+from typing import TYPE_CHECKING, Any, Coroutine, Iterator, Optional
+
+import google_crc32c
+
+from ..errors import ChecksumMismatch
+from ..gcs import bridge
+from ..gcs.chunks import Chunked
+from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, Streamed, get_chunks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core import FluxFileSystem
+
+
+def _as_bytes(view: memoryview) -> bytes:
+    """A view's bytes: the received chunk itself when the view covers all of it (no copy), else a copy."""
+    whole = view.obj
+    return whole if isinstance(whole, bytes) and len(view) == len(whole) else bytes(view)
+
+
+class FluxReadFile(io.RawIOBase):
+    """Read handle: parallel ranged GETs with a bounded prefetch window, pinned to one generation.
+
+    Blocks of `block_size` bytes are fetched on the filesystem's event loop; reading at a
+    position keeps up to `prefetch` blocks ahead in flight. Objects no larger than
+    `whole_object_limit` are fetched entirely on the first read. The generation seen by
+    the first GET is pinned for every later range, and the crc32c is checked once every
+    byte has passed through the handle in order. Not thread-safe (one reader per handle).
+    """
+
+    def __init__(self, fs: "FluxFileSystem", path: str, mode: str = "rb", block_size: Optional[int] = None,
+                 *, prefetch: Optional[int] = None, whole_object_limit: Optional[int] = None,
+                 generation: Optional[str] = None, **kwargs: Any):
+        super().__init__()
+        if mode != "rb":
+            raise ValueError(f"FluxReadFile only reads ('rb'), not {mode!r}: {path}")
+        self.fs = fs
+        self.mode = mode
+        self.path = fs._strip_protocol(path)
+        bucket, key, path_gen = fs.split_path(self.path)
+        if not key:
+            raise IsADirectoryError(f"cannot open a bucket for reading: {path}")
+        self.bucket, self.key = bucket, key
+        self.blocksize = block_size if block_size and block_size > 0 else DEFAULT_CHUNK
+        self.prefetch = prefetch or DEFAULT_RANGE_CONCURRENCY
+        self.whole_object_limit = whole_object_limit if whole_object_limit is not None else 64 * 2**20
+        self.generation: Optional[str] = generation or path_gen
+        self.size: Optional[int] = None
+        self._crc_expected: Optional[int] = None
+        self._pos = 0
+        self._blocks: "collections.OrderedDict[int, Chunked]" = collections.OrderedDict()
+        self._pending: dict[int, concurrent.futures.Future] = {}
+        self._crc: Optional[int] = 0   # running crc32c of bytes [0, _crc_pos); None once given up
+        self._crc_pos = 0
+        self._open_first()
+
+    # -- fetching -----------------------------------------------------------------------
+
+    def _run(self, coro: Coroutine[Any, Any, Streamed]) -> "concurrent.futures.Future[Streamed]":
+        return bridge.submit(self.fs, coro, f"FluxReadFile ({self.path})")
+
+    def _open_first(self) -> None:
+        """The first block, unpinned: its headers tell size, generation and crc32c (no metadata request).
+
+        The other blocks of a whole-object read start as soon as those headers arrive, not
+        after the first block's body: one transfer time less before they are all in flight.
+        """
+        head: concurrent.futures.Future = concurrent.futures.Future()
+
+        def on_head(size: int, gen: Optional[str], crc: Optional[int]) -> None:
+            if not head.done():
+                head.set_result((size, gen, crc))
+
+        def on_done(f: concurrent.futures.Future) -> None:
+            if not head.done():
+                head.set_exception(concurrent.futures.CancelledError() if f.cancelled() else
+                                   f.exception() or RuntimeError(f"no headers reading {self.path}"))
+
+        first = self._run(get_chunks(self.fs, self.bucket, self.key, 0, self.blocksize, self.generation, on_head))
+        first.add_done_callback(on_done)
+        try:
+            self.size, self.generation, self._crc_expected = head.result()
+        except BaseException:
+            first.cancel()
+            raise
+        self._pending[0] = first
+        if self.size <= self.whole_object_limit:
+            self._request(range(1, self._nblocks()))
+
+    def _nblocks(self) -> int:
+        return (self.size + self.blocksize - 1) // self.blocksize
+
+    def _request(self, indexes) -> None:
+        for i in indexes:
+            if i in self._blocks or i in self._pending or i >= self._nblocks():
+                continue
+            a = i * self.blocksize
+            b = min(a + self.blocksize, self.size)
+            self._pending[i] = self._run(get_chunks(self.fs, self.bucket, self.key, a, b, self.generation))
+
+    def _store(self, i: int, got: Streamed) -> Chunked:
+        if i == 0 and got.start == 0 and sum(map(len, got.chunks)) > self.blocksize:
+            # A whole-object answer (a server ignoring Range): cut it into blocks.
+            body = b"".join(got.chunks)
+            for j in range(self._nblocks()):
+                self._store(j, Streamed([body[j * self.blocksize:(j + 1) * self.blocksize]], j * self.blocksize,
+                                        got.size, got.generation, got.crc32c))
+            return self._blocks[0]
+        blk = self._blocks[i] = Chunked(got.chunks)
+        # Feed the running crc while blocks arrive in order.
+        while self._crc is not None and self._crc_pos < self.size:
+            j = self._crc_pos // self.blocksize
+            nxt = self._blocks.get(j)
+            if nxt is None:
+                break
+            for c in nxt.chunks:
+                self._crc = google_crc32c.extend(self._crc, c)
+            self._crc_pos += len(nxt)
+        if self._crc is not None and self._crc_pos >= self.size and self._crc_expected is not None:
+            if self._crc != self._crc_expected:
+                raise ChecksumMismatch(f"crc32c mismatch reading {self.path} (generation {self.generation})")
+            self._crc = None  # verified; nothing more to do
+        # Bounded memory: keep the prefetch window plus as many blocks behind it.
+        limit = max(2 * self.prefetch, self._nblocks() if self.size <= self.whole_object_limit else 0)
+        while len(self._blocks) > limit:
+            old, _ = self._blocks.popitem(last=False)
+            if self._crc is not None and old * self.blocksize >= self._crc_pos:
+                self._crc = None  # a block left before being hashed: can no longer verify the whole
+        return blk
+
+    def _block(self, i: int) -> Chunked:
+        blk = self._blocks.get(i)
+        if blk is not None:
+            self._blocks.move_to_end(i)
+            return blk
+        self._request([i])
+        fut = self._pending.pop(i)
+        try:
+            got = fut.result()
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"{self.path} was overwritten or deleted while open: generation "
+                                    f"{self.generation} is gone ({exc})") from exc
+        return self._store(i, got)
+
+    def _ensure_ahead(self, i: int) -> None:
+        self._request(range(i, min(i + self.prefetch, self._nblocks())))
+        # Move finished prefetches into the cache (and the crc) without blocking.
+        for j in [j for j, f in self._pending.items() if f.done() and not f.cancelled() and not f.exception()]:
+            self._store(j, self._pending.pop(j).result())
+
+    # -- io API ---------------------------------------------------------------------------
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    @property
+    def loc(self) -> int:
+        """fsspec's name for the position."""
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self.size + offset
+        else:
+            raise ValueError(f"invalid whence {whence}")
+        if pos < 0:
+            raise ValueError(f"negative seek position {pos} in {self.path}")
+        self._pos = pos
+        return pos
+
+    def _views(self, n: int) -> Iterator:
+        """Buffers holding the next `n` bytes (fewer at the end), advancing the position."""
+        while n > 0:
+            i, off = divmod(self._pos, self.blocksize)
+            self._ensure_ahead(i)
+            blk = self._block(i)
+            take = min(n, len(blk) - off)
+            if take <= 0:
+                return
+            yield from blk.views(off, off + take)
+            n -= take
+            self._pos += take
+
+    def _copy_out(self, out: memoryview) -> int:
+        """Copy bytes from the current position into `out`; returns how many."""
+        done = 0
+        for v in self._views(min(len(out), max(0, self.size - self._pos))):
+            out[done:done + len(v)] = v
+            done += len(v)
+        return done
+
+    def readinto(self, b) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        mv = memoryview(b).cast("B")
+        return self._copy_out(mv)
+
+    def read(self, size: int = -1) -> bytes:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        remaining = max(0, self.size - self._pos)
+        n = remaining if size is None or size < 0 else min(size, remaining)
+        if n == 0:
+            return b""
+        parts = list(self._views(n))
+        if len(parts) == 1:
+            return _as_bytes(parts[0])
+        return b"".join(parts)  # one copy, straight from the received chunks
+
+    def peek(self, size: int = 0) -> bytes:
+        """Bytes ahead of the position without moving it (at most 8 KiB: lets readline avoid 1-byte reads)."""
+        if self._pos >= self.size:
+            return b""
+        i, off = divmod(self._pos, self.blocksize)
+        blk = self._block(i)
+        return b"".join(blk.views(off, min(len(blk), off + max(1, min(size or 8192, 8192)))))
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def close(self) -> None:
+        if not self.closed:
+            for fut in self._pending.values():
+                fut.cancel()
+            self._pending.clear()
+            self._blocks.clear()
+        super().close()
+
+    def info(self) -> dict:
+        return {"name": self.path, "size": self.size, "generation": self.generation, "type": "file"}
+
+    def __repr__(self) -> str:
+        return f"<FluxReadFile {self.path} generation={self.generation}>"
