@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from typing import TYPE_CHECKING, AsyncIterator, Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..gcs import http
+from ..gcs.pager import list_pages
 from .batched import Result, cat_objects
 from .plan import MAX_SOURCES
 
@@ -50,36 +50,16 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:n]
 
 
-async def _pages(fs: "FluxFileSystem", bucket: str, params: dict[str, str]) -> AsyncIterator[dict]:
-    """objects.list pages for `params`, following nextPageToken until the listing ends.
-
-    The read path's only pager: kept in this one function so a shared one can replace it.
-    """
-    url = fs.json_url("b/{}/o", bucket)
-    what = f"{bucket}/{params.get('prefix', '')}"
-    token = None
-    while True:
-        page = (await http.request(fs, "GET", url, op="list", what=what,
-                                   params={**params, "pageToken": token} if token else params)).json()
-        yield page
-        token = page.get("nextPageToken")
-        if not token:
-            return
-
-
 async def _list_range(fs: "FluxFileSystem", bucket: str, keys: list[str], end: Optional[str],
                       max_pages: int) -> dict[str, dict]:
     """List [keys[0], end) under their common prefix; infos of the wanted keys found in at most `max_pages`."""
     wanted = set(keys)
     last = keys[-1]
     prefix = _common_prefix(keys[0], last)
-    params = {"prefix": prefix, "startOffset": keys[0], "maxResults": "1000",
-              "fields": "items(name,size,generation,crc32c),nextPageToken"}
-    if end is not None:
-        params["endOffset"] = end
     found: dict[str, dict] = {}
-    async with contextlib.aclosing(_pages(fs, bucket, params)) as pages:
-        n = 0
+    pages = list_pages(fs, bucket, prefix=prefix, start_offset=keys[0], end_offset=end, max_pages=max_pages,
+                       fields="items(name,size,generation,crc32c),nextPageToken")
+    async with contextlib.aclosing(pages):
         async for page in pages:
             items = page.get("items", [])
             for it in items:
@@ -87,8 +67,7 @@ async def _list_range(fs: "FluxFileSystem", bucket: str, keys: list[str], end: O
                     found[it["name"]] = {"name": f"{bucket}/{it['name']}", "size": int(it["size"]),
                                          "generation": it.get("generation"), "crc32c": it.get("crc32c"),
                                          "type": "file"}
-            n += 1
-            if n >= max_pages or (items and items[-1]["name"] >= last):
+            if items and items[-1]["name"] >= last:
                 break
     return found
 
