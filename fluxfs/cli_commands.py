@@ -587,7 +587,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     n = len(removed) if isinstance(removed, (list, tuple, set)) else removed
     # Unfinished XML multipart uploads (a killed writer's) hold parts that no listing shows.
     from .gcs.bridge import run as run_sync
-    from .xml_upload import abort_incomplete_uploads
+    from .temporaries import abort_incomplete_uploads
 
     bucket, _, prefix = path.partition("/")
     aborted = run_sync(fs, abort_incomplete_uploads, fs, bucket, prefix, age or 0.0)

@@ -5,14 +5,14 @@ atomic. GCS requires every part but the last to be at least 5 MiB, and at most 1
 """
 from __future__ import annotations
 
-import datetime
 import logging
 import time
-import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from .gcs import http
+from .gcs import xml as gcsxml
+from .temporaries import list_incomplete_uploads
 from .errors import PreconditionFailed
 from .gcs.checksums import crc_to_b64
 from .part_pipeline import body, confirm_written, exists_error, get_resource
@@ -25,17 +25,6 @@ logger = logging.getLogger(__name__)
 
 MIN_PART_SIZE = 5 * 2**20
 MAX_PARTS = 10_000
-
-
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]
-
-
-def _find_text(body: bytes, name: str) -> str | None:
-    for el in ET.fromstring(body).iter():
-        if _local(el.tag) == name:
-            return (el.text or "").strip()
-    return None
 
 
 class XmlUploader:
@@ -68,7 +57,7 @@ class XmlUploader:
                                            params={"uploads": ""}, headers=headers)
 
         resp = await self.fs.retry_policy("write").run(attempt, what=f"initiate {self.pw.what}")
-        self.upload_id = _find_text(resp.body, "UploadId")
+        self.upload_id = gcsxml.find_text(resp.body, "UploadId")
         if not self.upload_id:
             raise OSError(f"initiating the multipart upload of {self.pw.what} returned no UploadId")
         self._initiate_window = (self._initiate_window[0], time.time())
@@ -92,10 +81,10 @@ class XmlUploader:
                     continue
                 parts = await http.request(self.fs, "GET", self.url, op="list", what=self.pw.what,
                                            params={"uploadId": up["upload_id"]})
-                if _find_text(parts.body, "PartNumber") is None:
+                if gcsxml.find_text(parts.body, "PartNumber") is None:
                     await http.request(self.fs, "DELETE", self.url, op="delete", what=self.pw.what,
                                        params={"uploadId": up["upload_id"]}, ok=(200, 204, 404))
-        except (OSError, ET.ParseError) as exc:  # best effort: `fluxfs cleanup` removes what is left
+        except (OSError, gcsxml.ParseError) as exc:  # best effort: `fluxfs cleanup` removes what is left
             logger.warning("could not sweep orphaned multipart uploads of %s: %s", self.pw.what, exc)
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> str:
@@ -156,50 +145,3 @@ class XmlUploader:
                 pass
             self.upload_id = None
         await self.sweep_orphans(own_id)
-
-
-def _rfc3339(text: str) -> float:
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-async def list_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "") -> list[dict[str, Any]]:
-    """In-progress XML multipart uploads of a bucket: [{"key", "upload_id", "initiated" (unix s)}]."""
-    params: dict[str, str] = {"uploads": ""}
-    if prefix:
-        params["prefix"] = prefix
-    out: list[dict[str, Any]] = []
-    while True:
-        resp = await http.request(fs, "GET", fs.xml_url(bucket), op="list", what=bucket, params=params)
-        root = ET.fromstring(resp.body)
-        last_key = last_id = None
-        for up in root:
-            if _local(up.tag) != "Upload":
-                continue
-            fields = {_local(c.tag): (c.text or "").strip() for c in up}
-            key, uid = fields.get("Key", ""), fields.get("UploadId", "")
-            if key.startswith(prefix):
-                out.append({"key": key, "upload_id": uid,
-                            "initiated": _rfc3339(fields["Initiated"]) if fields.get("Initiated") else None})
-            last_key, last_id = key, uid
-        truncated = any(_local(e.tag) == "IsTruncated" and (e.text or "").strip() == "true" for e in root)
-        if not truncated or last_key is None:
-            return out
-        params.update({"key-marker": last_key, "upload-id-marker": last_id})
-
-
-async def abort_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "",
-                                   older_than: float = 0.0) -> list[str]:
-    """Abort in-progress multipart uploads started more than `older_than` seconds ago (e.g. by a
-    killed writer); returns the keys whose uploads were aborted."""
-    now = time.time()
-    aborted = []
-    for up in await list_incomplete_uploads(fs, bucket, prefix):
-        if up["initiated"] is not None and now - up["initiated"] < older_than:
-            continue
-        try:
-            await http.request(fs, "DELETE", fs.xml_url(bucket, up["key"]), op="delete", what=f"{bucket}/{up['key']}",
-                               params={"uploadId": up["upload_id"]}, ok=(200, 204))
-        except FileNotFoundError:
-            continue
-        aborted.append(up["key"])
-    return aborted
