@@ -10,16 +10,16 @@ import time
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from .gcs import http
-from .gcs import xml as gcsxml
-from .temporaries import list_incomplete_uploads
-from .errors import PreconditionFailed
-from .gcs.checksums import crc_to_b64
-from .part_pipeline import body, confirm_written, exists_error, get_resource
+from ..errors import PreconditionFailed
+from ..gcs import http
+from ..gcs import xml as gcsxml
+from ..gcs.checksums import crc_to_b64
+from ..temporaries import list_incomplete_uploads
+from .bodies import DEFAULT_CONTENT_TYPE, body
+from .single import confirm_written, exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
-    from .part_pipeline import PartWriter
+    from .parts import PartWriter
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ class XmlUploader:
     """One XML multipart upload; its id exists from `start` until `complete` or `abort`."""
 
     sequential = False
+    max_parts = MAX_PARTS
     drain_on_abort = False
 
     def __init__(self, pw: "PartWriter"):
@@ -38,13 +39,16 @@ class XmlUploader:
         self.fs = pw.fs
         self.url = pw.fs.xml_url(pw.bucket, pw.key)
         self.upload_id: str | None = None
+        # Set by `start`: when our initiate request was sent and answered, and whether it was retried.
+        self._initiate_window = (0.0, 0.0)
+        self._retried_initiate = False
 
     def _precondition(self) -> dict[str, str]:
         # Create-only: GCS checks x-goog-if-generation-match when the upload completes.
         return {"x-goog-if-generation-match": "0"} if self.pw.create_only else {}
 
     async def start(self) -> None:
-        headers = {"Content-Type": self.pw.content_type or "application/octet-stream", **self._precondition()}
+        headers = {"Content-Type": self.pw.content_type or DEFAULT_CONTENT_TYPE, **self._precondition()}
         for k, v in (self.pw.metadata or {}).items():
             headers[f"x-goog-meta-{k}"] = str(v)
         self._initiate_window = (time.time(), time.time())
@@ -68,7 +72,7 @@ class XmlUploader:
         Only uploads started inside our own initiate window and still without parts qualify, so a
         concurrent writer's upload (which would have parts by now) is left alone.
         """
-        if not getattr(self, "_retried_initiate", False):
+        if not self._retried_initiate:
             return
         self._retried_initiate = False
         first, last = self._initiate_window
@@ -97,7 +101,7 @@ class XmlUploader:
         return resp.headers.get("ETag", "")
 
     async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict:
-        body = "<CompleteMultipartUpload>" + "".join(
+        manifest = "<CompleteMultipartUpload>" + "".join(
             f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(etag)}</ETag></Part>"
             for n, etag in enumerate(results, 1)
         ) + "</CompleteMultipartUpload>"
@@ -108,7 +112,7 @@ class XmlUploader:
                 resp = await http.request_once(self.fs, "POST", self.url, what=what,
                                                params={"uploadId": self.upload_id},
                                                headers={"Content-Type": "application/xml", **self._precondition()},
-                                               data=body.encode())
+                                               data=manifest.encode())
             except (FileNotFoundError, PreconditionFailed) as exc:
                 # A retry after a lost answer finds the upload gone (404) or the object present (412).
                 if n > 0:
