@@ -1,4 +1,8 @@
-"""`python -m bench SCENARIO [options]` (also `fluxfs bench`): see shared BENCH.md for the rules.
+"""`python -m bench SCENARIO [options]` (also `fluxfs bench`).
+
+Every scenario runs its contenders interleaved in one process run, on the same server and data;
+it quotes the median of the repeats (min and max kept), reports client CPU beside wall time,
+and fails, rather than times, a contender that returns wrong data.
 
 `python -m bench all` runs every scenario but chaos; `python -m bench SCENARIO --help` lists
 the scenario's own options.

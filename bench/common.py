@@ -1,8 +1,9 @@
 """The benchmark harness: interleaved contenders, medians of repeats, ratios, JSON reports.
 
-Rules (shared/BENCH.md): all contenders run in one process run on the same server and data,
-interleaved (A B C A B C ...); the figure quoted is the median, min and max are kept; client
-CPU seconds are reported beside wall time; a contender returning wrong data fails, not timed.
+The rules it enforces (also stated in bench/__init__.py): all contenders run in one process run
+on the same server and data, interleaved (A B C A B C ...); the figure quoted is the median,
+min and max are kept; client CPU seconds are reported beside wall time; a contender returning
+wrong data fails, not timed.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from --objects/--size. Contenders, interleaved on the same server and data:
   fluxfs-nocompose  `fluxfs` with compose=False (direct GETs)
   gcsfs             `gcsfs.core.GCSFileSystem.cat(paths)`
   dataflux          `dataflux_core.download.dataflux_download` (its default path: sequential composes)
-  dataflux-best     `dataflux_download_threaded` with 32 threads (BENCH.md's best configuration)
+  dataflux-best     `dataflux_download_threaded` with 32 threads (Dataflux's fastest configuration)
   limit             one object of the set's total bytes, read in one streamed GET
 Objects are read in batches of <= --batch-bytes (so 2 GB sets fit in memory), or streamed with that
 much read ahead; every object is checked against its listed crc32c (after its batch, not timed). Reported: objects/s, MB/s, client

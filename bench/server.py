@@ -42,7 +42,7 @@ def _server_cpu_clock(srv) -> Callable[[], float]:
 
 
 def _run(coro_fn: Callable) -> Dict:
-    # Results are small dicts: no big object crosses asyncio.run's return (see REFERENCE.md).
+    # Results are small dicts of counts, never the bytes read: nothing big outlives the event loop.
     return asyncio.run(coro_fn())
 
 

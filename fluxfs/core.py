@@ -14,8 +14,9 @@ from urllib.parse import quote
 from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
-from . import compose_reads, listing, manifest, read_file, stream_reads, temporaries
+from . import compose_reads, listing, read_file, stream_reads, temporaries
 from .gcs import bridge, fork, http, tempnames, urls
+from .listing import manifest
 from .gcs.retry import RetryPolicy
 from .options import FluxOptions
 from .writes import FluxWriteFile, upload_local_file, write_bytes

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .gcs import bridge, fork, http, tempnames
 from .gcs import xml as gcsxml
+from .gcs.pager import list_pages
+from .gcs.timestamps import parse_timestamp
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
@@ -211,13 +213,9 @@ def parse_age(value: Union[None, int, float, str]) -> Optional[float]:
 
 
 def _created(item: dict) -> Optional[float]:
-    from datetime import datetime
-
     ts = item.get("timeCreated") or item.get("updated")
-    if not ts:
-        return None
     try:
-        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+        return parse_timestamp(ts).timestamp() if ts else None
     except ValueError:
         return None
 
@@ -225,19 +223,10 @@ def _created(item: dict) -> Optional[float]:
 async def _list_temp(fs: "FluxFileSystem", bucket: str) -> list[dict]:
     """Every object under the reserved prefix of `bucket` (a raw listing: the lister hides them)."""
     items: list[dict] = []
-    token = None
-    url = fs.json_url("b/{}/o", bucket)
-    while True:
-        params = {"prefix": tempnames.TEMP_PREFIX, "maxResults": "1000",
-                  "fields": "items(name,generation,timeCreated,updated),nextPageToken"}
-        if token:
-            params["pageToken"] = token
-        page = (await http.request(fs, "GET", url, op="list", what=f"{bucket}/{tempnames.TEMP_PREFIX}",
-                                   params=params)).json()
+    async for page in list_pages(fs, bucket, prefix=tempnames.TEMP_PREFIX,
+                                 fields="items(name,generation,timeCreated,updated),nextPageToken"):
         items.extend(page.get("items", []))
-        token = page.get("nextPageToken")
-        if not token:
-            return items
+    return items
 
 
 async def async_cleanup(fs: "FluxFileSystem", url: str,
@@ -295,7 +284,8 @@ async def list_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str
             key, uid = fields.get("Key", ""), fields.get("UploadId", "")
             if key.startswith(prefix):
                 out.append({"key": key, "upload_id": uid,
-                            "initiated": gcsxml.rfc3339(fields["Initiated"]) if fields.get("Initiated") else None})
+                            "initiated": parse_timestamp(fields["Initiated"]).timestamp()
+                            if fields.get("Initiated") else None})
             last_key, last_id = key, uid
         truncated = any(gcsxml.local(e.tag) == "IsTruncated" and (e.text or "").strip() == "true" for e in root)
         if not truncated or last_key is None:

@@ -1,24 +1,22 @@
 """fluxfs.pipes: feed PyTorch from flux:// (torchdata Nodes, datasets) and checkpoint back to it.
 
-`ListObjects` / `ReadObjects` are torchdata Nodes; `FluxMapDataset` / `FluxIterableDataset` are
-datasets for `torch.utils.data.DataLoader` and `torchdata.stateful_dataloader.StatefulDataLoader`.
+Two subpackages, one job each: `fluxfs.pipes.data` (Nodes, datasets, sharding, read-ahead) and
+`fluxfs.pipes.checkpoint` (torch.save checkpoints, torch.distributed.checkpoint storage, Lightning).
+Their public names are re-exported here.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-from .datasets import FluxIterableDataset, FluxMapDataset
-from .nodes import ListObjects, ReadObjects
-from .readahead import FluxSampler
-from .sources import ObjectMeta
+from .data import FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, ReadObjects
 
-# Checkpoint classes live in their own modules, imported on first use (they pull in
-# torch.distributed.checkpoint, which a data pipeline does not need).
+# Checkpoint classes are imported on first use (they pull in torch.distributed.checkpoint, which a
+# data pipeline does not need).
 _LAZY = {
     "FluxCheckpoint": ".checkpoint",
-    "FluxStorageWriter": ".dcp",
-    "FluxStorageReader": ".dcp",
+    "FluxStorageWriter": ".checkpoint",
+    "FluxStorageReader": ".checkpoint",
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta", *_LAZY]

@@ -1,68 +1,9 @@
-"""Lightning `CheckpointIO` for ``flux://`` paths: `FluxCheckpointIO` (wrap it in AsyncCheckpointIO for background saves).
+"""``fluxfs.pipes.lightning``: `FluxCheckpointIO`, where users import it from (it lives in `fluxfs.pipes.checkpoint.lightning`).
 
-Needs the optional extra ``fluxfs[lightning]``; `fluxfs.pipes` itself never imports this module,
-so the rest of the package works without Lightning installed.
-
-    from lightning.pytorch.plugins.io import AsyncCheckpointIO
-    trainer = Trainer(plugins=[AsyncCheckpointIO(FluxCheckpointIO(endpoint_url=...))],
-                      default_root_dir="flux://bucket/run1")
-
-Lightning's ModelCheckpoint lists and creates its directory through fsspec with no storage
-options: configure the ``flux`` protocol for it with FSSPEC_FLUX_* environment variables
-(e.g. FSSPEC_FLUX_ENDPOINT_URL) or ``fsspec.config.conf["flux"]``.
+Needs the optional extra ``fluxfs[lightning]``; importing this without Lightning raises ImportError.
 """
 from __future__ import annotations
 
-import os
-from typing import Any
-
-try:
-    from lightning.fabric.plugins.io.checkpoint_io import CheckpointIO
-except ImportError:  # pragma: no cover - depends on the environment
-    try:
-        from lightning_fabric.plugins.io.checkpoint_io import CheckpointIO  # the standalone pytorch_lightning
-    except ImportError as exc:
-        raise ImportError(
-            "fluxfs.pipes.lightning needs Lightning: pip install 'fluxfs[lightning]'"
-        ) from exc
-
-from .checkpoint import FluxCheckpoint
+from .checkpoint.lightning import FluxCheckpointIO
 
 __all__ = ["FluxCheckpointIO"]
-
-
-def _url(path: Any) -> str:
-    """A ``flux://`` URL from what Lightning passes (str, or a Path that collapsed ``//`` to ``/``)."""
-    text = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
-    if text.startswith("flux:/") and not text.startswith("flux://"):
-        text = "flux://" + text[len("flux:/") :]
-    return text
-
-
-class FluxCheckpointIO(CheckpointIO):
-    """Saves with torch.save through fluxfs's atomic parallel writer; loads with weights_only=True by default."""
-
-    def __init__(self, **storage_options: Any):
-        self.checkpoint = FluxCheckpoint(**storage_options)
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
-        if storage_options is not None:
-            raise TypeError(
-                "FluxCheckpointIO takes its storage options in its constructor, "
-                "not per call (Trainer.save_checkpoint(..., storage_options=...))"
-            )
-        self.checkpoint.save(checkpoint, _url(path))
-
-    def load_checkpoint(
-        self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
-    ) -> dict[str, Any]:
-        # Lightning passes None unless the user chose; None means torch's safe default, True.
-        return self.checkpoint.load(_url(path), map_location=map_location, weights_only=weights_only is not False)
-
-    def remove_checkpoint(self, path: Any) -> None:
-        fs = self.checkpoint.fs
-        target = self.checkpoint.object_path(_url(path))
-        try:
-            fs.rm(target, recursive=fs.isdir(target))
-        except FileNotFoundError:
-            pass

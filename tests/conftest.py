@@ -1,7 +1,9 @@
 """Shared fixtures: the fluxfs server and fake-gcs-server on 127.0.0.1, fresh buckets, filesystems.
 
 `gcs_server` is parametrized over both servers; use it for behaviour both implement
-correctly (see REFERENCE.md for fake-gcs-server's gaps), and `flux_server` for the rest.
+correctly, and `flux_server` for the rest: fake-gcs-server ignores generation preconditions,
+`fields` (partial responses) and the 1000-item page cap, repeats prefixes on every list page,
+sets no componentCount on composites and has no XML multipart upload or moveTo.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import uuid
 import pytest
 
 from fluxfs import FluxFileSystem
-from fluxfs.testing import fake_gcs_server
+from fluxfs.cli.testing import fake_gcs_server
 
 
 def pytest_configure(config):

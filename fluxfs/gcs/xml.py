@@ -1,11 +1,10 @@
-"""Reading GCS's XML API answers: namespace-free tag names, one field's text, RFC 3339 times.
+"""Reading GCS's XML API answers: namespace-free tag names, one field's text, an element's fields.
 
 Shared by the XML multipart upload strategy (`fluxfs.writes.xml`) and the cleanup of
 unfinished uploads (`fluxfs.temporaries`), so neither imports the other for parsing.
 """
 from __future__ import annotations
 
-import datetime
 import xml.etree.ElementTree as ET
 
 ParseError = ET.ParseError
@@ -33,7 +32,3 @@ def fields(el: ET.Element) -> dict[str, str]:
     """An element's children as {local tag: stripped text}."""
     return {local(c.tag): (c.text or "").strip() for c in el}
 
-
-def rfc3339(text: str) -> float:
-    """Unix seconds from an RFC 3339 timestamp such as "2024-05-01T12:00:00.123Z"."""
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

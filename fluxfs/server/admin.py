@@ -12,7 +12,8 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from .store import ServerError, prefix_successor
+from .errors import ServerError
+from .store import prefix_successor
 
 
 async def _body(request: web.Request) -> Dict[str, Any]:

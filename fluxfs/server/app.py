@@ -7,17 +7,18 @@ that may contain '/', '%', '?', '#' and newlines; aiohttp's router would decode 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
-from typing import Any, Dict, List, Optional, Union
-from xml.sax.saxutils import escape
+from functools import lru_cache
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from . import admin, json_routes, xml_routes
+from .errors import ServerError
 from .profile import Profile
-from .store import ServerError, Store
-
-Body = Union[bytes, memoryview, List[memoryview], None]  # a list: pieces sent in order, never joined
+from .replies import Reply, error_reply
+from .store import Store
 
 # Pacing granularity for the bandwidth cap: small enough to be smooth, big enough to be cheap.
 _PACE_CHUNK = 256 * 1024
@@ -26,41 +27,15 @@ _PACE_CHUNK = 256 * 1024
 _WRITE_CHUNK = 1024 * 1024
 
 
-class Reply:
-    """What a route returns; the dispatcher turns it into bytes on the wire."""
-
-    __slots__ = ("status", "headers", "body", "length")
-
-    def __init__(self, status: int = 200, body: Body = b"", headers: Optional[Dict[str, str]] = None,
-                 length: Optional[int] = None):
-        self.status = status
-        self.body = body
-        self.headers = headers or {}
-        self.length = length  # Content-Length to announce on HEAD (no body sent)
+@lru_cache(maxsize=1024)
+def _parse_query(query: str) -> Tuple[Tuple[str, str], ...]:
+    return tuple(dict(parse_qsl(query, keep_blank_values=True, errors="surrogateescape")).items())
 
 
-def json_reply(obj: Any, status: int = 200, headers: Optional[Dict[str, str]] = None) -> Reply:
-    h = {"Content-Type": "application/json; charset=UTF-8"}
-    if headers:
-        h.update(headers)
-    return Reply(status, json.dumps(obj, separators=(",", ":")).encode(), h)
-
-
-def json_error(code: int, message: str, reason: str) -> Reply:
-    return json_reply({"error": {"code": code, "message": message,
-                                 "errors": [{"message": message, "domain": "global", "reason": reason}]}}, code)
-
-
-def xml_error(code: int, xml_code: str, message: str) -> Reply:
-    body = ("<?xml version='1.0' encoding='UTF-8'?><Error><Code>%s</Code><Message>%s</Message></Error>"
-            % (escape(xml_code), escape(message))).encode()
-    return Reply(code, body, {"Content-Type": "application/xml; charset=UTF-8"})
-
-
-def error_reply(err: ServerError, xml: bool) -> Reply:
-    if err.code == 304:
-        return Reply(304, b"")
-    return xml_error(err.code, err.xml_code, err.message) if xml else json_error(err.code, err.message, err.reason)
+def parse_query(query: str) -> Dict[str, str]:
+    """The query string as a dict (last value wins), parsed once per distinct string: small GETs
+    repeat the same few (``alt=media``). A fresh dict each call, so routes may change theirs."""
+    return dict(_parse_query(query))
 
 
 class Server:
@@ -69,7 +44,7 @@ class Server:
     def __init__(self, root: Optional[str] = None, **settings: Any):
         self.store = Store(root)
         self.profile = Profile(**settings)
-        self.resumable: Dict[str, Any] = {}   # upload_id -> json_routes.Resumable
+        self.resumable: Dict[str, Any] = {}   # upload_id -> uploads.Resumable
         self.multipart: Dict[str, Any] = {}   # upload_id -> xml_routes.Multipart
         self.requests: Counter = Counter()
         self.faults: Counter = Counter()
@@ -132,7 +107,6 @@ class Server:
         return app
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        from . import admin, json_routes, xml_routes
         raw = request.raw_path
         path, _, query = raw.partition("?")
         if path.startswith("/_fluxfs/"):
@@ -141,7 +115,7 @@ class Server:
             except (ServerError, ValueError, TypeError, KeyError) as e:
                 code = e.code if isinstance(e, ServerError) else 400
                 return web.json_response({"error": {"code": code, "message": str(e)}}, status=code)
-        q = json_routes.parse_query(query) if query else {}
+        q = parse_query(query) if query else {}
         is_xml = not path.startswith(("/storage/v1/", "/upload/storage/v1/", "/download/storage/v1/",
                                       "/batch/storage/v1"))
         try:

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import email.parser
 import secrets
-from typing import Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 from urllib.parse import parse_qsl, urlsplit
 
+from aiohttp import web
 from multidict import CIMultiDict
 
-from .app import Reply, error_reply
-from .store import ServerError
+from .errors import ServerError
+from .replies import Reply, error_reply
 
 MAX_BATCH = 100  # GCS's limit of calls per batch request
+# (method, raw path, query) -> (op name, handler): json_routes.route, passed in by it.
+Router = Callable[[str, str, Dict[str, str]], Tuple[str, Callable[..., Any]]]
 
 
 class _SubRequest:
@@ -58,19 +61,19 @@ def _parse(body: bytes, ctype: str) -> List[Tuple[str, str, CIMultiDict, bytes, 
     return out
 
 
-async def handle_batch(srv, request, q) -> Reply:
-    from . import json_routes
+async def handle_batch(srv, request: web.Request, q: Dict[str, str], route: Router) -> Reply:
+    """Run each embedded call through ``route`` (json_routes.route) and answer them all in one body."""
     body = await srv.body(request)
     answers = []
     for method, path, hdrs, sub_body, cid in _parse(body, request.headers.get("Content-Type", "")):
         raw_path, _, query = path.partition("?")
         sq: Dict[str, str] = dict(parse_qsl(query, keep_blank_values=True, errors="surrogateescape"))
         try:
-            op, route = json_routes.route(method, raw_path, sq)
+            op, handler = route(method, raw_path, sq)
             srv.requests[op] += 1
             if op in srv.profile.s["deny_ops"]:
                 raise ServerError(403, f"The caller does not have permission for '{op}' operations.")
-            reply = await route(srv, _SubRequest(request, method, path, hdrs, sub_body), sq)
+            reply = await handler(srv, _SubRequest(request, method, path, hdrs, sub_body), sq)
         except ServerError as e:
             reply = error_reply(e, False)
         answers.append((cid, reply))

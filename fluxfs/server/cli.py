@@ -44,7 +44,7 @@ def serve(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM; the URL is the first line printed on stdout."""
     from aiohttp import web
     from .app import Server
-    from .handle import _url_host
+    from .handle import url_host
 
     try:
         srv = Server(args.root, **settings_from(args))
@@ -58,7 +58,7 @@ def serve(args: argparse.Namespace) -> int:
         site = web.TCPSite(runner, args.host, args.port, backlog=1024)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]
-        print(f"http://{_url_host(args.host)}:{port}", flush=True)
+        print(f"http://{url_host(args.host)}:{port}", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Dict, Optional, Tuple
 
-from .store import ServerError
+from .errors import ServerError
 
 Tree = Optional[Dict[str, Any]]  # None = keep the whole value
 

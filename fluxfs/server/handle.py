@@ -11,6 +11,7 @@ import threading
 import urllib.error
 import urllib.request
 from typing import Any, Dict, List, Optional, Tuple, Union
+from urllib.parse import urlencode
 
 # Never route 127.0.0.1 control calls through an http_proxy from the environment.
 _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -56,17 +57,17 @@ class ServerHandle:
         return self._call("POST", "configure", settings)
 
     def stats(self) -> Dict[str, Any]:
+        """Requests and faults per op, peak concurrency per op, bytes in/out, index keys scanned."""
         return self._call("GET", "stats")
 
     def reset_stats(self) -> None:
+        """Zero the counters that stats() reports."""
         self._call("POST", "reset_stats")
 
     def list_names(self, bucket: str, prefix: str = "") -> List[str]:
-        from urllib.parse import urlencode
         return self._call("GET", "names", query=urlencode({"bucket": bucket, "prefix": prefix}))
 
     def multipart_uploads(self, bucket: str) -> List[Dict[str, Any]]:
-        from urllib.parse import urlencode
         return self._call("GET", "uploads", query=urlencode({"bucket": bucket}))
 
     def close(self) -> None:
@@ -124,12 +125,13 @@ def _start_in_process(host: str, port: int, root: Optional[str], settings: Dict[
         loop.call_soon_threadsafe(loop.stop)
         t.join(timeout=10)
 
-    h = ServerHandle(f"http://{_url_host(host)}:{box['port']}", closer)
+    h = ServerHandle(f"http://{url_host(host)}:{box['port']}", closer)
     h.server = srv  # in-process only: direct access for debugging
     return h
 
 
-def _url_host(host: str) -> str:
+def url_host(host: str) -> str:
+    """``host`` as it goes into a URL (IPv6 addresses in brackets)."""
     return f"[{host}]" if ":" in host else host
 
 

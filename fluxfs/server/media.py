@@ -3,30 +3,42 @@ from __future__ import annotations
 
 import base64
 import re
-import time
+from typing import Any, Dict, Optional, Tuple
 
 from aiohttp import web
 
-from .app import Reply
-from .store import Chunked, Obj, ServerError
+from ..gcs.chunks import Chunked
+
+from .errors import ServerError
+from .objects import Obj
+from .replies import Reply
+from .timestamps import http_date
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 
 
+def object_etag(obj: Obj) -> str:
+    """The ETag GCS sends for an object body: its MD5 in hex, or generation-metageneration without one."""
+    return base64.b64decode(obj.md5).hex() if obj.md5 else obj.etag
+
+
+def hash_header(obj: Obj) -> str:
+    """The x-goog-hash value of an object: crc32c, and md5 when it has one."""
+    return f"crc32c={obj.crc32c}" + (f",md5={obj.md5}" if obj.md5 is not None else "")
+
+
 def object_headers(obj: Obj) -> dict:
+    """The headers of an object body: type, ETag, dates, generations, hashes, x-goog-meta-*."""
     h = {"Content-Type": obj.content_type,
-         "ETag": f'"{obj.etag}"' if obj.md5 is None else f'"{base64.b64decode(obj.md5).hex()}"',
-         "Last-Modified": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(obj.updated)),
+         "ETag": f'"{object_etag(obj)}"',
+         "Last-Modified": http_date(obj.updated),
          "Accept-Ranges": "bytes",
          "x-goog-generation": str(obj.generation),
          "x-goog-metageneration": str(obj.metageneration),
          "x-goog-stored-content-length": str(obj.size),
          "x-goog-stored-content-encoding": (obj.extra or {}).get("contentEncoding", "identity"),
          "x-goog-storage-class": "STANDARD"}
-    hashes = f"crc32c={obj.crc32c}"
-    if obj.md5 is not None:
-        hashes += f",md5={obj.md5}"
-    h["x-goog-hash"] = hashes
+    h["x-goog-hash"] = hash_header(obj)
     if obj.component_count is not None:
         h["x-goog-component-count"] = str(obj.component_count)
     if obj.metadata:
@@ -35,7 +47,7 @@ def object_headers(obj: Obj) -> dict:
     return h
 
 
-def parse_range(header: str, size: int):
+def parse_range(header: str, size: int) -> Optional[Tuple[int, int]]:
     """(start, end_exclusive) or None for the whole object; raises 416 when unsatisfiable."""
     m = _RANGE.match(header.strip().replace(" ", ""))
     if not m or (m.group(1) == "" and m.group(2) == ""):
@@ -56,6 +68,7 @@ def parse_range(header: str, size: int):
 
 
 def media_reply(request: web.Request, obj: Obj) -> Reply:
+    """An object body (or the Range asked for: 206), headers only on HEAD."""
     h = object_headers(obj)
     rng = request.headers.get("Range")
     r = parse_range(rng, obj.size) if rng else None
@@ -78,7 +91,7 @@ def _body(obj: Obj, start: int, end: int):
     return obj.read(start, end)
 
 
-def goog_hashes(headers) -> dict:
+def goog_hashes(headers: Any) -> Dict[str, str]:
     """{"md5": b64, "crc32c": b64} as sent in x-goog-hash headers (possibly repeated, comma-separated)."""
     out = {}
     for part in headers.getall("x-goog-hash", []):

@@ -9,7 +9,6 @@ Output is byte-identical to ``json.dumps(apply_fields(obj.resource(...), tree), 
 """
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
 from json.encoder import encode_basestring_ascii as _s  # what json.dumps uses for str (ensure_ascii)
@@ -17,9 +16,9 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 from urllib.parse import quote
 
 from .fields import apply_fields
-from .store import Obj, SynthBatch, rfc3339
-
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # same bytes as json.dumps(..., separators=...)
+from .replies import compact_json
+from .objects import Obj, SynthBatch
+from .timestamps import rfc3339
 
 # Field order of Obj.resource() (the order of keys when no fields= selection is given).
 _FULL = ("kind", "id", "selfLink", "mediaLink", "name", "bucket", "generation", "metageneration", "contentType",
@@ -76,15 +75,15 @@ _ENCODERS: Dict[str, Enc] = {
     "timeCreated": lambda o, b, base: _s(rfc3339(o.created)),
     "timeStorageClassUpdated": lambda o, b, base: _s(rfc3339(o.created)),
     "updated": lambda o, b, base: _s(rfc3339(o.updated)),
-    "componentCount": lambda o, b, base: None if o.component_count is None else _encode(o.component_count),
-    "metadata": lambda o, b, base: _encode(o.metadata) if o.metadata else None,
+    "componentCount": lambda o, b, base: None if o.component_count is None else compact_json(o.component_count),
+    "metadata": lambda o, b, base: compact_json(o.metadata) if o.metadata else None,
 }
 
 
 def _extra(name: str) -> Enc:
     def enc(o: Obj, b: str, base: str) -> Optional[str]:
         ex = o.extra
-        return _encode(ex[name]) if ex and name in ex else None
+        return compact_json(ex[name]) if ex and name in ex else None
     return enc
 
 
@@ -93,7 +92,7 @@ def _all_extra(o: Obj, b: str, base: str) -> Optional[str]:
     ex = o.extra
     if not ex:
         return None
-    return ",".join(_s(k) + ":" + _encode(v) for k, v in ex.items())
+    return ",".join(_s(k) + ":" + compact_json(v) for k, v in ex.items())
 
 
 @lru_cache(maxsize=256)
@@ -123,7 +122,7 @@ def object_json(obj: Obj, bucket: str, base: str, tree: Optional[Dict[str, Any]]
     """JSON text of ``obj``'s resource restricted to the fields tree (None = all), cached on the object."""
     ok, fields = flat_fields(tree)
     if not ok:  # nested selections (e.g. metadata/key): the generic path, not cached
-        return _encode(apply_fields(obj.resource(bucket, base, tree), tree))
+        return compact_json(apply_fields(obj.resource(bucket, base, tree), tree))
     return _render(obj, bucket, base, fields, _plan(fields))
 
 
@@ -131,7 +130,7 @@ def objects_json(objs: Iterable[Obj], bucket: str, base: str, tree: Optional[Dic
     """JSON text of a list of object resources (a list page's ``items``), each restricted to ``tree``."""
     ok, fields = flat_fields(tree)
     if not ok:
-        return _encode([apply_fields(o.resource(bucket, base, tree), tree) for o in objs])
+        return compact_json([apply_fields(o.resource(bucket, base, tree), tree) for o in objs])
     plan = _plan(fields)
     return "[" + ",".join([_render(o, bucket, base, fields, plan) for o in objs]) + "]"
 
@@ -152,10 +151,7 @@ def entries_json(entries: Iterable[Tuple[str, Any]], bucket: str, base: str, tre
 
 
 def _view(name: str, v: Any) -> Obj:
-    if v.__class__ is SynthBatch:
-        v = v.obj(name)
-        v._json = False
-    return v
+    return v.view(name) if v.__class__ is SynthBatch else v
 
 
 # Fields whose value differs between objects of one fixed-size synthetic batch (hashes: unless empty).

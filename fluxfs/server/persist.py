@@ -14,10 +14,10 @@ import json
 import os
 import shutil
 import tempfile
-from typing import TYPE_CHECKING, Dict, Iterable, Set
+from typing import Dict, Iterable, Set, Tuple
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .store import Obj, Store
+from .buckets import Bucket
+from .objects import Obj, SynthBatch
 
 
 def _h(name: str) -> str:
@@ -47,6 +47,8 @@ def _unlink(path: str) -> None:
 
 
 class Persistence:
+    """Writes every change of a Store under ``root`` (atomically) and reads it all back on start."""
+
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
         os.makedirs(os.path.join(self.root, "buckets"), exist_ok=True)
@@ -57,7 +59,7 @@ class Persistence:
         return os.path.join(self.root, "buckets", bucket, *sub)
 
     # -- buckets --
-    def save_bucket(self, b) -> None:
+    def save_bucket(self, b: Bucket) -> None:
         for sub in ("objects", "data", "synthetic"):
             os.makedirs(self._bdir(b.name, sub), exist_ok=True)
         _atomic_write(self._bdir(b.name, "bucket.json"),
@@ -69,7 +71,7 @@ class Persistence:
         self.files.pop(name, None)
 
     # -- objects --
-    def _meta(self, obj: "Obj") -> Dict:
+    def _meta(self, obj: Obj) -> Dict:
         return {"name": obj.name, "size": obj.size, "generation": obj.generation,
                 "metageneration": obj.metageneration, "content_type": obj.content_type,
                 "metadata": obj.metadata, "created": obj.created, "updated": obj.updated,
@@ -77,7 +79,7 @@ class Persistence:
                 "extra": obj.extra, "seed": obj.seed,
                 "data": os.path.basename(obj.path) if obj.path else None}
 
-    def save_object(self, bucket: str, obj: "Obj", old: "Obj" = None) -> None:
+    def save_object(self, bucket: str, obj: Obj, old: Obj = None) -> None:
         """Write the body then the metadata; the object then reads its body from disk."""
         h = _h(obj.name)
         path = self._bdir(bucket, "data", f"{h}-{obj.generation}")
@@ -87,11 +89,11 @@ class Persistence:
         if old is not None and old.path and old.path != path:
             _unlink(old.path)
 
-    def save_meta(self, bucket: str, obj: "Obj") -> None:
+    def save_meta(self, bucket: str, obj: Obj) -> None:
         _atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"), json.dumps(self._meta(obj)).encode())
         self.files.setdefault(bucket, set()).add(obj.name)
 
-    def delete_object(self, bucket: str, obj: "Obj") -> None:
+    def delete_object(self, bucket: str, obj: Obj) -> None:
         # Always a tombstone (not an unlink): the name may be covered by a synthetic batch.
         _atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"),
                       json.dumps({"name": obj.name, "deleted": True}).encode())
@@ -125,8 +127,10 @@ class Persistence:
         self.files.get(bucket, set()).discard(name)
 
     # -- startup --
-    def load(self, store: "Store") -> None:
-        from .store import Bucket, Obj, SynthBatch
+    def load(self) -> Tuple[Dict[str, Bucket], int]:
+        """The buckets saved under the root, and the highest generation among their objects."""
+        buckets: Dict[str, Bucket] = {}
+        last_gen = 0
         base = os.path.join(self.root, "buckets")
         for bname in sorted(os.listdir(base)):
             try:
@@ -135,7 +139,7 @@ class Persistence:
             except (FileNotFoundError, ValueError):
                 continue
             b = Bucket(bname, created=binfo.get("created", 0.0), labels=binfo.get("labels"))
-            store.buckets[bname] = b
+            buckets[bname] = b
             names: Set[str] = set()
             self.files[bname] = names
             for sub in ("objects", "data", "synthetic"):
@@ -150,7 +154,7 @@ class Persistence:
                 size = bt["size"] if isinstance(bt["size"], int) else tuple(bt["size"])
                 batch = SynthBatch(bt["generation"], bt["created"], size, bt["seed"])
                 new.update(dict.fromkeys([f"{bt['prefix']}{i:08d}" for i in range(bt["count"])], batch))
-                store.note_generation(bt["generation"])
+                last_gen = max(last_gen, bt["generation"])
             for fn in os.listdir(self._bdir(bname, "objects")):
                 if not fn.endswith(".json"):
                     continue  # a leftover temporary file from a crash
@@ -169,8 +173,9 @@ class Persistence:
                 if o.path is None and o.seed is None:
                     o.data = b""
                 new[o.name] = o
-                store.note_generation(o.generation)
+                last_gen = max(last_gen, o.generation)
             b.objects.update(new)
             for fn in os.listdir(self._bdir(bname, "data")):
                 if fn.startswith(".tmp-"):
                     _unlink(self._bdir(bname, "data", fn))
+        return buckets, last_gen

@@ -12,10 +12,13 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
-from .app import Reply
-from .json_routes import _json_body, _meta_from, _resource_reply, base_url, preconds
+from aiohttp import web
+
+from .errors import ServerError
+from .json_request import base_url, json_body, meta_from, preconds, resource_reply
 from .media import goog_hashes
-from .store import ServerError, check_preconditions
+from .preconditions import check_preconditions
+from .replies import Reply
 
 
 def _client_hashes(meta: Dict[str, Any], headers) -> Tuple[Optional[str], Optional[str]]:
@@ -64,14 +67,14 @@ class Resumable:
 
 
 def _store_upload(srv, request, q, bucket, name, meta, data, status=200) -> Reply:
-    ctype, md, extra = _meta_from(meta)
+    ctype, md, extra = meta_from(meta)
     md5, crc = _client_hashes(meta, request.headers)
     obj = srv.store.put(bucket, name, data, content_type=ctype, metadata=md, extra=extra, expect_md5=md5,
                         expect_crc=crc, preconditions=preconds(q))
-    return _resource_reply(request, q, obj, bucket, status)
+    return resource_reply(request, q, obj, bucket, status)
 
 
-async def upload_start(srv, request, q, bucket):
+async def upload_start(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     srv.store.bucket(bucket)
     kind = q.get("uploadType", "media" if request.path.startswith("/upload/") else "json")
     if kind == "media":
@@ -97,7 +100,7 @@ async def upload_start(srv, request, q, bucket):
             meta["contentType"] = h2["content-type"]
         return _store_upload(srv, request, q, bucket, name, meta, media)
     if kind == "resumable":
-        meta = await _json_body(srv, request)
+        meta = await json_body(srv, request)
         name = meta.get("name") or q.get("name")
         if not name:
             raise ServerError(400, "Upload requires an object name.", "required")
@@ -110,7 +113,7 @@ async def upload_start(srv, request, q, bucket):
         loc = f"{base_url(request)}/upload/storage/v1/b/{quote(bucket, safe='')}/o?uploadType=resumable&upload_id={uid}"
         return Reply(200, b"", {"Location": loc, "X-GUploader-UploadID": uid, "Content-Type": "text/plain"})
     if kind == "json":  # metadata-only objects.insert: an empty object
-        meta = await _json_body(srv, request)
+        meta = await json_body(srv, request)
         name = meta.get("name") or q.get("name")
         if not name:
             raise ServerError(400, "Object name is required.", "required")
@@ -121,7 +124,7 @@ async def upload_start(srv, request, q, bucket):
 _RANGE_RE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)$")
 
 
-async def resumable_chunk(srv, request, q, bucket):
+async def resumable_chunk(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     uid = q["upload_id"]
     sess = srv.resumable.get(uid)
     if sess is None or sess.bucket != bucket:
@@ -180,7 +183,7 @@ def _finish(srv, request, uid, sess) -> Reply:
     return reply
 
 
-async def resumable_cancel(srv, request, q, bucket):
+async def resumable_cancel(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     if srv.resumable.pop(q["upload_id"], None) is None:
         raise ServerError(404, "No such resumable upload session.", "notFound")
     return Reply(499, b"")

@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import secrets
 import time
 import xml.etree.ElementTree as ET
 from functools import partial
-from typing import Dict, NamedTuple, Optional
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 from urllib.parse import unquote
 from xml.sax.saxutils import escape
 
 import google_crc32c
 
-from .app import Reply
+from aiohttp import web
+
 from ..gcs.checksums import crc32c_combine, crc_to_b64
-from .media import goog_hashes, media_reply
-from .store import Chunked, ServerError, b64, check_preconditions, rfc3339
+from ..gcs.chunks import Chunked
+from .errors import ServerError
+from .media import goog_hashes, hash_header, media_reply, object_etag
+from .objects import b64
+from .preconditions import check_preconditions
+from .replies import Reply
+from .timestamps import rfc3339
 
 MAX_PARTS = 10_000
 _NS = " xmlns='http://s3.amazonaws.com/doc/2006-03-01/'"
@@ -58,7 +63,7 @@ class Multipart:
         self.created = time.time()
 
 
-def route(method: str, path: str, q: Dict[str, str]):
+def route(method: str, path: str, q: Dict[str, str]) -> Tuple[str, Callable[..., Any]]:
     """Map (method, raw path) to (op name, handler)."""
     bucket_raw, _, key_raw = path[1:].partition("/")
     bucket = unquote(bucket_raw)
@@ -118,13 +123,13 @@ def _client_hashes(request):
     return sent.get("md5", request.headers.get("Content-MD5")), sent.get("crc32c")
 
 
-async def get_object(srv, request, q, bucket, key):
+async def get_object(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     obj = srv.store.get(bucket, key, _gen(q.get("generation"), "generation"))
     check_preconditions(obj, **_preconds(request), read=True)
     return media_reply(request, obj)
 
 
-async def put_object(srv, request, q, bucket, key):
+async def put_object(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     if request.headers.get("x-goog-copy-source"):
         src_b, _, src_k = unquote(request.headers["x-goog-copy-source"].lstrip("/")).partition("/")
         src = srv.store.get(src_b, src_k)
@@ -132,36 +137,32 @@ async def put_object(srv, request, q, bucket, key):
         obj = srv.store.put(bucket, key, bytes(src.read()), content_type=src.content_type, metadata=src.metadata,
                             component_count=src.component_count, preconditions=_preconds(request))
         return _xml(f"<CopyObjectResult{_NS}><LastModified>{rfc3339(obj.updated)}</LastModified>"
-                    f"<ETag>\"{_etag(obj)}\"</ETag></CopyObjectResult>", headers=_gen_headers(obj))
+                    f"<ETag>\"{object_etag(obj)}\"</ETag></CopyObjectResult>", headers=_gen_headers(obj))
     data = await srv.body(request)
     md5, crc = _client_hashes(request)
     obj = srv.store.put(bucket, key, data, content_type=request.headers.get("Content-Type"),
                         metadata=_meta_headers(request), expect_md5=md5, expect_crc=crc,
                         preconditions=_preconds(request))
-    return Reply(200, b"", {"ETag": f'"{_etag(obj)}"', **_gen_headers(obj)})
-
-
-def _etag(obj) -> str:
-    return base64.b64decode(obj.md5).hex() if obj.md5 else obj.etag
+    return Reply(200, b"", {"ETag": f'"{object_etag(obj)}"', **_gen_headers(obj)})
 
 
 def _gen_headers(obj) -> Dict[str, str]:
     h = {"x-goog-generation": str(obj.generation), "x-goog-metageneration": str(obj.metageneration),
-         "x-goog-hash": f"crc32c={obj.crc32c}" + (f",md5={obj.md5}" if obj.md5 else "")}
+         "x-goog-hash": hash_header(obj)}
     return h
 
 
-async def delete_object(srv, request, q, bucket, key):
+async def delete_object(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     srv.store.delete(bucket, key, _gen(q.get("generation"), "generation"), _preconds(request))
     return Reply(204, b"")
 
 
-async def head_bucket(srv, request, q, bucket):
+async def head_bucket(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     srv.store.bucket(bucket)
     return Reply(200, b"")
 
 
-async def list_objects(srv, request, q, bucket):
+async def list_objects(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     mk = _gen(q.get("max-keys"), "max-keys")
     mk = 1000 if mk is None or mk <= 0 else min(mk, 1000)
     prefix, delim = q.get("prefix", ""), q.get("delimiter", "")
@@ -207,7 +208,7 @@ def _upload(srv, q, bucket, key) -> Multipart:
     return up
 
 
-async def initiate(srv, request, q, bucket, key):
+async def initiate(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     srv.store.bucket(bucket)
     await srv.body(request)
     uid = secrets.token_urlsafe(24)
@@ -216,7 +217,7 @@ async def initiate(srv, request, q, bucket, key):
                 f"<UploadId>{uid}</UploadId></InitiateMultipartUploadResult>")
 
 
-async def upload_part(srv, request, q, bucket, key):
+async def upload_part(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     up = _upload(srv, q, bucket, key)
     n = _gen(q.get("partNumber"), "partNumber")
     if n is None or not 1 <= n <= MAX_PARTS:
@@ -240,7 +241,7 @@ async def upload_part(srv, request, q, bucket, key):
     return Reply(200, b"", {"ETag": f'"{md5raw.hex()}"', "x-goog-hash": f"crc32c={crc},md5={b64(md5raw)}"})
 
 
-async def list_parts(srv, request, q, bucket, key):
+async def list_parts(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     up = _upload(srv, q, bucket, key)
     parts = "".join(f"<Part><PartNumber>{n}</PartNumber><LastModified>{rfc3339(p.uploaded)}</LastModified>"
                     f"<ETag>\"{p.etag}\"</ETag><Size>{p.size}</Size></Part>"
@@ -249,7 +250,7 @@ async def list_parts(srv, request, q, bucket, key):
                 f"<UploadId>{q['uploadId']}</UploadId><IsTruncated>false</IsTruncated>{parts}</ListPartsResult>")
 
 
-async def list_uploads(srv, request, q, bucket):
+async def list_uploads(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     srv.store.bucket(bucket)
     ups = sorted(((u.key, uid, u) for uid, u in srv.multipart.items() if u.bucket == bucket),
                  key=lambda t: (t[0], t[2].created))
@@ -263,7 +264,7 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-async def complete(srv, request, q, bucket, key):
+async def complete(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     up = _upload(srv, q, bucket, key)
     raw = await srv.body(request)
     try:
@@ -303,10 +304,10 @@ async def complete(srv, request, q, bucket, key):
     srv.multipart.pop(q["uploadId"], None)
     return _xml(f"<CompleteMultipartUploadResult{_NS}><Location>{_e(request.scheme)}://{_e(request.host)}/{_e(bucket)}/"
                 f"{_e(key)}</Location><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"
-                f"<ETag>\"{_etag(obj)}\"</ETag></CompleteMultipartUploadResult>", headers=_gen_headers(obj))
+                f"<ETag>\"{object_etag(obj)}\"</ETag></CompleteMultipartUploadResult>", headers=_gen_headers(obj))
 
 
-async def abort(srv, request, q, bucket, key):
+async def abort(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     _upload(srv, q, bucket, key)
     srv.multipart.pop(q["uploadId"], None)
     return Reply(204, b"")

@@ -95,7 +95,7 @@ def test_versions_false_lists_live_objects_only(wire, any_bucket):
     assert [(i["name"], i["size"]) for i in page["items"]] == [("v", "2")]
 
 
-# -- fluxfs server only: fake-gcs-server gets these wrong (REFERENCE.md) --------------------
+# -- fluxfs server only: fake-gcs-server repeats prefixes, ignores `fields` and maxResults' cap ---
 
 
 def test_delimiter_paging_never_repeats_prefixes(fwire, bucket):

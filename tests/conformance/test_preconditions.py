@@ -1,6 +1,7 @@
 """Request preconditions (ifGenerationMatch, ifGenerationNotMatch, ifMetagenerationMatch) -> 412.
 
-fluxfs server only: fake-gcs-server ignores most of them (REFERENCE.md). GCS doc: "Request preconditions".
+fluxfs server only: fake-gcs-server ignores most of them (it performs the request where GCS
+answers 412). GCS doc: "Request preconditions".
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import gcsfs.core
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fluxfs.listing import _parent_runs, fill_dircache
+from fluxfs.listing.dircache import _parent_runs, fill_dircache
 
 # Few characters, '/' among them, so names nest, repeat parents, and collide as file and directory.
 segments = st.text(alphabet=["a", "b", "/", "!", "0"], min_size=1, max_size=6)

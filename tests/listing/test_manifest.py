@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fluxfs.manifest import ManifestEntry, read_manifest
+from fluxfs.listing.manifest import ManifestEntry, read_manifest
 from tests.conftest import make_fs
 
 from .helpers import put_keys

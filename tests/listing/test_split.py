@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fluxfs.listing import Alphabets, choose_split, prefix_end
+from fluxfs.listing.keyspace import Alphabets, choose_split, prefix_end
 
 CHARS = ["\x00", "\x01", " ", "/", "0", "1", "9", "a", "b", "~", "\x7f", "é", "\ud7ff", "\ue000", "\uffff",
          "\U0010fffe", "\U0010ffff"]

@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from fluxfs.pipes import FluxMapDataset, FluxSampler
-from fluxfs.pipes.readahead import ReadAhead
+from fluxfs.pipes.data.readahead import ReadAhead
 
 from .conftest import N_DATA, N_SMALL
 from .test_datasets import all_keys, collect

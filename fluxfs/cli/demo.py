@@ -22,7 +22,7 @@ PREFIX = "train/"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The demo's flags (also used by ``python -m fluxfs.demo``)."""
+    """The demo's flags (also used by ``python -m fluxfs.cli.demo``)."""
     g = parser.add_argument_group("demo")
     g.add_argument("--objects", type=int, default=20_000, help="images in the dataset (default 20000)")
     g.add_argument("--checkpoint-mb", type=int, default=128,
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         args.gcsfs_samples = min(args.gcsfs_samples, 200)
     if args.objects < NUM_CLASSES:
         raise ValueError(f"--objects must be at least {NUM_CLASSES}")
-    from .server import run as run_server
+    from fluxfs.server import run as run_server
 
     endpoint = getattr(args, "endpoint", None)
     if endpoint:
@@ -209,8 +209,8 @@ def _job(args: argparse.Namespace, endpoint: str, tidy: bool) -> int:
     from torch.utils.data import DataLoader
     from tqdm import tqdm
 
-    from .core import FluxFileSystem
-    from .pipes import FluxMapDataset
+    from fluxfs.core import FluxFileSystem
+    from fluxfs.pipes import FluxMapDataset
 
     quiet = bool(getattr(args, "quiet", False))
     started = time.perf_counter()
@@ -343,7 +343,7 @@ def _equal(a, b) -> bool:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fluxfs.demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m fluxfs.cli.demo", description=__doc__.splitlines()[0])
     parser.add_argument("-q", "--quiet", action="store_true")
     parser.add_argument("--endpoint", default=None, help="use this server instead of starting one")
     add_arguments(parser)

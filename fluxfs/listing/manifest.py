@@ -23,7 +23,7 @@ import tempfile
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from ..core import FluxFileSystem
 
 _PROTOCOLS = ("flux://", "gs://", "gcs://")
 

@@ -6,15 +6,16 @@ and resume from `state_dict()` like them.
 """
 from __future__ import annotations
 
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Dict, Iterator, Optional, Union
 
 import fsspec
 from torchdata.nodes.base_node import BaseNode
 
-from .sources import (DEFAULT_PROTOCOL, MISSING_POLICIES, ObjectMeta, Transform, key_and_bytes,
-                      list_objects, read_infos, split_url)
+from .object_store import read_infos, stream_listing
+from ..in_flight import InFlight
+from ..urls import DEFAULT_PROTOCOL
+from .objects import Transform, key_and_bytes, meta_from_info
+from .source import MISSING_POLICIES, split_url
 
 
 # Batched reads ReadObjects keeps in flight: a pipeline of Nodes reads in one process, and each
@@ -61,7 +62,7 @@ class ListObjects(BaseNode[Dict[str, Any]]):
         # A module-level generator, not a method: a generator holding `self` would make a reference
         # cycle, and a cycle may be collected on fsspec's event-loop thread, where closing the
         # listing (a blocking call onto that loop) cannot run.
-        self._listing = _stream_listing(fs, self.url, self.bucket, self.key_prefix, self.sort, self._last_name)
+        self._listing = stream_listing(fs, self.url, self.bucket, self.key_prefix, self.sort, self._last_name)
 
     def next(self) -> Dict[str, Any]:
         info = next(self._listing)  # type: ignore[arg-type]
@@ -107,7 +108,8 @@ class ReadObjects(BaseNode[Any]):
         self.transform = transform or key_and_bytes
         self.on_missing = on_missing
         self.missing: list[str] = []
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._reads: Optional[InFlight[dict]] = None
+        self._shut_down = False
         self._fs = None
 
     @property
@@ -119,10 +121,10 @@ class ReadObjects(BaseNode[Any]):
     def reset(self, initial_state: Optional[Dict[str, Any]] = None):
         super().reset(initial_state)
         self._stop()
-        self._pool = ThreadPoolExecutor(self.prefetch, thread_name_prefix="fluxfs-read")
-        # Each batch: [source state before it was pulled, infos, first offset to hand out, future].
-        self._in_flight: deque = deque()
-        self._current: Optional[list] = None
+        # Each batch's tag: (source state before it was pulled, infos, first offset to hand out).
+        self._reads = InFlight(self.prefetch, thread_name_prefix="fluxfs-read")
+        self._shut_down = False
+        self._current: Optional[tuple] = None
         self._results: dict = {}
         self._offset = 0
         self._source_done = False
@@ -134,17 +136,27 @@ class ReadObjects(BaseNode[Any]):
             self.source.reset()
             self._skip, self._restored = 0, None
 
-    def _stop(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+    def shutdown(self) -> None:
+        """Stop the read threads and wait for them to exit (reads not started are dropped); idempotent.
+
+        `state_dict()` still tells where the node got to; it reads again after `reset()`. The threads
+        also stop when the source runs out, on the next `reset()` and when the node is deleted.
+        """
+        self._shut_down = True
+        self._stop(wait=True)
+
+    def _stop(self, wait: bool = False) -> None:
+        reads = getattr(self, "_reads", None)  # None before the first reset (or a failed __init__)
+        if reads is not None:
+            reads.shutdown(wait=wait)
 
     def __del__(self):
         self._stop()
 
     def _fill(self) -> None:
         """Pull batches from the source and start their reads until `prefetch` are in flight."""
-        while not self._source_done and len(self._in_flight) < self.prefetch:
+        reads = self._reads
+        while not self._source_done and not reads.full:  # type: ignore[union-attr]
             state = self.source.state_dict()
             items = []
             while len(items) < self.batch_size:
@@ -156,24 +168,26 @@ class ReadObjects(BaseNode[Any]):
             if not items:
                 return
             skip, self._skip = self._skip, 0  # only the first batch after a restore is partly consumed
-            future: Future = self._pool.submit(read_infos, self.fs, items[skip:])  # type: ignore[union-attr]
-            self._in_flight.append([state, items, skip, future])
+            reads.submit((state, items, skip), read_infos, self.fs, items[skip:])  # type: ignore[union-attr]
 
     def next(self) -> Any:
+        if self._shut_down:
+            raise RuntimeError("ReadObjects was shut down: reset() it to read again")
         while True:
             if self._current is not None and self._offset < len(self._current[1]):
                 info = self._current[1][self._offset]
                 self._offset += 1
                 data = self._results.get(info["name"])
                 if isinstance(data, bytes):
-                    return self.transform(data, _meta(info, data, self.protocol))
+                    return self.transform(data, meta_from_info(info, data, self.protocol))
                 self._not_read(info, data)
                 continue
             self._fill()
-            if not self._in_flight:
+            reads = self._reads
+            if not reads:
+                reads.shutdown()  # type: ignore[union-attr]  # the source ran out: free the threads now
                 raise StopIteration()
-            self._current = self._in_flight.popleft()
-            self._results = self._current[3].result()
+            self._current, self._results = reads.pop()  # type: ignore[union-attr]
             self._offset = self._current[2]
             self._restored = None
             self._fill()  # keep `prefetch` reads going while this batch is consumed
@@ -191,38 +205,16 @@ class ReadObjects(BaseNode[Any]):
             return self._restored
         if self._current is not None and self._offset < len(self._current[1]):
             return {self.SOURCE_KEY: self._current[0], self.OFFSET_KEY: self._offset}
-        if self._in_flight:
-            return {self.SOURCE_KEY: self._in_flight[0][0], self.OFFSET_KEY: self._in_flight[0][2]}
+        if self._reads:
+            state, _, skip = self._reads.first_tag()
+            return {self.SOURCE_KEY: state, self.OFFSET_KEY: skip}
         return {self.SOURCE_KEY: self.source.state_dict(), self.OFFSET_KEY: 0}
-
-
-def _stream_listing(fs, url: str, bucket: str, key_prefix: str, sort: bool, after: Optional[str]) -> Iterator[dict]:
-    """Info dicts under the prefix (after `after` in name order, when resuming); none at all -> FileNotFoundError."""
-    if hasattr(fs, "iter_objects"):
-        batches = fs.iter_objects(bucket, prefix=key_prefix, sort=sort)
-    else:  # another fsspec filesystem: one flat listing
-        batches = iter([sorted(list_objects(fs, bucket, key_prefix), key=lambda i: i["name"])])
-    empty = True
-    for batch in batches:
-        for info in batch:
-            empty = False
-            if after is None or info["name"] > after:
-                yield info
-    if empty and after is None:
-        raise FileNotFoundError(f"no objects under {url}")
 
 
 def _as_info(item: Union[dict, str]) -> dict:
     if isinstance(item, dict):
         return item
     if isinstance(item, str):
-        _, bucket, key = split_url(item)
-        return {"name": f"{bucket}/{key}"}
+        return {"name": split_url(item).path}
     raise TypeError(f"ReadObjects reads info dicts or URLs, not {type(item).__name__}")
 
-
-def _meta(info: dict, data: bytes, protocol: str) -> ObjectMeta:
-    bucket, _, key = info["name"].partition("/")
-    generation = info.get("generation")
-    return ObjectMeta(key, int(info.get("size", len(data))), info.get("label"), bucket,
-                      None if generation is None else str(generation), info.get("crc32c"), protocol)

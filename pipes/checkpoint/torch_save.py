@@ -7,86 +7,27 @@ defaults to ``weights_only=True``: unpickling arbitrary objects needs an explici
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import copy
 import logging
 import pickle
 import threading
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import fsspec
 import torch
 
 from fluxfs import FluxFileSystem
 
-logger = logging.getLogger("fluxfs.pipes.checkpoint")
+from ..urls import parse_url, url_protocol
+from .errors import CheckpointSaveError, upload_errors
+from .snapshot import snapshot
 
-__all__ = ["FluxCheckpoint", "CheckpointSaveError", "snapshot"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["FluxCheckpoint"]
 
 
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save has written zip archives since torch 1.6
 _PICKLE_PROTO = b"\x80"  # the legacy format: a pickle stream, protocol 2+
-
-
-@contextlib.contextmanager
-def upload_errors(handle: Any) -> Iterator[None]:
-    """Re-raise the upload's own error (missing bucket, denied, server down) when torch.save hides it.
-
-    torch.save's zip writer answers a write() that raised by failing its own end-of-file check
-    ("unexpected pos 704 vs 598"), and that RuntimeError replaces the real one.
-    """
-    try:
-        yield
-    except RuntimeError as exc:
-        error = getattr(handle, "error", None)
-        if error is None or error is exc:
-            raise
-        raise error from exc
-
-
-class CheckpointSaveError(IOError):
-    """A background checkpoint save failed; the message names the URL and `__cause__` holds the reason."""
-
-
-def snapshot(obj: Any) -> Any:
-    """A deep copy of `obj` whose tensors are fresh CPU clones, so training may mutate the originals.
-
-    Containers keep their types (an OrderedDict state dict keeps its `_metadata`); a tensor
-    reachable twice is copied once, so tied weights stay tied.
-    """
-    memo: dict[int, Any] = {}
-    return _snapshot(obj, memo)
-
-
-def _snapshot(obj: Any, memo: dict[int, Any]) -> Any:
-    if id(obj) in memo:
-        return memo[id(obj)]
-    if isinstance(obj, torch.Tensor):
-        clone = obj.detach().to("cpu", copy=True)
-        if isinstance(obj, torch.nn.Parameter):
-            clone = torch.nn.Parameter(clone, requires_grad=obj.requires_grad)
-        memo[id(obj)] = clone
-        return clone
-    if isinstance(obj, dict):
-        # copy.copy keeps the dict's class and instance attributes (e.g. state_dict()._metadata).
-        new = copy.copy(obj)
-        memo[id(obj)] = new
-        for key, value in obj.items():
-            new[key] = _snapshot(value, memo)
-        return new
-    if isinstance(obj, list):
-        new_list = copy.copy(obj)
-        memo[id(obj)] = new_list
-        new_list[:] = [_snapshot(v, memo) for v in obj]
-        return new_list
-    if isinstance(obj, tuple):
-        items = [_snapshot(v, memo) for v in obj]
-        result = type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
-        memo[id(obj)] = result
-        return result
-    # Other leaves (numbers, strings, numpy arrays, custom objects): deepcopy shares our memo,
-    # so tensors already cloned above are reused rather than copied again.
-    return copy.deepcopy(obj, memo)
 
 
 class FluxCheckpoint:
@@ -116,13 +57,12 @@ class FluxCheckpoint:
     def object_path(self, url: str) -> str:
         """`bucket/key` for a ``flux://bucket/key`` URL (or a bare `bucket/key`); other schemes are refused."""
         url = str(url)
-        if "://" in url and not url.startswith("flux://"):
+        if url_protocol(url) not in (None, "flux"):
             raise ValueError(f"FluxCheckpoint handles flux://bucket/key URLs, not {url!r}")
-        path = self.fs._strip_protocol(url)
-        bucket, key, _ = self.fs.split_path(path)
-        if not bucket or not key:
+        parsed = parse_url(url)
+        if not parsed.bucket or not parsed.key:
             raise ValueError(f"checkpoint URL needs a bucket and an object name: {url!r}")
-        return path
+        return parsed.path
 
     def writer(self, url: str) -> IO[bytes]:
         """A binary write handle for `url`: the object appears only when the handle closes without error."""

@@ -1,0 +1,127 @@
+"""The ``fluxfs`` argument parser: every subcommand, its options, and the command module that runs it.
+
+Only `fluxfs.cli.entry` imports this module; the command modules never do (they share
+`fluxfs.cli.base` instead), so the package has no import cycle.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Callable, List, Optional
+
+from fluxfs import __version__
+
+from .copying import cmd_cat, cmd_cp
+from .launch import cmd_bench, cmd_demo, cmd_serve
+from .listing import cmd_du, cmd_ls, cmd_manifest
+from .maintenance import cmd_cleanup, cmd_mb
+
+EPILOG = """\
+URLs are flux://BUCKET/PATH (gs:// and gcs:// are accepted as synonyms).
+Storage options: --endpoint URL (or STORAGE_EMULATOR_HOST), -o key=value (repeatable, e.g.
+-o token=/path/key.json -o compose=false), and FSSPEC_FLUX_<OPTION> environment variables.
+Exit codes: 0 ok, 1 error, 2 bad usage or URL, 3 not found, 4 permission denied,
+5 destination exists, 130 interrupted.
+"""
+
+
+def _common_options(suppress: bool) -> argparse.ArgumentParser:
+    """Options accepted both before and after the subcommand.
+
+    The copy attached to each subcommand defaults to SUPPRESS so it does not overwrite a
+    value given before the subcommand name.
+    """
+    d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("common options")
+    g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress bars or summaries")
+    g.add_argument("--debug", action="store_true", default=d(False),
+                   help="log at DEBUG level and show tracebacks on errors")
+    g.add_argument("--endpoint", metavar="URL", default=d(None),
+                   help="storage endpoint, e.g. http://127.0.0.1:4443 (default: STORAGE_EMULATOR_HOST or real GCS)")
+    g.add_argument("-o", "--option", dest="options", metavar="KEY=VALUE", action="append", default=d([]),
+                   help="a storage option for the filesystem (repeatable)")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full `fluxfs` argument parser; each subcommand's ``func`` default is the function that runs it."""
+    common = _common_options(suppress=True)
+    parser = argparse.ArgumentParser(
+        prog="fluxfs", parents=[_common_options(suppress=False)],
+        description="Fast Google Cloud Storage for PyTorch: list, copy, inspect and serve flux:// buckets.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"fluxfs {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def add(name: str, func: Callable, help: str, parents=(common,), **kw) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=list(parents), help=help, description=help, **kw)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("serve", cmd_serve, "run the embedded GCS-compatible server (prints its URL, serves until Ctrl-C)")
+    try:
+        from fluxfs.server import cli as server_cli
+
+        server_cli.add_arguments(p)
+    except ImportError as exc:  # pragma: no cover - only in a broken install
+        p.set_defaults(server_import_error=str(exc))
+
+    p = add("ls", cmd_ls, "list objects and prefixes under a URL (buckets with flux://)")
+    p.add_argument("url", nargs="?", default="flux://", help="flux://BUCKET[/PREFIX]")
+    p.add_argument("-r", "--recursive", action="store_true", help="every object under the prefix (fast parallel lister)")
+    p.add_argument("-l", "--long", action="store_true", help="also show size, update time and generation")
+    p.add_argument("--unsorted", action="store_true", help="with -r: print in arrival order as the listing streams")
+
+    p = add("du", cmd_du, "total size of the objects under a URL, per top-level prefix")
+    p.add_argument("url", help="flux://BUCKET[/PREFIX]")
+    p.add_argument("-s", "--summarize", action="store_true", help="only the grand total")
+    p.add_argument("-H", "--human", action="store_true", help="sizes like 1.5 MiB")
+
+    p = add("manifest", cmd_manifest, "write a JSON-lines manifest (name, size, generation, crc32c) of a prefix")
+    p.add_argument("url", help="flux://BUCKET[/PREFIX]")
+    p.add_argument("--output", "--out", dest="output", default="-", help="file or flux:// URL (default: stdout)")
+
+    p = add("cat", cmd_cat, "write the bytes of one or more objects to stdout")
+    p.add_argument("urls", nargs="+", metavar="url")
+
+    p = add("cp", cmd_cp, "copy between local files and flux:// (either direction), in parallel")
+    p.add_argument("paths", nargs="+", metavar="SRC... DST")
+    p.add_argument("-r", "--recursive", action="store_true", help="copy directories / prefixes")
+    p.add_argument("-j", "--jobs", type=int, default=16, help="transfers in flight (default 16)")
+    p.add_argument("-n", "--no-clobber", action="store_true", help="fail if a destination already exists")
+
+    p = add("mb", cmd_mb, "make a bucket (handy on `fluxfs serve`; on GCS it needs a project: -o project=...)")
+    p.add_argument("url", help="flux://BUCKET")
+
+    p = add("cleanup", cmd_cleanup, "delete fluxfs temporary objects left behind by crashed jobs")
+    p.add_argument("url", help="flux://BUCKET")
+    p.add_argument("--older-than", default="1h", metavar="AGE",
+                   help="only temporaries of jobs older than this, e.g. 30m, 1h, 2d, 0 for all (default 1h)")
+
+    # Only for --help: `main` hands everything after `bench` to python -m bench untouched.
+    p = add("bench", cmd_bench, "run a benchmark scenario from the source checkout (python -m bench ...)",
+            parents=())
+    p.add_argument("bench_args", nargs=argparse.REMAINDER, help="scenario and its options, e.g. reads --quick")
+
+    p = add("demo", cmd_demo, "the end-to-end training demo on the embedded server")
+    from . import demo  # here, not at the top: `python -m fluxfs.cli.demo` must find it not yet imported
+
+    demo.add_arguments(p)
+    return parser
+
+
+def parse_bench_passthrough(argv: List[str]) -> Optional[argparse.Namespace]:
+    """`fluxfs [common options] bench ARGS...`: everything after `bench` goes to python -m bench verbatim."""
+    if "bench" not in argv:
+        return None
+    i = argv.index("bench")
+    try:
+        ns, extra = _common_options(suppress=False).parse_known_args(argv[:i])
+    except SystemExit:
+        return None
+    if extra:  # "bench" was an argument of another command, e.g. `fluxfs ls flux://bench`
+        return None
+    ns.command, ns.func, ns.bench_args = "bench", cmd_bench, argv[i + 1:]
+    return ns

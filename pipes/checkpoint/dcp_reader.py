@@ -1,0 +1,221 @@
+"""`FluxStorageReader`: torch.distributed.checkpoint loads from ``flux://`` URLs, reading only what the plan needs.
+
+Built on torch's FsspecReader, changed where object storage needs it:
+- reads fetch only the byte ranges the load plan needs, coalesced, in parallel chunks, with the
+  next window prefetched while the current one is deserialized; they are pinned to the data files'
+  generations recorded in ``.metadata``, so a concurrent overwrite fails loudly instead of mixing;
+- large tensor items are copied from the received bytes straight into their targets, without the
+  temporary tensor torch.load would build (`item_bytes.py`).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import io
+import os
+from typing import Any, Iterator
+
+import fsspec.asyn
+import torch
+from fsspec.utils import merge_offset_ranges
+from torch.distributed._shard._utils import narrow_tensor_by_index
+from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+from torch.distributed.checkpoint.filesystem import _StorageInfo
+from torch.distributed.checkpoint.metadata import Metadata
+from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
+from torch.futures import Future
+
+from fluxfs.gcs.chunks import Chunked
+
+from ..in_flight import in_order
+from .dcp_storage import ObjectStoreFileSystem
+from .errors import CheckpointChangedError, IncompleteCheckpointError
+from .item_bytes import ItemReader, check_size, copy_into_target
+
+__all__ = ["FluxStorageReader"]
+
+MiB = 1 << 20
+
+
+class FluxStorageReader(FsspecReader):
+    """DCP storage reader for ``flux://bucket/prefix``: ranged, coalesced, parallel reads of what the plan needs.
+
+    `max_gap`: ranges closer than this are fetched as one; `chunk_size`: the largest single GET;
+    `window`: bytes fetched as one batch, `prefetch`: batches fetched ahead of deserialization (memory is
+    about (prefetch + 1) x window); `concurrency`: GETs in flight per batch.
+
+    Defaults measured loading 1 GiB of 64 MiB tensors on the cloud profile (medians of 3): 64 MiB
+    windows x 16 GETs 418 MB/s, 64 MiB x 2 windows ahead... 4 windows ahead 450, 128 MiB x 16 420,
+    128 MiB x 32 GETs 489 (~32 ranged GETs in flight across the prefetched windows; ~384 MiB held).
+    """
+
+    def __init__(
+        self,
+        url: str | os.PathLike,
+        *,
+        max_gap: int = 1 * MiB,
+        chunk_size: int = 8 * MiB,
+        window: int = 128 * MiB,
+        prefetch: int = 2,
+        concurrency: int = 32,
+        **storage_options: Any,
+    ):
+        super().__init__(url, **storage_options)
+        self.fs = ObjectStoreFileSystem(storage_options)
+        self.path = self.fs.init_path(url)
+        self.max_gap = max_gap
+        self.chunk_size = chunk_size
+        self.window = window
+        self.concurrency = concurrency
+        if prefetch < 1:
+            raise ValueError(f"prefetch must be at least 1, not {prefetch}")
+        self.prefetch = prefetch
+        self._generations: dict[str, str] = {}
+        # Tensor items copied straight from the received bytes into their targets / through torch.load.
+        self.stats: collections.Counter = collections.Counter()
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        path = str(self._get_metadata_path(kwargs.get("rank")))
+        try:
+            return super().read_metadata(*args, **kwargs)
+        except FileNotFoundError as exc:
+            raise IncompleteCheckpointError(
+                f"no complete checkpoint at {self.path}: {path} does not exist "
+                "(nothing was saved there, or the save did not finish)"
+            ) from exc
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
+        # {"bucket/key": generation} of each data file, when FluxStorageWriter recorded them.
+        self._generations = {
+            self.fs.strip(self.fs.concat_path(self.path, name)): gen
+            for name, gen in (getattr(metadata, "fluxfs_generations", None) or {}).items()
+        }
+
+    # -- reading the plan -------------------------------------------------------------------
+
+    def _ranges(self, plan: LoadPlan) -> list[tuple[str, int, int, list[ReadItem]]]:
+        """Coalesced (path, start, end, items) ranges covering every read item, sorted by file and offset."""
+        by_file: dict[str, list[ReadItem]] = {}
+        for item in plan.items:
+            info: _StorageInfo = self.storage_data[item.storage_index]
+            by_file.setdefault(info.relative_path, []).append(item)
+        ranges: list[tuple[str, int, int, list[ReadItem]]] = []
+        for relative_path, items in sorted(by_file.items()):
+            path = self.fs.strip(self.fs.concat_path(self.path, relative_path))
+            items.sort(key=lambda it: self.storage_data[it.storage_index].offset)
+            spans = [self.storage_data[it.storage_index] for it in items]
+            _, starts, ends = merge_offset_ranges(
+                [path] * len(spans),
+                [s.offset for s in spans],
+                [s.offset + s.length for s in spans],
+                max_gap=self.max_gap,
+                sort=False,  # already sorted by offset
+            )
+            i = 0
+            for start, end in zip(starts, ends):
+                members = []
+                while i < len(items) and spans[i].offset + spans[i].length <= end:
+                    members.append(items[i])
+                    i += 1
+                ranges.append((path, start, end, members))
+        return ranges
+
+    def _windows(self, ranges: list[tuple[str, int, int, list[ReadItem]]]) -> Iterator[list]:
+        """Consecutive groups of ranges of about `window` bytes (a bigger range is a window alone)."""
+        group: list = []
+        size = 0
+        for r in ranges:
+            length = r[2] - r[1]
+            if group and size + length > self.window:
+                yield group
+                group, size = [], 0
+            group.append(r)
+            size += length
+        if group:
+            yield group
+
+    def _fetch(self, window: list[tuple[str, int, int, list[ReadItem]]]) -> list[list[bytes]]:
+        """The bytes of each range in `window` as its chunks (of at most `chunk_size`, fetched in parallel)."""
+        paths, starts, ends, owner = [], [], [], []
+        for n, (path, start, end, _) in enumerate(window):
+            for lo in range(start, end, self.chunk_size):
+                paths.append(path)
+                starts.append(lo)
+                ends.append(min(lo + self.chunk_size, end))
+                owner.append(n)
+        fs = self.fs.fs
+        generations = self._generations
+        if generations and getattr(fs, "async_impl", False):
+            chunks = fsspec.asyn.sync(fs.loop, self._cat_pinned, fs, paths, starts, ends, generations)
+        else:
+            chunks = fs.cat_ranges(paths, starts, ends, batch_size=self.concurrency, on_error="raise")
+        pieces: list[list[bytes]] = [[] for _ in window]
+        for n, path, chunk, lo, hi in zip(owner, paths, chunks, starts, ends):
+            if len(chunk) != hi - lo:
+                raise IOError(f"short read of {path} bytes {lo}-{hi}: got {len(chunk)} bytes")
+            pieces[n].append(chunk)
+        return pieces
+
+    async def _cat_pinned(self, fs: Any, paths: list, starts: list, ends: list, generations: dict) -> list[bytes]:
+        """Ranged reads pinned to the generations the metadata recorded: an overwritten file fails loudly."""
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(path: str, start: int, end: int) -> bytes:
+            gen = generations.get(path)
+            async with sem:
+                try:
+                    return await fs._cat_file(path, start=start, end=end, **({"generation": gen} if gen else {}))
+                except FileNotFoundError as exc:
+                    raise CheckpointChangedError(
+                        f"checkpoint {self.path} changed while loading: {path} generation {gen} is gone "
+                        "(overwritten by another save to the same URL?); load it again"
+                    ) from exc
+
+        tasks = [asyncio.ensure_future(one(*r)) for r in zip(paths, starts, ends)]
+        try:
+            return await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        windows = list(self._windows(self._ranges(plan)))
+        # `prefetch` windows are fetched ahead while this thread deserializes the oldest one, so
+        # the network and the CPU work overlap; memory stays about (prefetch + 1) x window.
+        fetched = in_order(windows, self._fetch, self.prefetch, "fluxfs-dcp-read", wait_on_close=True)
+        with contextlib.closing(fetched):
+            for window, blobs in fetched:
+                for (_, start, _, items), chunks in zip(window, blobs):
+                    body = Chunked(chunks)  # one index of the range's chunks for all its items
+                    for item in items:
+                        info: _StorageInfo = self.storage_data[item.storage_index]
+                        reader = ItemReader(body, info.offset - start, info.length)
+                        self._load_item(planner, item, info, reader)
+                del blobs
+        fut: Future[None] = Future()
+        fut.set_result(None)
+        return fut
+
+    def _load_item(self, planner: LoadPlanner, item: ReadItem, info: _StorageInfo, data: ItemReader) -> None:
+        """Deserialize one item's bytes and hand them to the planner (same semantics as torch's reader)."""
+        stream = self.transforms.transform_load_stream(item, info.transform_descriptors or (), data)
+        if item.type == LoadItemType.BYTE_IO:
+            planner.load_bytes(item, io.BytesIO(stream.read(-1)))
+            return
+        target = planner.resolve_tensor(item).detach()
+        if stream is data and copy_into_target(data, item, target, self.path):
+            self.stats["copied_direct"] += 1
+        else:
+            if not stream.seekable():
+                stream = io.BytesIO(stream.read(-1))
+            stream.seek(0)
+            tensor = torch.load(stream, map_location="cpu", weights_only=True)
+            tensor = narrow_tensor_by_index(tensor, item.storage_offsets, item.lengths)
+            check_size(self.path, item, tensor, target)
+            target.copy_(tensor)
+            self.stats["deserialized"] += 1
+        planner.commit_tensor(item, target)

@@ -1,0 +1,40 @@
+"""torch's fsspec adapter for DCP, as object storage needs it: storage options kept, no directories, upload errors kept."""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from typing import Any, Iterator
+
+from fsspec.core import url_to_fs
+from torch.distributed.checkpoint._fsspec_filesystem import FileSystem as _TorchFsspecFileSystem
+
+from ..urls import parse_url
+from .errors import upload_errors
+
+METADATA = ".metadata"
+
+
+class ObjectStoreFileSystem(_TorchFsspecFileSystem):
+    """torch's fsspec adapter, remembering the storage options (torch's `reset()` drops them)."""
+
+    def __init__(self, storage_options: dict[str, Any]):
+        super().__init__()
+        self.storage_options = storage_options
+
+    def init_path(self, path: str | os.PathLike, **kwargs: Any) -> str:
+        self.fs, _ = url_to_fs(str(path), **{**self.storage_options, **kwargs})
+        return str(path).rstrip("/")
+
+    @contextlib.contextmanager
+    def create_stream(self, path: str | os.PathLike, mode: str) -> Iterator[io.IOBase]:
+        with super().create_stream(path, mode) as stream, upload_errors(stream):
+            yield stream
+
+    def mkdir(self, path: str | os.PathLike) -> None:
+        # Object stores have no directories; gcsfs's makedirs would even try to create the bucket.
+        pass
+
+    def strip(self, path: str | os.PathLike) -> str:
+        """`bucket/key` form of a URL, as the filesystem's own methods take it."""
+        return parse_url(str(path)).path

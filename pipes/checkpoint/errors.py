@@ -1,0 +1,35 @@
+"""The errors checkpointing raises, and `upload_errors`, which keeps an upload's own error visible through torch.save."""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+__all__ = ["CheckpointSaveError", "IncompleteCheckpointError", "CheckpointChangedError", "upload_errors"]
+
+
+class CheckpointSaveError(IOError):
+    """A background checkpoint save failed; the message names the URL and `__cause__` holds the reason."""
+
+
+class IncompleteCheckpointError(FileNotFoundError):
+    """The checkpoint has no ``.metadata``: it was never saved, or its save did not finish."""
+
+
+class CheckpointChangedError(RuntimeError):
+    """A data file was replaced after its ``.metadata`` was read (a concurrent save to the same URL)."""
+
+
+@contextlib.contextmanager
+def upload_errors(handle: Any) -> Iterator[None]:
+    """Re-raise the upload's own error (missing bucket, denied, server down) when torch.save hides it.
+
+    torch.save's zip writer answers a write() that raised by failing its own end-of-file check
+    ("unexpected pos 704 vs 598"), and that RuntimeError replaces the real one.
+    """
+    try:
+        yield
+    except RuntimeError as exc:
+        error = getattr(handle, "error", None)
+        if error is None or error is exc:
+            raise
+        raise error from exc

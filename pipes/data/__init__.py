@@ -1,0 +1,13 @@
+"""fluxfs.pipes.data: feed PyTorch from flux:// objects, as torchdata Nodes or as datasets for DataLoader.
+
+`ListObjects` / `ReadObjects` are torchdata Nodes; `FluxMapDataset` / `FluxIterableDataset` are datasets
+for `torch.utils.data.DataLoader` and `torchdata.stateful_dataloader.StatefulDataLoader`.
+"""
+from __future__ import annotations
+
+from .datasets import FluxIterableDataset, FluxMapDataset
+from .nodes import ListObjects, ReadObjects
+from .objects import ObjectMeta
+from .readahead import FluxSampler
+
+__all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta"]
