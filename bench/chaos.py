@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> dict:
     import google_crc32c
     from fsspec.asyn import sync
 
-    from fluxfs import FluxFileSystem, temporaries, xml_upload
+    from fluxfs import FluxFileSystem, temporaries
     from fluxfs.gcs import tempnames
     from fluxfs.gcs.checksums import crc_from_b64
 
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> dict:
             if temps:
                 temporaries.cleanup(fs, f"flux://{BUCKET}")
             if uploads:
-                sync(fs.loop, xml_upload.abort_incomplete_uploads, fs, BUCKET)
+                sync(fs.loop, temporaries.abort_incomplete_uploads, fs, BUCKET)
             return temps, uploads
 
         runs = [0]

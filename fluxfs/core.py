@@ -2,7 +2,7 @@
 
 It subclasses ``gcsfs.core.GCSFileSystem`` (not ``gcsfs.GCSFileSystem``, whose bucket-layout
 gRPC lookup stalls against any emulator). Listing, many-object reads and writes are
-delegated to `listing`, `reads` and `multipart`.
+delegated to `listing`, `reads` and `writes`.
 """
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from urllib.parse import quote
 from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
-from . import listing, multipart, temporaries
+from . import listing, temporaries
 from .gcs import bridge, fork, http, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import FluxOptions
 from .reads import batched, direct, handle, lookup, stream
+from .writes import FluxWriteFile, upload_local_file, write_bytes
 
 
 class FluxFileSystem(GCSFileSystem):
@@ -112,7 +113,7 @@ class FluxFileSystem(GCSFileSystem):
         if "r" in mode:
             return handle.FluxReadFile(self, path, mode, block_size=block_size, **kwargs)
         if mode in ("wb", "xb"):
-            return multipart.FluxWriteFile(self, path, mode, block_size=block_size, **kwargs)
+            return FluxWriteFile(self, path, mode, block_size=block_size, **kwargs)
         raise ValueError(f"unsupported mode {mode!r} for {path}: use 'rb', 'wb' or 'xb'")
 
     # -- listing (listing.py, manifest.py) ------------------------------------------------
@@ -254,7 +255,7 @@ class FluxFileSystem(GCSFileSystem):
             # "No space left on device" alone does not say which disk: name the destination.
             raise OSError(exc.errno, exc.strerror, lpath) from exc
 
-    # -- writes (multipart.py) ------------------------------------------------------------
+    # -- writes (writes/) -----------------------------------------------------------------
 
     async def _pipe_file(self, path: str, data: Any, mode: str = "overwrite", content_type: str | None = None,
                          metadata: dict | None = None, **kwargs: Any) -> dict:
@@ -262,7 +263,7 @@ class FluxFileSystem(GCSFileSystem):
         if kwargs.get("fixed_key_metadata"):  # gcsfs-only options: let gcsfs do that upload
             return await super()._pipe_file(path, data, mode=mode, content_type=content_type or
                                             "application/octet-stream", metadata=metadata, **kwargs)
-        return await multipart.write_bytes(self, path, data, create_only=_create_only(mode),
+        return await write_bytes(self, path, data, create_only=_create_only(mode),
                                  content_type=content_type, metadata=metadata)
 
     async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite", callback: Any = None,
@@ -275,7 +276,7 @@ class FluxFileSystem(GCSFileSystem):
                                            metadata=metadata, **kwargs)
         if content_type is None:
             content_type = mimetypes.guess_type(lpath)[0]
-        return await multipart.upload_local_file(self, lpath, rpath, create_only=_create_only(mode),
+        return await upload_local_file(self, lpath, rpath, create_only=_create_only(mode),
                                        content_type=content_type, metadata=metadata, callback=callback)
 
 

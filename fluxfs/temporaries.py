@@ -1,10 +1,11 @@
-"""Every temporary object fluxfs creates, from birth to deletion, in one place.
+"""Every temporary object and unfinished upload fluxfs creates, from birth to deletion, in one place.
 
 Each filesystem has a `TempRegistry` of live temporary objects ("bucket/key" under
 `tempnames.TEMP_PREFIX`). Code that creates one registers the name *before* the request
 that may create it, and deletes it when done (success, error or cancellation); whatever is
 still registered at interpreter exit is deleted by an atexit hook. `cleanup()` removes
-leftovers of crashed jobs.
+leftovers of crashed jobs; `abort_incomplete_uploads()` the XML multipart uploads a killed
+writer never completed (their parts show in no listing).
 
 API for other modules (composite reads, compose-mode upload parts)::
 
@@ -23,9 +24,10 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .gcs import bridge, fork, http, tempnames
+from .gcs import xml as gcsxml
 from .gcs.pager import list_pages
 from .gcs.timestamps import parse_timestamp
 
@@ -261,3 +263,49 @@ async def async_cleanup(fs: "FluxFileSystem", url: str,
 def cleanup(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None) -> int:
     """Blocking `async_cleanup`: remove leftovers of crashed jobs under fluxfs's reserved prefix."""
     return bridge.run(fs, async_cleanup, fs, url, older_than)
+
+
+# -- unfinished XML multipart uploads --------------------------------------------------------
+
+async def list_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "") -> list[dict[str, Any]]:
+    """In-progress XML multipart uploads of a bucket: [{"key", "upload_id", "initiated" (unix s)}]."""
+    params: dict[str, str] = {"uploads": ""}
+    if prefix:
+        params["prefix"] = prefix
+    out: list[dict[str, Any]] = []
+    while True:
+        resp = await http.request(fs, "GET", fs.xml_url(bucket), op="list", what=bucket, params=params)
+        root = gcsxml.children(resp.body)
+        last_key = last_id = None
+        for up in root:
+            if gcsxml.local(up.tag) != "Upload":
+                continue
+            fields = gcsxml.fields(up)
+            key, uid = fields.get("Key", ""), fields.get("UploadId", "")
+            if key.startswith(prefix):
+                out.append({"key": key, "upload_id": uid,
+                            "initiated": parse_timestamp(fields["Initiated"]).timestamp()
+                            if fields.get("Initiated") else None})
+            last_key, last_id = key, uid
+        truncated = any(gcsxml.local(e.tag) == "IsTruncated" and (e.text or "").strip() == "true" for e in root)
+        if not truncated or last_key is None:
+            return out
+        params.update({"key-marker": last_key, "upload-id-marker": last_id})
+
+
+async def abort_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "",
+                                   older_than: float = 0.0) -> list[str]:
+    """Abort in-progress multipart uploads started more than `older_than` seconds ago (e.g. by a
+    killed writer); returns the keys whose uploads were aborted."""
+    now = time.time()
+    aborted = []
+    for up in await list_incomplete_uploads(fs, bucket, prefix):
+        if up["initiated"] is not None and now - up["initiated"] < older_than:
+            continue
+        try:
+            await http.request(fs, "DELETE", fs.xml_url(bucket, up["key"]), op="delete", what=f"{bucket}/{up['key']}",
+                               params={"uploadId": up["upload_id"]}, ok=(200, 204))
+        except FileNotFoundError:
+            continue
+        aborted.append(up["key"])
+    return aborted

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+MAX_MODULE_LINES = 400
 
 
 def test_import_contracts_hold():
@@ -22,6 +23,12 @@ def _tracked(*patterns: str) -> list[pathlib.Path]:
     names = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.split()
     return [ROOT / n for n in names]
+
+
+def test_no_module_is_over_the_size_limit():
+    too_big = {str(p.relative_to(ROOT)): n for p in _tracked("fluxfs/*.py", "pipes/*.py")
+               if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not too_big, f"modules over {MAX_MODULE_LINES} lines (split them by job): {too_big}"
 
 
 def test_nothing_cites_files_outside_the_repository():

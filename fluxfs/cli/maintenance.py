@@ -28,8 +28,7 @@ def cmd_mb(args: argparse.Namespace) -> int:
 def cmd_cleanup(args: argparse.Namespace) -> int:
     """``fluxfs cleanup flux://BUCKET --older-than AGE``: delete stale temporaries, abort stale uploads."""
     from fluxfs.gcs.bridge import run
-    from fluxfs.temporaries import cleanup, parse_age
-    from fluxfs.xml_upload import abort_incomplete_uploads
+    from fluxfs.temporaries import abort_incomplete_uploads, cleanup, parse_age
 
     try:
         age = parse_age(args.older_than)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..gcs.pager import list_pages
 from .batched import Result, cat_objects
-from .plan import MAX_SOURCES
+from ..gcs.limits import MAX_COMPOSE_SOURCES
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -81,7 +81,7 @@ async def infos_for_paths(fs: "FluxFileSystem", paths: list[str]) -> list[dict]:
     name-only info (read directly).
     """
     found, missing = _cached_infos(fs, paths)
-    if len(missing) >= MAX_SOURCES:
+    if len(missing) >= MAX_COMPOSE_SOURCES:
         by_bucket: dict[str, list[str]] = collections.defaultdict(list)
         for p in missing:
             b, _, k = p.partition("/")

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from ..gcs.checksums import crc_from_b64
+from ..gcs.limits import MAX_COMPOSE_SOURCES
 
 # GCS composes at most 32 sources per call.
-MAX_SOURCES = 32
 
 
 class ObjectRef:
@@ -66,7 +66,7 @@ def plan(objs: list[ObjectRef], cap: int, threshold: int) -> tuple[list[list[Obj
             direct.append(o)
             continue
         cur, total = open_groups.get(o.bucket, (None, 0))
-        if cur is None or len(cur) >= MAX_SOURCES or total + o.size > cap:
+        if cur is None or len(cur) >= MAX_COMPOSE_SOURCES or total + o.size > cap:
             cur, total = [], 0
             groups.append(cur)
         cur.append(o)

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from ..gcs.checksums import crc32c_combine, crc_to_b64
 from ..gcs.chunks import Chunked
+from ..gcs.limits import MAX_COMPOSE_SOURCES, MAX_LIST_PAGE
 from .errors import ServerError
 from .fields import apply_fields, parse_fields
 from .json_request import (base_url, bool_param, int_param, json_body, meta_from, preconds,
@@ -19,8 +20,6 @@ from .objjson import entries_json
 from .preconditions import check_preconditions
 from .replies import JSON_CT, Reply, compact_json, json_reply
 
-MAX_LIST = 1000      # GCS caps maxResults at 1000
-MAX_COMPOSE = 32     # GCS: at most 32 source objects per compose call
 MAX_COMPONENTS = 1024
 
 
@@ -38,7 +37,7 @@ def _token_decode(tok: str) -> str:
 
 async def object_list(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     mr = int_param(q, "maxResults")
-    mr = MAX_LIST if mr is None or mr <= 0 else min(mr, MAX_LIST)
+    mr = MAX_LIST_PAGE if mr is None or mr <= 0 else min(mr, MAX_LIST_PAGE)
     resume = _token_decode(q["pageToken"]) if q.get("pageToken") else ""
     objs, prefixes, nxt = srv.store.list(
         bucket, prefix=q.get("prefix", ""), delimiter=q.get("delimiter", ""), start_offset=q.get("startOffset", ""),
@@ -94,9 +93,9 @@ async def compose(srv, request: web.Request, q: Dict[str, str], bucket: str, nam
     sources = body.get("sourceObjects") or []
     if not sources:
         raise ServerError(400, "At least one source object is required for compose.", "required")
-    if len(sources) > MAX_COMPOSE:
+    if len(sources) > MAX_COMPOSE_SOURCES:
         raise ServerError(400, f"The number of source objects provided is {len(sources)}; compose accepts at most "
-                               f"{MAX_COMPOSE}.", "invalid")
+                               f"{MAX_COMPOSE_SOURCES}.", "invalid")
     parts = []
     components = 0
     for s in sources:

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from ..gcs.checksums import crc32c_combine, crc_to_b64
 from ..gcs.chunks import Chunked
+from ..gcs.limits import XML_MAX_PARTS
 from .errors import ServerError
 from .media import goog_hashes, hash_header, media_reply, object_etag
 from .objects import b64
@@ -25,7 +26,6 @@ from .preconditions import check_preconditions
 from .replies import Reply
 from .timestamps import rfc3339
 
-MAX_PARTS = 10_000
 _NS = " xmlns='http://s3.amazonaws.com/doc/2006-03-01/'"
 _XML = {"Content-Type": "application/xml; charset=UTF-8"}
 
@@ -220,8 +220,8 @@ async def initiate(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
 async def upload_part(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     up = _upload(srv, q, bucket, key)
     n = _gen(q.get("partNumber"), "partNumber")
-    if n is None or not 1 <= n <= MAX_PARTS:
-        raise ServerError(400, f"partNumber must be between 1 and {MAX_PARTS}, got {q.get('partNumber')!r}.")
+    if n is None or not 1 <= n <= XML_MAX_PARTS:
+        raise ServerError(400, f"partNumber must be between 1 and {XML_MAX_PARTS}, got {q.get('partNumber')!r}.")
     # Kept as received, unjoined: the completed object is made of these chunks (`Chunked`).
     chunks = await srv.body_chunks(request)
     size = sum(map(len, chunks))

@@ -7,7 +7,8 @@ import warnings
 
 import pytest
 
-from fluxfs.reads.plan import MAX_SOURCES, plan, to_objs
+from fluxfs.gcs.limits import MAX_COMPOSE_SOURCES
+from fluxfs.reads.plan import plan, to_objs
 from tests.conftest import make_fs
 from tests.reads.conftest import temp_names
 
@@ -254,7 +255,7 @@ def test_plan_never_overshoots():
     seen = [o.path for g in groups for o in g] + [o.path for o in direct]
     assert sorted(seen) == sorted(i["name"] for i in infos)
     for g in groups:
-        assert 2 <= len(g) <= MAX_SOURCES
+        assert 2 <= len(g) <= MAX_COMPOSE_SOURCES
         assert sum(o.size for o in g) <= cap
     assert all(o.size <= threshold for g in groups for o in g)
 

@@ -9,8 +9,8 @@ import pytest
 
 from fluxfs.errors import HttpError
 from fluxfs.gcs.checksums import crc32c, crc32c_combine
-from fluxfs.part_pipeline import PartWriter
-from fluxfs.xml_upload import XmlUploader
+from fluxfs.writes.parts import PartWriter
+from fluxfs.writes.xml import XmlUploader
 from tests.conftest import make_fs
 
 from .util import COMPOSE_PART, PART_SIZES, XML_PART, payload, temp_leftovers, write_in_pieces

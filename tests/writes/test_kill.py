@@ -12,7 +12,7 @@ import fsspec.asyn
 import pytest
 
 from fluxfs import temporaries
-from fluxfs.xml_upload import abort_incomplete_uploads
+from fluxfs.temporaries import abort_incomplete_uploads
 from tests.conftest import make_fs
 
 from .util import PART_SIZES

@@ -7,28 +7,22 @@ The strategy is the filesystem's ``multipart`` option: "xml", "compose" or "off"
 """
 from __future__ import annotations
 
-import asyncio
 import atexit
 import io
 import logging
-import os
 import sys
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from .compose_upload import ComposeUploader
-from .gcs import bridge
-from .gcs.checksums import crc32c
-from .part_pipeline import PartWriter
-from .resumable_upload import CHUNK_MULTIPLE, ResumableUploader
-from .xml_upload import MAX_PARTS, MIN_PART_SIZE, XmlUploader
+from ..gcs import bridge
+from ..gcs.checksums import crc32c
+from .parts import PartWriter
+from .settings import object_path, upload_settings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from ..core import FluxFileSystem
 
 logger = logging.getLogger("fluxfs.multipart")
-
-# Part size and concurrency defaults, and how they were measured: fluxfs/options.py.
 
 # After every 2,000 parts the part size doubles, so the 10,000-part cap of XML multipart is only
 # reached past ~500 GB with 8 MiB parts (the file's size is unknown in advance).
@@ -38,36 +32,8 @@ _PARTS_PER_SIZE_STEP = 2_000
 # multipart upload or temporaries behind (a killed process leaves them to `fluxfs cleanup`).
 _OPEN: "weakref.WeakSet[FluxWriteFile]" = weakref.WeakSet()
 
-STRATEGIES: dict[str, Callable] = {"xml": XmlUploader, "compose": ComposeUploader, "off": ResumableUploader}
-
 # open() keywords fsspec or gcsfs callers pass that do not change how we upload.
 _IGNORED_KWARGS = frozenset({"cache_options", "cache_type", "consistency", "timeout", "compression"})
-
-
-def upload_settings(fs: "FluxFileSystem", part_size: int | None = None) -> tuple[int, int, Callable]:
-    """(part size, concurrency, uploader class) from the filesystem options, validated."""
-    strategy = fs.options.multipart
-    part = int(part_size or fs.options.part_size)
-    conc = fs.options.write_concurrency
-    if part < 1:
-        raise ValueError(f"part_size must be positive, not {part}")
-    if strategy == "xml" and part < MIN_PART_SIZE:
-        raise ValueError(f"part_size {part} is below the 5 MiB ({MIN_PART_SIZE}) minimum of XML multipart "
-                         "uploads; use a larger part_size or multipart='compose'")
-    if strategy == "off":
-        if part % CHUNK_MULTIPLE:
-            raise ValueError(f"part_size {part} must be a multiple of 256 KiB for resumable uploads (multipart='off')")
-        conc = 1  # one resumable session takes its chunks in order
-    return part, conc, STRATEGIES[strategy]
-
-
-def _object_path(fs: "FluxFileSystem", path: str) -> tuple[str, str]:
-    bucket, key, generation = fs.split_path(path)
-    if generation:
-        raise ValueError(f"cannot write to a specific generation: {path}")
-    if not key:
-        raise ValueError(f"not an object path (no key after the bucket): {path}")
-    return bucket, key
 
 
 class FluxWriteFile(io.IOBase):
@@ -82,10 +48,10 @@ class FluxWriteFile(io.IOBase):
         if unknown:
             raise TypeError(f"unexpected open() arguments for {path}: {sorted(unknown)}")
         self.fs, self.mode, self.autocommit = fs, mode, autocommit
-        self.bucket, self.key = _object_path(fs, path)
+        self.bucket, self.key = object_path(fs, path)
         self.path = f"{self.bucket}/{self.key}"
         self.part_size, self.concurrency, uploader = upload_settings(fs, block_size)
-        self._grow = uploader is XmlUploader
+        self._grow = uploader.max_parts is not None  # part sizes grow to stay under the cap
         self._writer = PartWriter(fs, self.bucket, self.key, uploader, concurrency=self.concurrency,
                                   create_only=mode == "xb", content_type=content_type, metadata=metadata)
         self._chunks: list[bytes] = []
@@ -256,67 +222,3 @@ class _Anchor:
 _anchor = _Anchor()
 weakref.finalize(_anchor, lambda: None)
 atexit.register(_abort_unclosed)
-
-
-# -- whole-object uploads for pipe_file / put_file (run on the loop) --------------------------
-
-async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Callable, *, create_only: bool,
-                         content_type: str | None, metadata: dict | None, callback=None) -> dict:
-    bucket, key = _object_path(fs, path)
-    part, conc, uploader = upload_settings(fs)
-    if uploader is XmlUploader and size > part * MAX_PARTS:
-        part = -(-size // MAX_PARTS)  # stay within 10,000 parts
-    pw = PartWriter(fs, bucket, key, uploader, concurrency=conc, create_only=create_only,
-                    content_type=content_type, metadata=metadata)
-    try:
-        done = 0
-        while size - done > part:
-            chunk = await read(part)
-            await pw.add_part(chunk)
-            done += len(chunk)
-            if callback is not None:
-                callback.relative_update(len(chunk))
-        tail = await read(size - done)
-        info = await pw.finish(tail)
-        if callback is not None:
-            callback.relative_update(len(tail))
-    except BaseException:
-        await pw.abort()
-        raise
-    fs.invalidate_cache(info["name"])
-    return info
-
-
-async def write_bytes(fs: "FluxFileSystem", path: str, data: Any, *, create_only: bool = False,
-                      content_type: str | None = None, metadata: dict | None = None) -> dict:
-    """Upload `data` (any bytes-like) as one object through the configured strategy; returns its info."""
-    mv = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
-    pos = 0
-
-    async def read(n: int) -> bytes:
-        nonlocal pos
-        out = bytes(mv[pos:pos + n])
-        pos += n
-        return out
-
-    return await _upload_chunks(fs, path, mv.nbytes, read, create_only=create_only,
-                                content_type=content_type, metadata=metadata)
-
-
-async def upload_local_file(fs: "FluxFileSystem", lpath: str, rpath: str, *, create_only: bool = False,
-                            content_type: str | None = None, metadata: dict | None = None, callback=None) -> dict:
-    """Upload a local file part by part (reads run in a thread, memory stays bounded)."""
-    loop = asyncio.get_running_loop()
-    with open(lpath, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if callback is not None:
-            callback.set_size(size)
-
-        async def read(n: int) -> bytes:
-            data = await loop.run_in_executor(None, f.read, n)
-            if len(data) != n:
-                raise OSError(f"{lpath} changed size while being uploaded")
-            return data
-
-        return await _upload_chunks(fs, rpath, size, read, create_only=create_only, content_type=content_type,
-                                    metadata=metadata, callback=callback)

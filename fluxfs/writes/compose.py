@@ -11,23 +11,25 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from . import temporaries
-from .gcs import http, tempnames
-from .errors import PreconditionFailed
-from .gcs.checksums import crc32c_combine
-from .part_pipeline import check_crc, confirm_written, exists_error, upload_single
+from .. import temporaries
+from ..errors import PreconditionFailed
+from ..gcs import http, tempnames
+from ..gcs.limits import MAX_COMPOSE_SOURCES
+from ..gcs.checksums import crc32c_combine
+from .bodies import DEFAULT_CONTENT_TYPE
+from .single import check_crc, confirm_written, exists_error, upload_single
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .part_pipeline import PartWriter
+    from .parts import PartWriter
 
 
-MAX_COMPOSE_SOURCES = 32  # GCS's limit per compose request
 
 
 class ComposeUploader:
     """Parts as temporary objects, composed at completion."""
 
     sequential = False
+    max_parts = None  # composed in a tree of 32-source steps
     drain_on_abort = True  # a cancelled part upload may still land on the server: wait, then delete
 
     def __init__(self, pw: "PartWriter"):
@@ -56,7 +58,7 @@ class ComposeUploader:
     async def _compose(self, sources: list[dict], dest: str, *, create_only: bool = False, final: bool = False) -> dict:
         body: dict = {
             "sourceObjects": [{"name": s["name"], "generation": s["generation"]} for s in sources],
-            "destination": {"contentType": self.pw.content_type or "application/octet-stream"},
+            "destination": {"contentType": self.pw.content_type or DEFAULT_CONTENT_TYPE},
         }
         if final and self.pw.metadata:
             body["destination"]["metadata"] = self.pw.metadata

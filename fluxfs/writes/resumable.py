@@ -8,16 +8,17 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .gcs import http
-from .errors import PreconditionFailed
-from .part_pipeline import body as sliced
-from .gcs.checksums import crc_to_b64
-from .part_pipeline import confirm_written, exists_error
+from ..errors import PreconditionFailed
+from ..gcs import http
+from ..gcs.checksums import crc_to_b64
+from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
+from .bodies import DEFAULT_CONTENT_TYPE
+from .bodies import body as sliced
+from .single import confirm_written, exists_error
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .part_pipeline import PartWriter
+    from .parts import PartWriter
 
-CHUNK_MULTIPLE = 256 * 1024
 _RANGE = re.compile(r"bytes=0-(\d+)")
 
 
@@ -25,6 +26,7 @@ class ResumableUploader:
     """A resumable session; a failed chunk resumes from what the server says it persisted."""
 
     sequential = True
+    max_parts = None
     drain_on_abort = False
 
     def __init__(self, pw: "PartWriter"):
@@ -34,7 +36,7 @@ class ResumableUploader:
         self.offset = 0
 
     async def start(self) -> None:
-        meta: dict = {"name": self.pw.key, "contentType": self.pw.content_type or "application/octet-stream"}
+        meta: dict = {"name": self.pw.key, "contentType": self.pw.content_type or DEFAULT_CONTENT_TYPE}
         if self.pw.metadata:
             meta["metadata"] = self.pw.metadata
         params = {"uploadType": "resumable", "name": self.pw.key}

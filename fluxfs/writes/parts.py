@@ -8,160 +8,26 @@ final object and the guarantee that a failure leaves nothing visible behind.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import secrets
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-import aiohttp
-import aiohttp.payload
-
-from .gcs import http
-from .gcs.checksums import crc32c, crc32c_combine, crc_to_b64
-from .errors import ChecksumMismatch, PreconditionFailed
+from ..errors import ChecksumMismatch
+from ..gcs.checksums import crc32c, crc32c_combine
+from .single import check_crc, confirm_written, delete_object, object_info, upload_single
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from ..core import FluxFileSystem
 
 logger = logging.getLogger("fluxfs.multipart")
 
-DEFAULT_CONTENT_TYPE = "application/octet-stream"
-
-
-# -- request bodies -----------------------------------------------------------------------------
-
-SEND_SLICE = 1 << 20
-
-
-class SlicedBytes(aiohttp.payload.BytesPayload):
-    """A request body sent in 1 MiB slices (reusable across retries).
-
-    Handing aiohttp a 16 MiB bytes object makes Python 3.11's asyncio join it with the headers and
-    then copy whatever the socket does not take at once into the transport's buffer: two extra
-    copies of every part, held in memory while in flight. Slices go out under aiohttp's drain()
-    back-pressure instead, so no part is ever copied.
-    """
-
-    async def write(self, writer) -> None:
-        await self.write_with_length(writer, None)
-
-    async def write_with_length(self, writer, content_length: int | None) -> None:
-        view = memoryview(self._value)
-        if content_length is not None:
-            view = view[:content_length]
-        for i in range(0, len(view), SEND_SLICE):
-            await writer.write(view[i:i + SEND_SLICE])
-
-
-def body(data: bytes, content_type: str = "application/octet-stream") -> SlicedBytes:
-    return SlicedBytes(data, content_type=content_type)
-
-
-# -- single requests shared by the strategies ---------------------------------------------------
-
-def object_info(fs: "FluxFileSystem", bucket: str, resource: dict) -> dict:
-    """A JSON object resource as a gcsfs-shaped info dict (name "bucket/key", int size, ...)."""
-    return fs._process_object(bucket, dict(resource))
-
-
-async def get_resource(fs: "FluxFileSystem", bucket: str, key: str, generation: str | None = None) -> dict:
-    params = {"generation": generation} if generation else None
-    resp = await http.request(fs, "GET", fs.json_url("b/{}/o/{}", bucket, key), op="metadata",
-                              what=f"{bucket}/{key}", params=params)
-    return resp.json()
-
-
-async def delete_object(fs: "FluxFileSystem", bucket: str, key: str, generation: str | None = None) -> None:
-    """Delete one object (pinned to `generation` if given); a missing object is not an error."""
-    params = {"ifGenerationMatch": generation} if generation else None
-    try:
-        await http.request(fs, "DELETE", fs.json_url("b/{}/o/{}", bucket, key), op="delete",
-                           what=f"{bucket}/{key}", params=params, ok=(200, 204))
-    except (FileNotFoundError, PreconditionFailed):
-        pass
-
-
-def check_crc(resource: dict, crc: int, size: int, what: str) -> None:
-    """Raise ChecksumMismatch unless the stored object has exactly the crc32c and size we wrote."""
-    got_crc, got_size = resource.get("crc32c"), int(resource.get("size", -1))
-    if got_crc != crc_to_b64(crc) or got_size != size:
-        raise ChecksumMismatch(
-            f"{what}: stored object has crc32c={got_crc} size={got_size}, "
-            f"but {size} bytes with crc32c={crc_to_b64(crc)} were written"
-        )
-
-
-def exists_error(bucket: str, key: str) -> FileExistsError:
-    return FileExistsError(f"{bucket}/{key} already exists (mode 'xb' creates only new objects)")
-
-
-async def upload_single(
-    fs: "FluxFileSystem", bucket: str, key: str, data: bytes, crc: int, *,
-    create_only: bool = False, content_type: str | None = None, metadata: dict | None = None,
-    stop: Callable[[], bool] | None = None, what: str | None = None,
-) -> dict:
-    """One multipart/related JSON upload carrying the crc32c, so the server refuses corrupted bytes.
-
-    Returns the object resource after checking its crc32c and size. Retried under the "write"
-    policy: overwriting with the same bytes is harmless, and for create-only a 412 after a
-    lost response is recognised as our own earlier success. `stop()` true ends the retries.
-    """
-    meta: dict[str, Any] = {"name": key, "crc32c": crc_to_b64(crc), "contentType": content_type or DEFAULT_CONTENT_TYPE}
-    if metadata:
-        meta["metadata"] = metadata
-    params: dict[str, Any] = {"uploadType": "multipart"}
-    if create_only:
-        params["ifGenerationMatch"] = "0"
-    what = what or f"{bucket}/{key}"  # errors name the object the user wrote, not a temporary part
-
-    async def attempt(n: int) -> dict:
-        if stop is not None and stop():
-            raise OSError(f"upload of {what} was aborted")
-        boundary = secrets.token_hex(16)
-        with aiohttp.MultipartWriter("related", boundary=boundary) as mp:
-            mp.append(json.dumps(meta), {"Content-Type": "application/json; charset=UTF-8"})
-            mp.append_payload(body(data, meta["contentType"]))
-        try:
-            resp = await http.request_once(fs, "POST", fs.upload_url(bucket), what=what, params=params,
-                                           headers={"Content-Type": f"multipart/related; boundary={boundary}"},
-                                           data=mp)
-        except PreconditionFailed:
-            if n > 0:
-                found = await confirm_written(fs, bucket, key, crc, len(data))
-                if found is not None:
-                    return found
-            raise exists_error(bucket, key) from None
-        resource = resp.json()
-        try:
-            check_crc(resource, crc, len(data), what)
-        except ChecksumMismatch:
-            # Never leave a corrupted object behind (a server that stored it without checking);
-            # pinned to its generation so a concurrent writer's object is never touched.
-            await delete_object(fs, bucket, key, resource.get("generation"))
-            raise
-        return resource
-
-    return await fs.retry_policy("write").run(attempt, what=f"upload {what}")
-
-
-async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int, size: int) -> dict | None:
-    """After a retried final step failed with 404/412: did an earlier attempt succeed after all?"""
-    try:
-        resource = await get_resource(fs, bucket, key)
-    except FileNotFoundError:
-        return None
-    if resource.get("crc32c") == crc_to_b64(crc) and int(resource.get("size", -1)) == size:
-        return resource
-    return None
-
-
-# -- the pipeline ---------------------------------------------------------------------------------
 
 class Uploader(Protocol):
     """One upload strategy. Every method is awaited on the filesystem's event loop."""
 
     #: True when parts must go up one after the other, and the tail goes with `complete`.
     sequential: bool
+    #: The most parts one upload may have (XML multipart: 10,000), or None for no limit.
+    max_parts: int | None
     #: True when a part cancelled mid-request could still be created afterwards (so abort must let
     #: requests in flight finish, without further retries, before deleting what they made).
     drain_on_abort: bool
@@ -182,7 +48,8 @@ class PartWriter:
     back-pressure that bounds memory to about concurrency x part size.
     """
 
-    def __init__(self, fs: "FluxFileSystem", bucket: str, key: str, make_uploader, *, concurrency: int,
+    def __init__(self, fs: "FluxFileSystem", bucket: str, key: str,
+                 make_uploader: Callable[["PartWriter"], Uploader], *, concurrency: int,
                  create_only: bool, content_type: str | None, metadata: dict | None):
         self.fs, self.bucket, self.key = fs, bucket, key
         self._make_uploader = make_uploader

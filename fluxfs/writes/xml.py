@@ -5,43 +5,32 @@ atomic. GCS requires every part but the last to be at least 5 MiB, and at most 1
 """
 from __future__ import annotations
 
-import datetime
 import logging
 import time
-import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from .gcs import http
-from .errors import PreconditionFailed
-from .gcs.checksums import crc_to_b64
-from .part_pipeline import body, confirm_written, exists_error, get_resource
+from ..errors import PreconditionFailed
+from ..gcs import http
+from ..gcs import xml as gcsxml
+from ..gcs.limits import XML_MAX_PARTS, XML_MIN_PART_SIZE
+from ..gcs.checksums import crc_to_b64
+from ..temporaries import list_incomplete_uploads
+from .bodies import DEFAULT_CONTENT_TYPE, body
+from .single import confirm_written, exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
-    from .part_pipeline import PartWriter
+    from .parts import PartWriter
 
 logger = logging.getLogger(__name__)
 
-MIN_PART_SIZE = 5 * 2**20
-MAX_PARTS = 10_000
-
-
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]
-
-
-def _find_text(body: bytes, name: str) -> str | None:
-    for el in ET.fromstring(body).iter():
-        if _local(el.tag) == name:
-            return (el.text or "").strip()
-    return None
 
 
 class XmlUploader:
     """One XML multipart upload; its id exists from `start` until `complete` or `abort`."""
 
     sequential = False
+    max_parts = XML_MAX_PARTS
     drain_on_abort = False
 
     def __init__(self, pw: "PartWriter"):
@@ -49,13 +38,16 @@ class XmlUploader:
         self.fs = pw.fs
         self.url = pw.fs.xml_url(pw.bucket, pw.key)
         self.upload_id: str | None = None
+        # Set by `start`: when our initiate request was sent and answered, and whether it was retried.
+        self._initiate_window = (0.0, 0.0)
+        self._retried_initiate = False
 
     def _precondition(self) -> dict[str, str]:
         # Create-only: GCS checks x-goog-if-generation-match when the upload completes.
         return {"x-goog-if-generation-match": "0"} if self.pw.create_only else {}
 
     async def start(self) -> None:
-        headers = {"Content-Type": self.pw.content_type or "application/octet-stream", **self._precondition()}
+        headers = {"Content-Type": self.pw.content_type or DEFAULT_CONTENT_TYPE, **self._precondition()}
         for k, v in (self.pw.metadata or {}).items():
             headers[f"x-goog-meta-{k}"] = str(v)
         self._initiate_window = (time.time(), time.time())
@@ -68,7 +60,7 @@ class XmlUploader:
                                            params={"uploads": ""}, headers=headers)
 
         resp = await self.fs.retry_policy("write").run(attempt, what=f"initiate {self.pw.what}")
-        self.upload_id = _find_text(resp.body, "UploadId")
+        self.upload_id = gcsxml.find_text(resp.body, "UploadId")
         if not self.upload_id:
             raise OSError(f"initiating the multipart upload of {self.pw.what} returned no UploadId")
         self._initiate_window = (self._initiate_window[0], time.time())
@@ -79,7 +71,7 @@ class XmlUploader:
         Only uploads started inside our own initiate window and still without parts qualify, so a
         concurrent writer's upload (which would have parts by now) is left alone.
         """
-        if not getattr(self, "_retried_initiate", False):
+        if not self._retried_initiate:
             return
         self._retried_initiate = False
         first, last = self._initiate_window
@@ -92,15 +84,15 @@ class XmlUploader:
                     continue
                 parts = await http.request(self.fs, "GET", self.url, op="list", what=self.pw.what,
                                            params={"uploadId": up["upload_id"]})
-                if _find_text(parts.body, "PartNumber") is None:
+                if gcsxml.find_text(parts.body, "PartNumber") is None:
                     await http.request(self.fs, "DELETE", self.url, op="delete", what=self.pw.what,
                                        params={"uploadId": up["upload_id"]}, ok=(200, 204, 404))
-        except (OSError, ET.ParseError) as exc:  # best effort: `fluxfs cleanup` removes what is left
+        except (OSError, gcsxml.ParseError) as exc:  # best effort: `fluxfs cleanup` removes what is left
             logger.warning("could not sweep orphaned multipart uploads of %s: %s", self.pw.what, exc)
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> str:
-        if number > MAX_PARTS:
-            raise ValueError(f"{self.pw.what}: more than {MAX_PARTS} parts; use a larger part_size")
+        if number > XML_MAX_PARTS:
+            raise ValueError(f"{self.pw.what}: more than {XML_MAX_PARTS} parts; use a larger part_size")
         # The crc32c lets the server reject a part corrupted on the way (400 BadDigest).
         resp = await http.request(self.fs, "PUT", self.url, op="write", what=f"{self.pw.what} part {number}",
                                   params={"partNumber": str(number), "uploadId": self.upload_id},
@@ -108,7 +100,7 @@ class XmlUploader:
         return resp.headers.get("ETag", "")
 
     async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict:
-        body = "<CompleteMultipartUpload>" + "".join(
+        manifest = "<CompleteMultipartUpload>" + "".join(
             f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(etag)}</ETag></Part>"
             for n, etag in enumerate(results, 1)
         ) + "</CompleteMultipartUpload>"
@@ -119,7 +111,7 @@ class XmlUploader:
                 resp = await http.request_once(self.fs, "POST", self.url, what=what,
                                                params={"uploadId": self.upload_id},
                                                headers={"Content-Type": "application/xml", **self._precondition()},
-                                               data=body.encode())
+                                               data=manifest.encode())
             except (FileNotFoundError, PreconditionFailed) as exc:
                 # A retry after a lost answer finds the upload gone (404) or the object present (412).
                 if n > 0:
@@ -156,50 +148,3 @@ class XmlUploader:
                 pass
             self.upload_id = None
         await self.sweep_orphans(own_id)
-
-
-def _rfc3339(text: str) -> float:
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-async def list_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "") -> list[dict[str, Any]]:
-    """In-progress XML multipart uploads of a bucket: [{"key", "upload_id", "initiated" (unix s)}]."""
-    params: dict[str, str] = {"uploads": ""}
-    if prefix:
-        params["prefix"] = prefix
-    out: list[dict[str, Any]] = []
-    while True:
-        resp = await http.request(fs, "GET", fs.xml_url(bucket), op="list", what=bucket, params=params)
-        root = ET.fromstring(resp.body)
-        last_key = last_id = None
-        for up in root:
-            if _local(up.tag) != "Upload":
-                continue
-            fields = {_local(c.tag): (c.text or "").strip() for c in up}
-            key, uid = fields.get("Key", ""), fields.get("UploadId", "")
-            if key.startswith(prefix):
-                out.append({"key": key, "upload_id": uid,
-                            "initiated": _rfc3339(fields["Initiated"]) if fields.get("Initiated") else None})
-            last_key, last_id = key, uid
-        truncated = any(_local(e.tag) == "IsTruncated" and (e.text or "").strip() == "true" for e in root)
-        if not truncated or last_key is None:
-            return out
-        params.update({"key-marker": last_key, "upload-id-marker": last_id})
-
-
-async def abort_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "",
-                                   older_than: float = 0.0) -> list[str]:
-    """Abort in-progress multipart uploads started more than `older_than` seconds ago (e.g. by a
-    killed writer); returns the keys whose uploads were aborted."""
-    now = time.time()
-    aborted = []
-    for up in await list_incomplete_uploads(fs, bucket, prefix):
-        if up["initiated"] is not None and now - up["initiated"] < older_than:
-            continue
-        try:
-            await http.request(fs, "DELETE", fs.xml_url(bucket, up["key"]), op="delete", what=f"{bucket}/{up['key']}",
-                               params={"uploadId": up["upload_id"]}, ok=(200, 204))
-        except FileNotFoundError:
-            continue
-        aborted.append(up["key"])
-    return aborted

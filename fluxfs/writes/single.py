@@ -1,0 +1,119 @@
+"""Single-request steps every write shares: a one-request upload, reading back and verifying the
+stored object, and deleting one that must not stay.
+
+Used by the part pipeline (objects smaller than one part, the final crc32c check) and by the
+strategies (compose parts, lost answers to completion requests); it imports neither.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+from typing import TYPE_CHECKING, Any, Callable
+
+import aiohttp
+
+from ..errors import ChecksumMismatch, PreconditionFailed
+from ..gcs import http
+from ..gcs.checksums import crc_to_b64
+from .bodies import DEFAULT_CONTENT_TYPE, body
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core import FluxFileSystem
+
+
+def object_info(fs: "FluxFileSystem", bucket: str, resource: dict) -> dict:
+    """A JSON object resource as a gcsfs-shaped info dict (name "bucket/key", int size, ...)."""
+    return fs._process_object(bucket, dict(resource))
+
+
+async def get_resource(fs: "FluxFileSystem", bucket: str, key: str, generation: str | None = None) -> dict:
+    """The JSON object resource of `bucket/key` (of one generation if given); FileNotFoundError if absent."""
+    params = {"generation": generation} if generation else None
+    resp = await http.request(fs, "GET", fs.json_url("b/{}/o/{}", bucket, key), op="metadata",
+                              what=f"{bucket}/{key}", params=params)
+    return resp.json()
+
+
+async def delete_object(fs: "FluxFileSystem", bucket: str, key: str, generation: str | None = None) -> None:
+    """Delete one object (pinned to `generation` if given); a missing object is not an error."""
+    params = {"ifGenerationMatch": generation} if generation else None
+    try:
+        await http.request(fs, "DELETE", fs.json_url("b/{}/o/{}", bucket, key), op="delete",
+                           what=f"{bucket}/{key}", params=params, ok=(200, 204))
+    except (FileNotFoundError, PreconditionFailed):
+        pass
+
+
+def check_crc(resource: dict, crc: int, size: int, what: str) -> None:
+    """Raise ChecksumMismatch unless the stored object has exactly the crc32c and size we wrote."""
+    got_crc, got_size = resource.get("crc32c"), int(resource.get("size", -1))
+    if got_crc != crc_to_b64(crc) or got_size != size:
+        raise ChecksumMismatch(
+            f"{what}: stored object has crc32c={got_crc} size={got_size}, "
+            f"but {size} bytes with crc32c={crc_to_b64(crc)} were written"
+        )
+
+
+def exists_error(bucket: str, key: str) -> FileExistsError:
+    """The error of a create-only write ("xb", mode="create") whose object already exists."""
+    return FileExistsError(f"{bucket}/{key} already exists (mode 'xb' creates only new objects)")
+
+
+async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int, size: int) -> dict | None:
+    """After a retried final step failed with 404/412: did an earlier attempt succeed after all?"""
+    try:
+        resource = await get_resource(fs, bucket, key)
+    except FileNotFoundError:
+        return None
+    if resource.get("crc32c") == crc_to_b64(crc) and int(resource.get("size", -1)) == size:
+        return resource
+    return None
+
+
+async def upload_single(
+    fs: "FluxFileSystem", bucket: str, key: str, data: bytes, crc: int, *,
+    create_only: bool = False, content_type: str | None = None, metadata: dict | None = None,
+    stop: Callable[[], bool] | None = None, what: str | None = None,
+) -> dict:
+    """One multipart/related JSON upload carrying the crc32c, so the server refuses corrupted bytes.
+
+    Returns the object resource after checking its crc32c and size. Retried under the "write"
+    policy: overwriting with the same bytes is harmless, and for create-only a 412 after a
+    lost response is recognised as our own earlier success. `stop()` true ends the retries.
+    """
+    meta: dict[str, Any] = {"name": key, "crc32c": crc_to_b64(crc), "contentType": content_type or DEFAULT_CONTENT_TYPE}
+    if metadata:
+        meta["metadata"] = metadata
+    params: dict[str, Any] = {"uploadType": "multipart"}
+    if create_only:
+        params["ifGenerationMatch"] = "0"
+    what = what or f"{bucket}/{key}"  # errors name the object the user wrote, not a temporary part
+
+    async def attempt(n: int) -> dict:
+        if stop is not None and stop():
+            raise OSError(f"upload of {what} was aborted")
+        boundary = secrets.token_hex(16)
+        with aiohttp.MultipartWriter("related", boundary=boundary) as mp:
+            mp.append(json.dumps(meta), {"Content-Type": "application/json; charset=UTF-8"})
+            mp.append_payload(body(data, meta["contentType"]))
+        try:
+            resp = await http.request_once(fs, "POST", fs.upload_url(bucket), what=what, params=params,
+                                           headers={"Content-Type": f"multipart/related; boundary={boundary}"},
+                                           data=mp)
+        except PreconditionFailed:
+            if n > 0:
+                found = await confirm_written(fs, bucket, key, crc, len(data))
+                if found is not None:
+                    return found
+            raise exists_error(bucket, key) from None
+        resource = resp.json()
+        try:
+            check_crc(resource, crc, len(data), what)
+        except ChecksumMismatch:
+            # Never leave a corrupted object behind (a server that stored it without checking);
+            # pinned to its generation so a concurrent writer's object is never touched.
+            await delete_object(fs, bucket, key, resource.get("generation"))
+            raise
+        return resource
+
+    return await fs.retry_policy("write").run(attempt, what=f"upload {what}")

@@ -1,0 +1,78 @@
+"""Whole-object uploads for `pipe_file` and `put_file`: bytes in memory or a local file, cut into
+parts and sent through the same pipeline and strategy as the "wb" handle (run on the loop)."""
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from .parts import PartWriter
+from .settings import object_path, upload_settings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core import FluxFileSystem
+
+
+async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
+                         create_only: bool, content_type: str | None, metadata: dict | None,
+                         callback: Any = None) -> dict:
+    """Upload `size` bytes obtained part by part from `read(n)`; aborts everything on any failure."""
+    bucket, key = object_path(fs, path)
+    part, conc, uploader = upload_settings(fs)
+    if uploader.max_parts is not None and size > part * uploader.max_parts:
+        part = -(-size // uploader.max_parts)  # stay within 10,000 parts
+    pw = PartWriter(fs, bucket, key, uploader, concurrency=conc, create_only=create_only,
+                    content_type=content_type, metadata=metadata)
+    try:
+        done = 0
+        while size - done > part:
+            chunk = await read(part)
+            await pw.add_part(chunk)
+            done += len(chunk)
+            if callback is not None:
+                callback.relative_update(len(chunk))
+        tail = await read(size - done)
+        info = await pw.finish(tail)
+        if callback is not None:
+            callback.relative_update(len(tail))
+    except BaseException:
+        await pw.abort()
+        raise
+    fs.invalidate_cache(info["name"])
+    return info
+
+
+async def write_bytes(fs: "FluxFileSystem", path: str, data: Any, *, create_only: bool = False,
+                      content_type: str | None = None, metadata: dict | None = None) -> dict:
+    """Upload `data` (any bytes-like) as one object through the configured strategy; returns its info."""
+    mv = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    pos = 0
+
+    async def read(n: int) -> bytes:
+        nonlocal pos
+        out = bytes(mv[pos:pos + n])
+        pos += n
+        return out
+
+    return await _upload_chunks(fs, path, mv.nbytes, read, create_only=create_only,
+                                content_type=content_type, metadata=metadata)
+
+
+async def upload_local_file(fs: "FluxFileSystem", lpath: str, rpath: str, *, create_only: bool = False,
+                            content_type: str | None = None, metadata: dict | None = None,
+                            callback: Any = None) -> dict:
+    """Upload a local file part by part (reads run in a thread, memory stays bounded)."""
+    loop = asyncio.get_running_loop()
+    with open(lpath, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if callback is not None:
+            callback.set_size(size)
+
+        async def read(n: int) -> bytes:
+            data = await loop.run_in_executor(None, f.read, n)
+            if len(data) != n:
+                raise OSError(f"{lpath} changed size while being uploaded")
+            return data
+
+        return await _upload_chunks(fs, rpath, size, read, create_only=create_only, content_type=content_type,
+                                    metadata=metadata, callback=callback)
