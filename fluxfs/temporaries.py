@@ -34,7 +34,7 @@ from .gcs.timestamps import parse_timestamp
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
 
-logger = logging.getLogger("fluxfs.temporaries")
+logger = logging.getLogger(__name__)
 
 _ALL: "weakref.WeakSet[TempRegistry]" = weakref.WeakSet()
 _ALL_LOCK = threading.Lock()

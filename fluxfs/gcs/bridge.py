@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, TypeVar
 
-logger = logging.getLogger("fluxfs.bridge")
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 

@@ -16,7 +16,7 @@ import aiohttp
 
 from ..errors import ChecksumMismatch, RequestTimeout, RetryableError
 
-logger = logging.getLogger("fluxfs.retry")
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 OPERATIONS = ("list", "read", "compose", "write", "delete", "metadata")

@@ -39,7 +39,7 @@ from .plan import ObjectRef, plan, to_objs
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
-logger = logging.getLogger("fluxfs.reads.batched")
+logger = logging.getLogger(__name__)
 
 # Deletes run beside the reads on their own budget; with 64 readers this stays under
 # aiohttp's 100-connection default, so a backlog of deletes never takes a reader's socket.

@@ -18,7 +18,7 @@ from .single import check_crc, confirm_written, delete_object, object_info, uplo
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
-logger = logging.getLogger("fluxfs.multipart")
+logger = logging.getLogger(__name__)
 
 
 class Uploader(Protocol):

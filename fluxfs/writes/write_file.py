@@ -22,7 +22,7 @@ from .settings import object_path, upload_settings
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
-logger = logging.getLogger("fluxfs.multipart")
+logger = logging.getLogger(__name__)
 
 # After every 2,000 parts the part size doubles, so the 10,000-part cap of XML multipart is only
 # reached past ~500 GB with 8 MiB parts (the file's size is unknown in advance).

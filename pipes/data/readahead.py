@@ -19,7 +19,7 @@ import torch.utils.data
 
 from .sharding import epoch_order
 
-logger = logging.getLogger("fluxfs.pipes.readahead")
+logger = logging.getLogger(__name__)
 
 # Batches a worker reads ahead, and the bytes that may take at most. Training bench, cloud profile,
 # 20,000 images of 10-100 KB, batches of 64, 2 workers: 1,216-1,624 samples/s without read-ahead,

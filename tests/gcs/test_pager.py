@@ -5,7 +5,7 @@ from fsspec.asyn import sync
 
 from fluxfs.gcs.pager import list_pages
 
-from .helpers import put_keys, sequential_names
+from tests.listing.helpers import put_keys, sequential_names
 
 KEYS = [f"a/{i:03d}" for i in range(25)] + [f"b/{i:03d}" for i in range(5)] + ["c"]
 

@@ -8,7 +8,7 @@ import pytest
 
 from fluxfs.reads import stream
 from tests.reads.conftest import temp_names
-from tests.reads.test_compose_reads import _write
+from tests.reads.test_batched import _write
 
 
 @pytest.fixture
