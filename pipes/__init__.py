@@ -6,10 +6,8 @@ Their public names are re-exported here.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from .data import FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, ReadObjects
+from .lazy import lazy_exports
 
 # Checkpoint classes are imported on first use (they pull in torch.distributed.checkpoint, which a
 # data pipeline does not need).
@@ -21,12 +19,4 @@ _LAZY = {
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta", *_LAZY]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -6,9 +6,7 @@ The DCP classes are imported on first use: they pull in torch.distributed.checkp
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ..lazy import lazy_exports
 from .errors import CheckpointChangedError, CheckpointSaveError, IncompleteCheckpointError
 from .snapshot import snapshot
 from .torch_save import FluxCheckpoint
@@ -21,12 +19,4 @@ _LAZY = {
 __all__ = ["FluxCheckpoint", "CheckpointSaveError", "snapshot", "IncompleteCheckpointError",
            "CheckpointChangedError", *_LAZY]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
