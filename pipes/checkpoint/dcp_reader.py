@@ -16,7 +16,6 @@ import io
 import os
 from typing import Any, Iterator
 
-import fsspec.asyn
 import torch
 from fsspec.utils import merge_offset_ranges
 from torch.distributed._shard._utils import narrow_tensor_by_index
@@ -26,6 +25,7 @@ from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
 from torch.futures import Future
 
+from fluxfs.gcs import bridge
 from fluxfs.gcs.chunks import Chunked
 
 from ..in_flight import in_order
@@ -148,7 +148,7 @@ class FluxStorageReader(FsspecReader):
         fs = self.fs.fs
         generations = self._generations
         if generations and getattr(fs, "async_impl", False):
-            chunks = fsspec.asyn.sync(fs.loop, self._cat_pinned, fs, paths, starts, ends, generations)
+            chunks = bridge.run(fs, self._cat_pinned, fs, paths, starts, ends, generations)
         else:
             chunks = fs.cat_ranges(paths, starts, ends, batch_size=self.concurrency, on_error="raise")
         pieces: list[list[bytes]] = [[] for _ in window]
