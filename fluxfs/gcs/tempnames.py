@@ -25,11 +25,6 @@ def temp_key(job_id: str, kind: str) -> str:
     return f"{TEMP_PREFIX}{kind}/{job_id}/{secrets.token_hex(8)}"
 
 
-def is_temp_key(key: str) -> bool:
-    """True for keys (without bucket) of fluxfs temporary objects."""
-    return key.startswith(TEMP_PREFIX)
-
-
 def job_started_at(key: str) -> float | None:
     """The creation time encoded in a temporary key's job id, or None if it has none."""
     parts = key[len(TEMP_PREFIX):].split("/")
