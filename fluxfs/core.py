@@ -68,8 +68,11 @@ class FluxFileSystem(GCSFileSystem):
 
     @property
     def loop(self):
-        """fsspec's event loop; in a forked child (a DataLoader worker) a fresh one, started on first use."""
-        if self._loop is None:
+        """fsspec's event loop; in a forked child (a DataLoader worker) a fresh one, started on first use.
+
+        An asynchronous instance runs on its caller's loop and has none of its own (None, as in fsspec).
+        """
+        if self._loop is None and not self.asynchronous:
             self._loop = get_loop()
         return self._loop
 
