@@ -91,3 +91,18 @@ def test_batch_read_concurrency_is_the_option_or_its_default(flux_server):
 
     assert make_fs(flux_server, read_concurrency=7).batch_read_concurrency == 7
     assert make_fs(flux_server).batch_read_concurrency == DEFAULT_READ_CONCURRENCY
+
+
+def test_asynchronous_instance_runs_on_the_callers_loop(flux_server, bucket):
+    """`asynchronous=True` (fsspec's async API): no loop thread of its own, the `_` methods awaited directly."""
+    import asyncio
+
+    async def main() -> tuple:
+        fs = FluxFileSystem(endpoint_url=flux_server.url, token="anon", asynchronous=True, skip_instance_cache=True)
+        assert fs.loop is None
+        await fs._pipe_file(f"{bucket}/async", b"awaited")
+        got = (await fs._cat_file(f"{bucket}/async"), await fs._cat_objects([{"name": f"{bucket}/async"}]))
+        await (await fs._set_session()).close()
+        return got
+
+    assert asyncio.run(main()) == (b"awaited", {f"{bucket}/async": b"awaited"})
