@@ -166,12 +166,23 @@ class FluxWriteFile(io.IOBase):
     def tell(self) -> int:
         return self._loc
 
-    def flush(self) -> None:
-        """Nothing to do: bytes go up in whole parts, and only `close` may make the object visible."""
+    def flush(self, force: bool = False) -> None:
+        """Nothing to do: bytes go up in whole parts, and only `close` may make the object visible.
+
+        `force` (fsspec's signature) changes nothing for the same reason.
+        """
+        if self._state != "open":
+            raise ValueError(f"I/O operation on closed file {self.path}")
+
+    def read(self, size: int = -1) -> bytes:
+        raise io.UnsupportedOperation(f"read: {self.path} is open for writing ({self.mode!r})")
+
+    def readinto(self, b: Any) -> int:
+        raise io.UnsupportedOperation(f"readinto: {self.path} is open for writing ({self.mode!r})")
 
     def write(self, data: Any) -> int:
         if self._state != "open":
-            raise ValueError(f"write to closed file {self.path}")
+            raise ValueError(f"I/O operation on closed file {self.path}")
         mv = memoryview(data)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")

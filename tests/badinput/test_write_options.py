@@ -46,3 +46,18 @@ def test_metadata_changed_after_the_upload_started(flux_server, bucket):
             f.metadata = {"k": "v"}
     assert flux_server.list_names(bucket) == []
     assert_nothing_left(flux_server, bucket)
+
+
+def test_read_on_a_write_handle(fs, flux_server, bucket):
+    with pytest.raises(io.UnsupportedOperation, match="read: .*/w is open for writing"):
+        with fs.open(f"{bucket}/w", "wb") as f:
+            f.read()
+    assert flux_server.list_names(bucket) == []
+
+
+def test_write_after_close(fs, bucket):
+    f = fs.open(f"{bucket}/w", "wb")
+    f.close()
+    with pytest.raises(ValueError, match="I/O operation on closed file .*/w"):
+        f.write(b"late")
+    assert fs.cat_file(f"{bucket}/w") == b""

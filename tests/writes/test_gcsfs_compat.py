@@ -141,3 +141,20 @@ def test_small_block_size_is_rounded_up(flux_server, bucket, multipart, block_si
 def test_small_part_size_option_still_fails_at_open(flux_server, bucket):
     with pytest.raises(ValueError, match="below the 5 MiB"):
         make_fs(flux_server, multipart="xml", part_size=2**18).open(f"{bucket}/o", "wb")
+
+
+def test_wrong_mode_calls_raise_like_io(fs, bucket):
+    f = fs.open(f"{bucket}/w", "wb")
+    with pytest.raises(io.UnsupportedOperation):
+        f.read()
+    with pytest.raises(io.UnsupportedOperation):
+        f.seek(0)
+    f.write(b"hello")
+    f.flush(force=True)  # fsspec's signature
+    f.flush()
+    f.close()
+    with pytest.raises(ValueError, match="I/O operation on closed file"):
+        f.write(b"world")
+    with pytest.raises(ValueError, match="I/O operation on closed file"):
+        f.flush()
+    assert fs.cat_file(f"{bucket}/w") == b"hello"
