@@ -80,6 +80,8 @@ class FluxWriteFile(io.IOBase):
         _OPEN.add(self)
         #: the written object's info dict (gcsfs shape, with generation and crc32c) once committed
         self.object_info: dict | None = None
+        #: the written object's generation once committed (as gcsfs's GCSFile.generation)
+        self.generation: str | None = None
         #: what made a write or close fail. Callers that write through another library (torch.save's
         #: zip writer replaces a failed write's exception with its own "unexpected pos") re-raise it.
         self.error: Exception | None = None
@@ -180,6 +182,10 @@ class FluxWriteFile(io.IOBase):
     def readinto(self, b: Any) -> int:
         raise io.UnsupportedOperation(f"readinto: {self.path} is open for writing ({self.mode!r})")
 
+    def url(self) -> str:
+        """HTTP link to the object's data (pinned to the written generation once closed)."""
+        return self.fs.url(self.path, generation=self.generation)
+
     def write(self, data: Any) -> int:
         if self._state != "open":
             raise ValueError(f"I/O operation on closed file {self.path}")
@@ -240,7 +246,7 @@ class FluxWriteFile(io.IOBase):
         if self._state != "uploaded":
             raise ValueError(f"nothing to commit for {self.path} (state {self._state})")
         try:
-            self.object_info = bridge.run(self.fs, self._writer.commit)
+            self._committed(bridge.run(self.fs, self._writer.commit))
         except BaseException:
             self._abort_now()
             raise
@@ -253,6 +259,10 @@ class FluxWriteFile(io.IOBase):
         self._abort_now()
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _committed(self, info: dict) -> None:
+        self.object_info = info
+        self.generation = info.get("generation")
 
     def _part_limit(self) -> int:
         if not self._grow:
@@ -280,7 +290,7 @@ class FluxWriteFile(io.IOBase):
             self._failed(exc)
             raise
         if self.autocommit:
-            self.object_info = info
+            self._committed(info)
             self._state = "committed"
             _OPEN.discard(self)
             self.fs.invalidate_cache(self.path)

@@ -158,3 +158,15 @@ def test_wrong_mode_calls_raise_like_io(fs, bucket):
     with pytest.raises(ValueError, match="I/O operation on closed file"):
         f.flush()
     assert fs.cat_file(f"{bucket}/w") == b"hello"
+
+
+@pytest.mark.parametrize("multipart", STRATEGIES)
+@pytest.mark.parametrize("big", [False, True])
+def test_generation_after_close(flux_server, bucket, multipart, big):
+    fs = strategy_fs(flux_server, multipart)
+    with fs.open(f"{bucket}/g", "wb") as f:
+        assert f.generation is None
+        f.write(payload(sizes(multipart)[big], seed=8))
+    assert f.generation is not None
+    assert f.generation == fs.info(f"{bucket}/g")["generation"]
+    assert f"generation={f.generation}" in f.url()
