@@ -20,6 +20,7 @@ from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
 from .fields import ObjectFields, object_fields
 from .parts import PartWriter
 from .settings import object_path, upload_settings
+from .single import exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -74,6 +75,13 @@ class FluxWriteFile(io.IOBase):
         self._chunks: list[bytes] = []
         self._buffered = 0
         self._configure(fields)
+        if mode == "xb":  # fail at open, as fsspec expects; the commit keeps ifGenerationMatch=0 (the race)
+            try:
+                bridge.run(fs, get_resource, fs, self.bucket, self.key)
+            except FileNotFoundError:
+                pass
+            else:
+                raise exists_error(self.bucket, self.key)
         self._loc = 0
         self._state = "open"  # -> "uploaded" (autocommit=False) -> "committed" | "aborted"
         self._exc_at_open = sys.exc_info()[1]

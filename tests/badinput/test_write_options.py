@@ -61,3 +61,10 @@ def test_write_after_close(fs, bucket):
     with pytest.raises(ValueError, match="I/O operation on closed file .*/w"):
         f.write(b"late")
     assert fs.cat_file(f"{bucket}/w") == b""
+
+
+def test_exclusive_create_of_an_existing_object(fs, bucket):
+    fs.pipe_file(f"{bucket}/x", b"first")
+    with pytest.raises(FileExistsError, match=r"/x already exists \(mode 'xb' creates only new objects\)"):
+        fs.open(f"{bucket}/x", "xb")
+    assert fs.cat_file(f"{bucket}/x") == b"first"

@@ -170,3 +170,19 @@ def test_generation_after_close(flux_server, bucket, multipart, big):
     assert f.generation is not None
     assert f.generation == fs.info(f"{bucket}/g")["generation"]
     assert f"generation={f.generation}" in f.url()
+
+
+@pytest.mark.parametrize("multipart", STRATEGIES)
+def test_xb_on_an_existing_object_fails_at_open(flux_server, bucket, multipart):
+    fs = strategy_fs(flux_server, multipart)
+    fs.pipe_file(f"{bucket}/x", b"first")
+    with pytest.raises(FileExistsError, match="already exists"):
+        fs.open(f"{bucket}/x", "xb")
+    assert fs.cat_file(f"{bucket}/x") == b"first"
+    # The race: created by someone else between open and close -> the commit's precondition refuses.
+    f = fs.open(f"{bucket}/y", "xb")
+    f.write(b"mine")
+    fs.pipe_file(f"{bucket}/y", b"theirs")
+    with pytest.raises(FileExistsError):
+        f.close()
+    assert fs.cat_file(f"{bucket}/y") == b"theirs"
