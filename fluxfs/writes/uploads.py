@@ -37,7 +37,7 @@ async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Calla
     except BaseException:
         await pw.abort()
         raise
-    fs.invalidate_cache(info["name"])
+    await fs._write_file_cache_update(info["name"])  # gcsfs's: only the parent's listing when it is cached
     return info
 
 

@@ -186,3 +186,14 @@ def test_xb_on_an_existing_object_fails_at_open(flux_server, bucket, multipart):
     with pytest.raises(FileExistsError):
         f.close()
     assert fs.cat_file(f"{bucket}/y") == b"theirs"
+
+
+def test_pipe_file_invalidates_only_the_cached_parent(fs, bucket):
+    fs.pipe_file(f"{bucket}/base/parent/old.txt", b"x")
+    fs.pipe_file(f"{bucket}/base/sibling/s.txt", b"x")
+    for d in ("base", "base/parent", "base/sibling"):
+        fs.ls(f"{bucket}/{d}")
+    fs.pipe_file(f"{bucket}/base/parent/new.txt", b"hello")
+    assert f"{bucket}/base/parent" not in fs.dircache
+    assert f"{bucket}/base" in fs.dircache and f"{bucket}/base/sibling" in fs.dircache
+    assert f"{bucket}/base/parent/new.txt" in fs.ls(f"{bucket}/base/parent")
