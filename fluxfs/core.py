@@ -6,7 +6,6 @@ delegated to `listing`, `reads` and `writes`.
 """
 from __future__ import annotations
 
-import mimetypes
 import os
 from typing import Any, AsyncIterator, Iterator
 from urllib.parse import quote
@@ -20,7 +19,7 @@ from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import FluxOptions
 from .reads import batched, direct, handle, lookup, stream
-from .writes import FluxWriteFile, upload_local_file, write_bytes
+from .writes import FluxWriteFile, object_fields, upload_local_file, write_bytes
 
 
 class FluxFileSystem(GCSFileSystem):
@@ -261,26 +260,40 @@ class FluxFileSystem(GCSFileSystem):
     # -- writes (writes/) -----------------------------------------------------------------
 
     async def _pipe_file(self, path: str, data: Any, mode: str = "overwrite", content_type: str | None = None,
-                         metadata: dict | None = None, **kwargs: Any) -> dict:
-        """Upload bytes through the parallel uploader (crc32c-checked); mode="create" -> FileExistsError."""
-        if kwargs.get("fixed_key_metadata"):  # gcsfs-only options: let gcsfs do that upload
-            return await super()._pipe_file(path, data, mode=mode, content_type=content_type or
-                                            "application/octet-stream", metadata=metadata, **kwargs)
-        return await write_bytes(self, path, data, create_only=_create_only(mode),
-                                 content_type=content_type, metadata=metadata)
+                         metadata: dict | None = None, fixed_key_metadata: dict | None = None,
+                         kms_key_name: str | None = None, **kwargs: Any) -> dict:
+        """Upload bytes through the parallel uploader (crc32c-checked); mode="create" -> FileExistsError.
+
+        gcsfs's options (content_type, guessed from the key when absent; metadata; fixed_key_metadata;
+        kms_key_name) are stored on every strategy; `consistency`/`chunksize` are not needed (crc32c always).
+        """
+        fields = object_fields(self.split_path(path)[1], content_type, metadata, fixed_key_metadata, kms_key_name)
+        _refuse_unknown("pipe_file", path, kwargs)
+        return await write_bytes(self, path, data, create_only=_create_only(mode), fields=fields)
 
     async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite", callback: Any = None,
-                        content_type: str | None = None, metadata: dict | None = None, **kwargs: Any) -> Any:
-        """Upload a local file part by part in parallel, with bounded memory."""
+                        content_type: str | None = None, metadata: dict | None = None,
+                        fixed_key_metadata: dict | None = None, kms_key_name: str | None = None,
+                        **kwargs: Any) -> Any:
+        """Upload a local file part by part in parallel, with bounded memory; the content type is guessed
+        from the local file's name when not given (as gcsfs does)."""
         if os.path.isdir(lpath):
             return None
-        if kwargs.get("fixed_key_metadata"):
-            return await super()._put_file(lpath, rpath, mode=mode, callback=callback, content_type=content_type,
-                                           metadata=metadata, **kwargs)
-        if content_type is None:
-            content_type = mimetypes.guess_type(lpath)[0]
-        return await upload_local_file(self, lpath, rpath, create_only=_create_only(mode),
-                                       content_type=content_type, metadata=metadata, callback=callback)
+        fields = object_fields(self.split_path(rpath)[1], content_type, metadata, fixed_key_metadata, kms_key_name,
+                               guess_from=lpath)
+        _refuse_unknown("put_file", rpath, kwargs)
+        return await upload_local_file(self, lpath, rpath, create_only=_create_only(mode), fields=fields,
+                                       callback=callback)
+
+
+# gcsfs keywords of uploads that change nothing here: every fluxfs write is checked by crc32c, in parts it chooses.
+_UPLOAD_IGNORED = frozenset({"consistency", "chunksize", "timeout"})
+
+
+def _refuse_unknown(call: str, path: str, kwargs: dict) -> None:
+    unknown = sorted(set(kwargs) - _UPLOAD_IGNORED)
+    if unknown:
+        raise TypeError(f"{call}({path}): unexpected arguments {unknown}")
 
 
 def _create_only(mode: str) -> bool:

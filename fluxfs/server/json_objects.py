@@ -15,7 +15,7 @@ from .fields import apply_fields, parse_fields
 from .json_request import (base_url, bool_param, int_param, json_body, meta_from, preconds,
                            resource_reply)
 from .media import media_reply
-from .objects import EXTRA_FIELDS
+from .objects import EXTRA_FIELDS, with_kms_key
 from .objjson import entries_json
 from .preconditions import check_preconditions
 from .replies import JSON_CT, Reply, compact_json, json_reply
@@ -112,6 +112,7 @@ async def compose(srv, request: web.Request, q: Dict[str, str], bucket: str, nam
     if components > MAX_COMPONENTS:
         raise ServerError(400, f"The composite would have {components} components; the limit is {MAX_COMPONENTS}.")
     ctype, md, extra = meta_from(body.get("destination") or {})
+    extra = with_kms_key(extra, q.get("kmsKeyName"))
     # The composite is its sources' bodies side by side, never joined (bodies are immutable: a
     # replaced source keeps its old bytes here), its crc32c derived from theirs, as GCS does.
     crc = 0

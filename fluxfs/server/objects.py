@@ -16,6 +16,18 @@ from .timestamps import rfc3339
 
 # Writable object resource fields kept verbatim (besides contentType and metadata).
 EXTRA_FIELDS = ("contentEncoding", "contentDisposition", "contentLanguage", "cacheControl", "customTime")
+# The XML API's headers for them (on a PUT or a multipart initiate).
+XML_FIELD_HEADERS = {"content-encoding": "contentEncoding", "content-disposition": "contentDisposition",
+                     "content-language": "contentLanguage", "cache-control": "cacheControl",
+                     "x-goog-custom-time": "customTime"}
+
+
+def with_kms_key(extra: Dict[str, Any], kms_key_name: Optional[str]) -> Dict[str, Any]:
+    """`extra` plus the KMS key an upload named (``kmsKeyName`` parameter, ``x-goog-encryption-kms-key-name``):
+    kept and returned as the resource's kmsKeyName, as GCS does (no encryption here)."""
+    if kms_key_name:
+        extra = {**extra, "kmsKeyName": kms_key_name}
+    return extra
 
 
 def b64(raw: bytes) -> str:

@@ -17,6 +17,7 @@ from aiohttp import web
 from .errors import ServerError
 from .json_request import base_url, json_body, meta_from, preconds, resource_reply
 from .media import goog_hashes
+from .objects import with_kms_key
 from .preconditions import check_preconditions
 from .replies import Reply
 
@@ -68,6 +69,7 @@ class Resumable:
 
 def _store_upload(srv, request, q, bucket, name, meta, data, status=200) -> Reply:
     ctype, md, extra = meta_from(meta)
+    extra = with_kms_key(extra, q.get("kmsKeyName"))
     md5, crc = _client_hashes(meta, request.headers)
     obj = srv.store.put(bucket, name, data, content_type=ctype, metadata=md, extra=extra, expect_md5=md5,
                         expect_crc=crc, preconditions=preconds(q))

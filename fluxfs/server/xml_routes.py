@@ -21,7 +21,7 @@ from ..gcs.chunks import Chunked
 from ..gcs.limits import XML_MAX_PARTS
 from .errors import ServerError
 from .media import goog_hashes, hash_header, media_reply, object_etag
-from .objects import b64
+from .objects import XML_FIELD_HEADERS, b64, with_kms_key
 from .preconditions import check_preconditions
 from .replies import Reply
 from .timestamps import rfc3339
@@ -54,12 +54,13 @@ class Part(NamedTuple):
 class Multipart:
     """An in-progress XML multipart upload."""
 
-    __slots__ = ("bucket", "key", "parts", "content_type", "metadata", "created")
+    __slots__ = ("bucket", "key", "parts", "content_type", "metadata", "extra", "created")
 
-    def __init__(self, bucket: str, key: str, content_type: Optional[str], metadata: Dict[str, str]):
+    def __init__(self, bucket: str, key: str, content_type: Optional[str], metadata: Dict[str, str],
+                 extra: Dict[str, Any]):
         self.bucket, self.key = bucket, key
         self.parts: Dict[int, Part] = {}
-        self.content_type, self.metadata = content_type, metadata
+        self.content_type, self.metadata, self.extra = content_type, metadata, extra
         self.created = time.time()
 
 
@@ -117,6 +118,13 @@ def _meta_headers(request) -> Dict[str, str]:
     return {k[len("x-goog-meta-"):]: v for k, v in request.headers.items() if k.lower().startswith("x-goog-meta-")}
 
 
+def _field_headers(request) -> Dict[str, Any]:
+    """The resource fields set by headers (Cache-Control, Content-Disposition, ..., the KMS key)."""
+    h = request.headers
+    extra = {field: h[name] for name, field in XML_FIELD_HEADERS.items() if h.get(name)}
+    return with_kms_key(extra, h.get("x-goog-encryption-kms-key-name"))
+
+
 def _client_hashes(request):
     """(md5 b64, crc32c b64) from Content-MD5 and x-goog-hash headers."""
     sent = goog_hashes(request.headers)
@@ -141,7 +149,7 @@ async def put_object(srv, request: web.Request, q: Dict[str, str], bucket: str, 
     data = await srv.body(request)
     md5, crc = _client_hashes(request)
     obj = srv.store.put(bucket, key, data, content_type=request.headers.get("Content-Type"),
-                        metadata=_meta_headers(request), expect_md5=md5, expect_crc=crc,
+                        metadata=_meta_headers(request), extra=_field_headers(request), expect_md5=md5, expect_crc=crc,
                         preconditions=_preconds(request))
     return Reply(200, b"", {"ETag": f'"{object_etag(obj)}"', **_gen_headers(obj)})
 
@@ -212,7 +220,8 @@ async def initiate(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
     srv.store.bucket(bucket)
     await srv.body(request)
     uid = secrets.token_urlsafe(24)
-    srv.multipart[uid] = Multipart(bucket, key, request.headers.get("Content-Type"), _meta_headers(request))
+    srv.multipart[uid] = Multipart(bucket, key, request.headers.get("Content-Type"), _meta_headers(request),
+                                   _field_headers(request))
     return _xml(f"<InitiateMultipartUploadResult{_NS}><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"
                 f"<UploadId>{uid}</UploadId></InitiateMultipartUploadResult>")
 
@@ -300,7 +309,7 @@ async def complete(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
     # while the client waits; reads copy just the ranges they serve. Its crc32c comes from the
     # parts', and GCS keeps no MD5 for such an object (only crc32c), so neither do we.
     obj = srv.store.put(bucket, key, Chunked(chunks), content_type=up.content_type, metadata=up.metadata,
-                        preconditions=_preconds(request), with_md5=False, crc=crc_to_b64(crc))
+                        extra=up.extra, preconditions=_preconds(request), with_md5=False, crc=crc_to_b64(crc))
     srv.multipart.pop(q["uploadId"], None)
     return _xml(f"<CompleteMultipartUploadResult{_NS}><Location>{_e(request.scheme)}://{_e(request.host)}/{_e(bucket)}/"
                 f"{_e(key)}</Location><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"

@@ -6,7 +6,8 @@ Calls go one way: `write_file` (the handle) and `uploads` (pipe_file / put_file)
 """
 from __future__ import annotations
 
+from .fields import ObjectFields, object_fields
 from .uploads import upload_local_file, write_bytes
 from .write_file import FluxWriteFile
 
-__all__ = ["FluxWriteFile", "upload_local_file", "write_bytes"]
+__all__ = ["FluxWriteFile", "ObjectFields", "object_fields", "upload_local_file", "write_bytes"]

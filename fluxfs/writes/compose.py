@@ -30,6 +30,7 @@ class ComposeUploader:
 
     sequential = False
     max_parts = None  # composed in a tree of 32-source steps
+    fields_at_complete = True
     drain_on_abort = True  # a cancelled part upload may still land on the server: wait, then delete
 
     def __init__(self, pw: "PartWriter"):
@@ -58,17 +59,18 @@ class ComposeUploader:
     async def _compose(self, sources: list[dict], dest: str, *, create_only: bool = False, final: bool = False) -> dict:
         body: dict = {
             "sourceObjects": [{"name": s["name"], "generation": s["generation"]} for s in sources],
-            "destination": {"contentType": self.pw.content_type or DEFAULT_CONTENT_TYPE},
+            # Temporaries are plain bytes; the destination gets every field of the write.
+            "destination": self.pw.fields.resource() if final else {"contentType": DEFAULT_CONTENT_TYPE},
         }
-        if final and self.pw.metadata:
-            body["destination"]["metadata"] = self.pw.metadata
-        params = {"ifGenerationMatch": "0"} if create_only else None
+        params = dict(self.pw.fields.params()) if final else {}
+        if create_only:
+            params["ifGenerationMatch"] = "0"
         what = f"{self.bucket}/{dest}"
 
         async def attempt(n: int) -> dict:
             try:
                 resp = await http.request_once(self.fs, "POST", self.fs.json_url("b/{}/o/{}/compose", self.bucket, dest),
-                                               what=what, params=params, json=body)
+                                               what=what, params=params or None, json=body)
             except PreconditionFailed:
                 if n > 0:  # our earlier attempt landed, its answer was lost
                     found = await confirm_written(self.fs, self.bucket, dest, self.pw.crc, self.pw.size)

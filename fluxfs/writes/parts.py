@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..errors import ChecksumMismatch
 from ..gcs.checksums import crc32c, crc32c_combine
+from .fields import ObjectFields
 from .single import check_crc, confirm_written, delete_object, object_info, upload_single
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,6 +32,8 @@ class Uploader(Protocol):
     #: True when a part cancelled mid-request could still be created afterwards (so abort must let
     #: requests in flight finish, without further retries, before deleting what they made).
     drain_on_abort: bool
+    #: True when the object's fields are sent with `complete` (so they may change until then).
+    fields_at_complete: bool
 
     async def start(self) -> None: ...
     async def upload_part(self, number: int, data: bytes, crc: int) -> Any: ...
@@ -50,12 +53,13 @@ class PartWriter:
 
     def __init__(self, fs: "FluxFileSystem", bucket: str, key: str,
                  make_uploader: Callable[["PartWriter"], Uploader], *, concurrency: int,
-                 create_only: bool, content_type: str | None, metadata: dict | None):
+                 create_only: bool, fields: ObjectFields):
         self.fs, self.bucket, self.key = fs, bucket, key
         self._make_uploader = make_uploader
         self.concurrency = concurrency
         self.create_only = create_only
-        self.content_type, self.metadata = content_type, metadata
+        #: what the object stores besides its bytes; a handle may replace it until the upload starts
+        self.fields = fields
         self._uploader: Uploader | None = None
         self._started: asyncio.Future | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -73,6 +77,16 @@ class PartWriter:
     @property
     def what(self) -> str:
         return f"{self.bucket}/{self.key}"
+
+    @property
+    def started(self) -> bool:
+        """True once the strategy started (the object's fields were sent or are being sent)."""
+        return self._uploader is not None
+
+    @property
+    def fields_at_complete(self) -> bool:
+        """True when the strategy sends the object's fields only when completing."""
+        return bool(getattr(self._make_uploader, "fields_at_complete", False))
 
     @property
     def aborted(self) -> bool:
@@ -150,8 +164,7 @@ class PartWriter:
             self._completing = True
             if self._uploader is None:
                 resource = await upload_single(self.fs, self.bucket, self.key, tail, tail_crc,
-                                               create_only=self.create_only, content_type=self.content_type,
-                                               metadata=self.metadata)
+                                               create_only=self.create_only, fields=self.fields)
             else:
                 results = [self._results[n] for n in range(1, self.parts + 1)]
                 resource = await self._uploader.complete(results, self.size, self.crc, tail, tail_crc)

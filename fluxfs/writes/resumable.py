@@ -12,7 +12,6 @@ from ..errors import PreconditionFailed
 from ..gcs import http
 from ..gcs.checksums import crc_to_b64
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
-from .bodies import DEFAULT_CONTENT_TYPE
 from .bodies import body as sliced
 from .single import confirm_written, exists_error
 
@@ -27,6 +26,7 @@ class ResumableUploader:
 
     sequential = True
     max_parts = None
+    fields_at_complete = False
     drain_on_abort = False
 
     def __init__(self, pw: "PartWriter"):
@@ -36,10 +36,8 @@ class ResumableUploader:
         self.offset = 0
 
     async def start(self) -> None:
-        meta: dict = {"name": self.pw.key, "contentType": self.pw.content_type or DEFAULT_CONTENT_TYPE}
-        if self.pw.metadata:
-            meta["metadata"] = self.pw.metadata
-        params = {"uploadType": "resumable", "name": self.pw.key}
+        meta = self.pw.fields.resource(self.pw.key)
+        params = {"uploadType": "resumable", "name": self.pw.key, **self.pw.fields.params()}
         if self.pw.create_only:
             params["ifGenerationMatch"] = "0"  # checked at initiation and again at finalization
         try:

@@ -11,6 +11,7 @@ from .xml import XmlUploader
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
+    from .fields import ObjectFields
     from .parts import PartWriter, Uploader
 
 # Part size and concurrency defaults, and how they were measured: fluxfs/options.py.
@@ -20,21 +21,46 @@ STRATEGIES: dict[str, Callable[["PartWriter"], "Uploader"]] = {
 }
 
 
-def upload_settings(fs: "FluxFileSystem", part_size: int | None = None) -> tuple[int, int, Callable]:
-    """(part size, concurrency, uploader class) from the filesystem options, validated."""
-    strategy = fs.options.multipart
-    part = int(part_size or fs.options.part_size)
+def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
+                    fields: "ObjectFields | None" = None) -> tuple[int, int, Callable]:
+    """(part size, concurrency, uploader class) of one write, validated.
+
+    The part size is the ``part_size`` option, which must suit the strategy (XML multipart: at least
+    5 MiB; ``multipart="off"``: a multiple of 256 KiB) or the write fails at open, naming it. A
+    ``block_size`` given to ``open()`` (gcsfs callers pass 256 KiB) is instead rounded up to what the
+    strategy needs: the write succeeds, its memory bound by about concurrency x that part size.
+    Fields the XML API's headers cannot carry unchanged (non-ASCII metadata values, upper-case
+    metadata keys) send an ``xml`` write through one JSON resumable session instead.
+    """
+    option = fs.options.multipart
+    strategy = "off" if option == "xml" and fields is not None and not fields.xml_safe else option
     conc = fs.options.write_concurrency
-    if part < 1:
-        raise ValueError(f"part_size must be positive, not {part}")
-    if strategy == "xml" and part < XML_MIN_PART_SIZE:
-        raise ValueError(f"part_size {part} is below the 5 MiB ({XML_MIN_PART_SIZE}) minimum of XML multipart "
-                         "uploads; use a larger part_size or multipart='compose'")
-    if strategy == "off":
-        if part % RESUMABLE_CHUNK_MULTIPLE:
+    if block_size is None:
+        part = int(fs.options.part_size)
+        if part < 1:
+            raise ValueError(f"part_size must be positive, not {part}")
+        if option == "xml" and part < XML_MIN_PART_SIZE:
+            raise ValueError(f"part_size {part} is below the 5 MiB ({XML_MIN_PART_SIZE}) minimum of XML multipart "
+                             "uploads; use a larger part_size or multipart='compose'")
+        if option == "off" and part % RESUMABLE_CHUNK_MULTIPLE:
             raise ValueError(f"part_size {part} must be a multiple of 256 KiB for resumable uploads (multipart='off')")
+    else:
+        part = int(block_size)
+        if part < 1:
+            raise ValueError(f"block_size must be positive, not {block_size}")
+    part = min_part_size(part, strategy)
+    if strategy == "off":
         conc = 1  # one resumable session takes its chunks in order
     return part, conc, STRATEGIES[strategy]
+
+
+def min_part_size(part: int, strategy: str) -> int:
+    """`part` rounded up to the smallest part size `strategy` accepts."""
+    if strategy == "xml":
+        return max(part, XML_MIN_PART_SIZE)
+    if strategy == "off":
+        return -(-part // RESUMABLE_CHUNK_MULTIPLE) * RESUMABLE_CHUNK_MULTIPLE
+    return part
 
 
 def object_path(fs: "FluxFileSystem", path: str) -> tuple[str, str]:

@@ -15,7 +15,8 @@ import aiohttp
 from ..errors import ChecksumMismatch, PreconditionFailed
 from ..gcs import http
 from ..gcs.checksums import crc_to_b64
-from .bodies import DEFAULT_CONTENT_TYPE, body
+from .bodies import body
+from .fields import ObjectFields
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -72,7 +73,7 @@ async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int,
 
 async def upload_single(
     fs: "FluxFileSystem", bucket: str, key: str, data: bytes, crc: int, *,
-    create_only: bool = False, content_type: str | None = None, metadata: dict | None = None,
+    create_only: bool = False, fields: ObjectFields | None = None,
     stop: Callable[[], bool] | None = None, what: str | None = None,
 ) -> dict:
     """One multipart/related JSON upload carrying the crc32c, so the server refuses corrupted bytes.
@@ -81,10 +82,9 @@ async def upload_single(
     policy: overwriting with the same bytes is harmless, and for create-only a 412 after a
     lost response is recognised as our own earlier success. `stop()` true ends the retries.
     """
-    meta: dict[str, Any] = {"name": key, "crc32c": crc_to_b64(crc), "contentType": content_type or DEFAULT_CONTENT_TYPE}
-    if metadata:
-        meta["metadata"] = metadata
-    params: dict[str, Any] = {"uploadType": "multipart"}
+    fields = fields or ObjectFields()  # temporaries: application/octet-stream, nothing else
+    meta: dict[str, Any] = {**fields.resource(key), "crc32c": crc_to_b64(crc)}
+    params: dict[str, Any] = {"uploadType": "multipart", **fields.params()}
     if create_only:
         params["ifGenerationMatch"] = "0"
     what = what or f"{bucket}/{key}"  # errors name the object the user wrote, not a temporary part

@@ -6,6 +6,7 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from .fields import ObjectFields, object_fields
 from .parts import PartWriter
 from .settings import object_path, upload_settings
 
@@ -14,15 +15,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
-                         create_only: bool, content_type: str | None, metadata: dict | None,
-                         callback: Any = None) -> dict:
+                         create_only: bool, fields: ObjectFields, callback: Any = None) -> dict:
     """Upload `size` bytes obtained part by part from `read(n)`; aborts everything on any failure."""
     bucket, key = object_path(fs, path)
-    part, conc, uploader = upload_settings(fs)
+    part, conc, uploader = upload_settings(fs, fields=fields)
     if uploader.max_parts is not None and size > part * uploader.max_parts:
         part = -(-size // uploader.max_parts)  # stay within 10,000 parts
-    pw = PartWriter(fs, bucket, key, uploader, concurrency=conc, create_only=create_only,
-                    content_type=content_type, metadata=metadata)
+    pw = PartWriter(fs, bucket, key, uploader, concurrency=conc, create_only=create_only, fields=fields)
     try:
         done = 0
         while size - done > part:
@@ -38,13 +37,18 @@ async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Calla
     except BaseException:
         await pw.abort()
         raise
-    fs.invalidate_cache(info["name"])
+    await fs._write_file_cache_update(info["name"])  # gcsfs's: only the parent's listing when it is cached
     return info
 
 
 async def write_bytes(fs: "FluxFileSystem", path: str, data: Any, *, create_only: bool = False,
-                      content_type: str | None = None, metadata: dict | None = None) -> dict:
-    """Upload `data` (any bytes-like) as one object through the configured strategy; returns its info."""
+                      fields: ObjectFields | None = None) -> dict:
+    """Upload `data` (any bytes-like) as one object through the configured strategy; returns its info.
+
+    `fields`: what the object stores besides its bytes (default: the content type guessed from the key).
+    """
+    if fields is None:
+        fields = object_fields(path)
     mv = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
     pos = 0
 
@@ -54,14 +58,17 @@ async def write_bytes(fs: "FluxFileSystem", path: str, data: Any, *, create_only
         pos += n
         return out
 
-    return await _upload_chunks(fs, path, mv.nbytes, read, create_only=create_only,
-                                content_type=content_type, metadata=metadata)
+    return await _upload_chunks(fs, path, mv.nbytes, read, create_only=create_only, fields=fields)
 
 
 async def upload_local_file(fs: "FluxFileSystem", lpath: str, rpath: str, *, create_only: bool = False,
-                            content_type: str | None = None, metadata: dict | None = None,
-                            callback: Any = None) -> dict:
-    """Upload a local file part by part (reads run in a thread, memory stays bounded)."""
+                            fields: ObjectFields | None = None, callback: Any = None) -> dict:
+    """Upload a local file part by part (reads run in a thread, memory stays bounded).
+
+    `fields` default: the content type guessed from the local file's name, as gcsfs does.
+    """
+    if fields is None:
+        fields = object_fields(rpath, guess_from=lpath)
     loop = asyncio.get_running_loop()
     with open(lpath, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -74,5 +81,5 @@ async def upload_local_file(fs: "FluxFileSystem", lpath: str, rpath: str, *, cre
                 raise OSError(f"{lpath} changed size while being uploaded")
             return data
 
-        return await _upload_chunks(fs, rpath, size, read, create_only=create_only, content_type=content_type,
-                                    metadata=metadata, callback=callback)
+        return await _upload_chunks(fs, rpath, size, read, create_only=create_only, fields=fields,
+                                    callback=callback)

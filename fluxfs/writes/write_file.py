@@ -16,8 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..gcs import bridge
 from ..gcs.checksums import crc32c
+from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
+from .fields import ObjectFields, object_fields
 from .parts import PartWriter
 from .settings import object_path, upload_settings
+from .single import exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -32,39 +35,128 @@ _PARTS_PER_SIZE_STEP = 2_000
 # multipart upload or temporaries behind (a killed process leaves them to `fluxfs cleanup`).
 _OPEN: "weakref.WeakSet[FluxWriteFile]" = weakref.WeakSet()
 
-# open() keywords fsspec or gcsfs callers pass that do not change how we upload.
-_IGNORED_KWARGS = frozenset({"cache_options", "cache_type", "consistency", "timeout", "compression"})
+# open() keywords fsspec or gcsfs callers pass that do not change how we upload ("consistency": every
+# fluxfs write is checked by crc32c whatever gcsfs's check would have been).
+_IGNORED_KWARGS = frozenset({"cache_options", "cache_type", "consistency", "timeout", "compression", "concurrency"})
 
 
 class FluxWriteFile(io.IOBase):
-    """Binary write handle for one object; see the module docstring for the guarantees."""
+    """Binary write handle for one object; see the module docstring for the guarantees.
+
+    gcsfs's write options are honoured on every strategy: ``content_type`` (guessed from the key when
+    not given), ``metadata``, ``fixed_key_metadata`` (content_encoding, cache_control,
+    content_disposition, content_language, custom_time) and ``kms_key_name``; the first three are
+    also settable attributes, read when the upload starts (the first whole part) or, for a smaller
+    file, at close. ``block_size`` is rounded up to the strategy's minimum part size (XML: 5 MiB).
+    """
 
     def __init__(self, fs: "FluxFileSystem", path: str, mode: str = "wb", block_size: int | None = None,
                  autocommit: bool = True, content_type: str | None = None, metadata: dict | None = None,
-                 **kwargs: Any):
+                 fixed_key_metadata: dict | None = None, kms_key_name: str | None = None, acl: str | None = None,
+                 generation: Any = None, **kwargs: Any):
         if mode not in ("wb", "xb"):
             raise ValueError(f"FluxWriteFile mode must be 'wb' or 'xb', not {mode!r}")
         unknown = set(kwargs) - _IGNORED_KWARGS
         if unknown:
             raise TypeError(f"unexpected open() arguments for {path}: {sorted(unknown)}")
+        if acl is not None:
+            raise ValueError(f"open(acl={acl!r}) is not supported by fluxfs writes (gcsfs ignores it); "
+                             "objects get the bucket's default object ACL")
+        if generation is not None:
+            raise ValueError(f"cannot write to a specific generation ({generation}): {path}")
         self.fs, self.mode, self.autocommit = fs, mode, autocommit
         self.bucket, self.key = object_path(fs, path)
         self.path = f"{self.bucket}/{self.key}"
-        self.part_size, self.concurrency, uploader = upload_settings(fs, block_size)
-        self._grow = uploader.max_parts is not None  # part sizes grow to stay under the cap
-        self._writer = PartWriter(fs, self.bucket, self.key, uploader, concurrency=self.concurrency,
-                                  create_only=mode == "xb", content_type=content_type, metadata=metadata)
+        self._content_type, self._metadata = content_type, metadata if metadata is not None else {}
+        self._fixed_key_metadata = fixed_key_metadata if fixed_key_metadata is not None else {}
+        self.kms_key_name = kms_key_name
+        fields = self._fields()
+        self._block_size = block_size
         self._chunks: list[bytes] = []
         self._buffered = 0
+        self._configure(fields)
+        if mode == "xb":  # fail at open, as fsspec expects; the commit keeps ifGenerationMatch=0 (the race)
+            try:
+                bridge.run(fs, get_resource, fs, self.bucket, self.key)
+            except FileNotFoundError:
+                pass
+            else:
+                raise exists_error(self.bucket, self.key)
         self._loc = 0
         self._state = "open"  # -> "uploaded" (autocommit=False) -> "committed" | "aborted"
         self._exc_at_open = sys.exc_info()[1]
         _OPEN.add(self)
         #: the written object's info dict (gcsfs shape, with generation and crc32c) once committed
         self.object_info: dict | None = None
+        #: the written object's generation once committed (as gcsfs's GCSFile.generation)
+        self.generation: str | None = None
         #: what made a write or close fail. Callers that write through another library (torch.save's
         #: zip writer replaces a failed write's exception with its own "unexpected pos") re-raise it.
         self.error: Exception | None = None
+
+    # -- what the object stores besides its bytes ---------------------------------------------
+
+    @property
+    def metadata(self) -> dict:
+        """Custom metadata (x-goog-meta-*); settable, and changes to the dict itself count too."""
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: dict | None) -> None:
+        self._change("metadata", value if value is not None else {})
+
+    @property
+    def content_type(self) -> str:
+        """The object's content type: as given, else guessed from the key, else application/octet-stream."""
+        return self._fields().content_type
+
+    @content_type.setter
+    def content_type(self, value: str | None) -> None:
+        self._change("content_type", value)
+
+    @property
+    def fixed_key_metadata(self) -> dict:
+        """gcsfs's fixed-key metadata (content_encoding, cache_control, ...); settable like `metadata`."""
+        return self._fixed_key_metadata
+
+    @fixed_key_metadata.setter
+    def fixed_key_metadata(self, value: dict | None) -> None:
+        self._change("fixed_key_metadata", value if value is not None else {})
+
+    def _fields(self, **override: Any) -> ObjectFields:
+        args = {"content_type": self._content_type, "metadata": self._metadata,
+                "fixed_key_metadata": self._fixed_key_metadata, **override}
+        return object_fields(self.key, kms_key_name=self.kms_key_name, **args)
+
+    def _change(self, name: str, value: Any) -> None:
+        fields = self._fields(**{name: value})  # validated before anything changes
+        if self._writer.started and not self._writer.fields_at_complete and fields != self._writer.fields:
+            raise ValueError(f"{self.path}: {name} can no longer change, the upload started after "
+                             f"{self._writer.size} bytes; set it before writing")
+        setattr(self, f"_{name}", value)
+
+    def _configure(self, fields: ObjectFields) -> None:
+        """Part size and strategy for `fields` (XML headers cannot carry every field); before the upload starts."""
+        self.part_size, self.concurrency, uploader = upload_settings(self.fs, self._block_size, fields)
+        if self._buffered >= self.part_size:  # strategy changed under a fuller buffer: a part size above it
+            self.part_size = -(-(self._buffered + 1) // RESUMABLE_CHUNK_MULTIPLE) * RESUMABLE_CHUNK_MULTIPLE
+        self._grow = uploader.max_parts is not None  # part sizes grow to stay under the cap
+        self._writer = PartWriter(self.fs, self.bucket, self.key, uploader, concurrency=self.concurrency,
+                                  create_only=self.mode == "xb", fields=fields)
+
+    def _settle_fields(self) -> None:
+        """Hand the current fields to the pipeline before it sends them (attributes may have changed)."""
+        fields = self._fields()
+        if fields == self._writer.fields:
+            return
+        if not self._writer.started:
+            if fields.xml_safe != self._writer.fields.xml_safe:
+                self._configure(fields)
+            self._writer.fields = fields
+        elif self._writer.fields_at_complete:
+            self._writer.fields = fields
+        else:
+            raise ValueError(f"{self.path}: metadata changed after the upload started; set it before writing")
 
     # -- io protocol ------------------------------------------------------------------------
 
@@ -84,12 +176,27 @@ class FluxWriteFile(io.IOBase):
     def tell(self) -> int:
         return self._loc
 
-    def flush(self) -> None:
-        """Nothing to do: bytes go up in whole parts, and only `close` may make the object visible."""
+    def flush(self, force: bool = False) -> None:
+        """Nothing to do: bytes go up in whole parts, and only `close` may make the object visible.
+
+        `force` (fsspec's signature) changes nothing for the same reason.
+        """
+        if self._state != "open":
+            raise ValueError(f"I/O operation on closed file {self.path}")
+
+    def read(self, size: int = -1) -> bytes:
+        raise io.UnsupportedOperation(f"read: {self.path} is open for writing ({self.mode!r})")
+
+    def readinto(self, b: Any) -> int:
+        raise io.UnsupportedOperation(f"readinto: {self.path} is open for writing ({self.mode!r})")
+
+    def url(self) -> str:
+        """HTTP link to the object's data (pinned to the written generation once closed)."""
+        return self.fs.url(self.path, generation=self.generation)
 
     def write(self, data: Any) -> int:
         if self._state != "open":
-            raise ValueError(f"write to closed file {self.path}")
+            raise ValueError(f"I/O operation on closed file {self.path}")
         mv = memoryview(data)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
@@ -104,6 +211,8 @@ class FluxWriteFile(io.IOBase):
                     self._chunks.append(bytes(mv[pos:pos + take]))  # the caller may reuse its buffer
                 self._buffered += take
                 pos += take
+                if self._buffered >= self._part_limit() and not self._writer.started:
+                    self._settle_fields()  # may pick another strategy, with a part size above the buffer
                 if self._buffered >= self._part_limit():
                     part = self._take_buffer()
                     bridge.run(self.fs, self._writer.add_part, part, crc32c(part))
@@ -145,7 +254,7 @@ class FluxWriteFile(io.IOBase):
         if self._state != "uploaded":
             raise ValueError(f"nothing to commit for {self.path} (state {self._state})")
         try:
-            self.object_info = bridge.run(self.fs, self._writer.commit)
+            self._committed(bridge.run(self.fs, self._writer.commit))
         except BaseException:
             self._abort_now()
             raise
@@ -158,6 +267,10 @@ class FluxWriteFile(io.IOBase):
         self._abort_now()
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _committed(self, info: dict) -> None:
+        self.object_info = info
+        self.generation = info.get("generation")
 
     def _part_limit(self) -> int:
         if not self._grow:
@@ -173,6 +286,11 @@ class FluxWriteFile(io.IOBase):
         if abort:
             self._abort_now()
             return
+        try:
+            self._settle_fields()
+        except BaseException as exc:
+            self._failed(exc)
+            raise
         tail = self._take_buffer() if self._chunks else b""
         try:
             info = bridge.run(self.fs, self._writer.finish, tail, crc32c(tail), commit=self.autocommit)
@@ -180,7 +298,7 @@ class FluxWriteFile(io.IOBase):
             self._failed(exc)
             raise
         if self.autocommit:
-            self.object_info = info
+            self._committed(info)
             self._state = "committed"
             _OPEN.discard(self)
             self.fs.invalidate_cache(self.path)

@@ -16,7 +16,7 @@ from ..gcs import xml as gcsxml
 from ..gcs.limits import XML_MAX_PARTS, XML_MIN_PART_SIZE
 from ..gcs.checksums import crc_to_b64
 from ..temporaries import list_incomplete_uploads
-from .bodies import DEFAULT_CONTENT_TYPE, body
+from .bodies import body
 from .single import confirm_written, exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,6 +31,7 @@ class XmlUploader:
 
     sequential = False
     max_parts = XML_MAX_PARTS
+    fields_at_complete = False
     drain_on_abort = False
 
     def __init__(self, pw: "PartWriter"):
@@ -47,9 +48,7 @@ class XmlUploader:
         return {"x-goog-if-generation-match": "0"} if self.pw.create_only else {}
 
     async def start(self) -> None:
-        headers = {"Content-Type": self.pw.content_type or DEFAULT_CONTENT_TYPE, **self._precondition()}
-        for k, v in (self.pw.metadata or {}).items():
-            headers[f"x-goog-meta-{k}"] = str(v)
+        headers = {**self.pw.fields.xml_headers(), **self._precondition()}
         self._initiate_window = (time.time(), time.time())
 
         async def attempt(n: int) -> http.Response:

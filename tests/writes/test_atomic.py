@@ -9,6 +9,7 @@ import pytest
 
 from fluxfs.errors import HttpError
 from fluxfs.gcs.checksums import crc32c, crc32c_combine
+from fluxfs.writes.fields import ObjectFields
 from fluxfs.writes.parts import PartWriter
 from fluxfs.writes.xml import XmlUploader
 from tests.conftest import make_fs
@@ -91,7 +92,7 @@ def test_corrupted_part_is_rejected_and_nothing_completes(flux_server, bucket, f
 
     async def upload() -> None:
         pw = PartWriter(fs, bucket, "ckpt", XmlUploader, concurrency=2, create_only=False,
-                        content_type=None, metadata=None)
+                        fields=ObjectFields())
         try:
             await pw.add_part(data, good)
             await pw.add_part(data, good ^ 1)
