@@ -1,4 +1,5 @@
-"""The server's cloud profile and fault injection: latency, bandwidth, rate limit, seeded faults, auth.
+"""The server's cloud profile and fault injection: latency, bandwidth, rate limit, seeded faults, auth,
+and the habits of other GCS-compatible servers (zero-valued fields left out).
 
 One ``Profile`` per server; the dispatcher asks it, per request, whether to let the request through.
 """
@@ -27,6 +28,8 @@ DEFAULTS: Dict[str, Any] = {
     "deny_ops": frozenset(),   # ops answered 403
     "require_token": None,     # bearer token required on data-plane requests
     "min_part_size": 5 * 1024 * 1024,  # XML multipart: every part but the last must be this big
+    # Behaving like servers we did not write:
+    "omit_zero_fields": False,  # JSON resources leave out zero-valued fields (size "0", false, "")
 }
 
 
@@ -87,6 +90,8 @@ class Profile:
                 v = str(v) if v else None
             elif k == "min_part_size":
                 v = int(v)
+            elif k == "omit_zero_fields":
+                v = bool(v)
             new[k] = v
         self.s = new
         if "seed" in settings:

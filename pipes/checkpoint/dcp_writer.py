@@ -102,7 +102,7 @@ class FluxStorageWriter(FsspecWriter):
             for entry in fs.ls(prefix, detail=True)
             if entry.get("type") == "file"
         }
-        sizes = {name: entry["size"] for name, entry in listing.items()}
+        sizes = {name: int(entry.get("size") or 0) for name, entry in listing.items()}
         for name, end in sorted(needed.items()):
             if name not in sizes:
                 raise FileNotFoundError(f"DCP save to {self.path}: data file {name} is missing; not writing {METADATA}")
