@@ -122,7 +122,7 @@ class Server:
         try:
             op, route = (xml_routes.route if is_xml else json_routes.route)(request.method, path, q)
         except ServerError as e:
-            return await self.send(request, error_reply(e, is_xml), False)
+            return await self.send(request, self._as_configured(error_reply(e, is_xml), q, path, is_xml), False)
         self.requests[op] += 1
         prof = self.profile
         s = prof.s
@@ -148,7 +148,7 @@ class Server:
             # Read the body first so an uploading client sees the answer rather than a broken pipe.
             if request.can_read_body:
                 await request.read()
-            return await self.send(request, error_reply(reject, is_xml), False)
+            return await self.send(request, self._as_configured(error_reply(reject, is_xml), q, path, is_xml), False)
         if reset:
             self.faults[op] += 1
         self.in_flight[op] += 1
@@ -171,7 +171,7 @@ class Server:
     def _as_configured(self, reply: Reply, q: Dict[str, str], path: str, is_xml: bool) -> Reply:
         """The reply with the habits of other servers the profile asks for (habits.py), if any."""
         s = self.profile.s
-        if is_xml or not s["omit_zero_fields"]:
+        if is_xml or (s["error_style"] == "gcs" and not s["omit_zero_fields"]):
             return reply
         return habits.apply(reply, s, media=q.get("alt") == "media" or path.startswith("/download/"))
 

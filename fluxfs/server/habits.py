@@ -1,16 +1,18 @@
 """Habits of GCS-compatible servers we did not write, on demand, so the client is tested against them.
 
-Set through the profile (``configure(omit_zero_fields=True)``):
+Set through the profile (``configure(omit_zero_fields=True, error_style="bare")``):
 
 * ``omit_zero_fields``: JSON answers leave out zero-valued fields, as servers built on protobuf's
   JSON mapping do: a 0-byte object's resource and list items come without ``size``.
+* ``error_style``: JSON API error bodies without ``errors[]``/``reason`` ("bare"), with a
+  JSON-encoded ``message`` ("nested", a proxy wrapping its backend's answer), or as plain text.
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Dict
 
-from .replies import Reply
+from .replies import JSON_CT, Reply
 
 # int64 fields that the JSON API sends as strings: "0" is their zero value.
 _INT64_FIELDS = frozenset(("size", "generation", "metageneration", "componentCount"))
@@ -25,7 +27,10 @@ def apply(reply: Reply, settings: Dict[str, Any], media: bool) -> Reply:
         return reply
     if not reply.headers.get("Content-Type", "").startswith("application/json"):
         return reply
-    if reply.status < 400 and settings["omit_zero_fields"]:
+    if reply.status >= 400:
+        style = settings["error_style"]
+        return reply if style == "gcs" else _styled_error(reply, style)
+    if settings["omit_zero_fields"]:
         doc = json.loads(bytes(body))
         return Reply(reply.status, json.dumps(_without_zeros(doc), separators=(",", ":")).encode(),
                      reply.headers, reply.length)
@@ -54,3 +59,18 @@ def _is_zero(key: str, v: Any) -> bool:
     if isinstance(v, (str, list, dict)) and not v:
         return True
     return key in _INT64_FIELDS and v == "0"
+
+
+def _styled_error(reply: Reply, style: str) -> Reply:
+    try:
+        err = json.loads(bytes(reply.body))["error"]
+        code, message = err["code"], err["message"]
+    except (ValueError, KeyError, TypeError):
+        return reply
+    if style == "text":
+        return Reply(reply.status, f"{message}\n".encode(), {**reply.headers, "Content-Type": "text/plain"})
+    if style == "bare":
+        doc = {"error": {"code": code, "message": message}}
+    else:  # nested: the whole GCS error, JSON-encoded, as the message
+        doc = {"error": {"code": code, "message": json.dumps({"error": err})}}
+    return Reply(reply.status, json.dumps(doc).encode(), {**reply.headers, "Content-Type": JSON_CT})

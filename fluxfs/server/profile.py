@@ -1,5 +1,5 @@
 """The server's cloud profile and fault injection: latency, bandwidth, rate limit, seeded faults, auth,
-and the habits of other GCS-compatible servers (zero-valued fields left out).
+and the habits of other GCS-compatible servers (zero-valued fields left out, other error bodies).
 
 One ``Profile`` per server; the dispatcher asks it, per request, whether to let the request through.
 """
@@ -14,6 +14,8 @@ OPS = ("list", "read", "write", "compose", "delete", "copy", "metadata", "bucket
 # Presets applied by ``profile=``; "cloud" approximates one GCS request seen from a VM:
 # 30 ms to the first byte, then about 100 MB/s per stream.
 PRESETS = {"local": {}, "cloud": {"latency_ms": 30.0, "bandwidth_mbps": 100.0}}
+
+ERROR_STYLES = ("gcs", "bare", "nested", "text")
 
 DEFAULTS: Dict[str, Any] = {
     "profile": "local",
@@ -30,6 +32,8 @@ DEFAULTS: Dict[str, Any] = {
     "min_part_size": 5 * 1024 * 1024,  # XML multipart: every part but the last must be this big
     # Behaving like servers we did not write:
     "omit_zero_fields": False,  # JSON resources leave out zero-valued fields (size "0", false, "")
+    "error_style": "gcs",       # JSON API error bodies: "gcs" {"error": {code, message, errors[]}}, "bare" (no
+                                # errors[]), "nested" (message is itself a JSON-encoded error), "text" (plain)
 }
 
 
@@ -92,6 +96,9 @@ class Profile:
                 v = int(v)
             elif k == "omit_zero_fields":
                 v = bool(v)
+            elif k == "error_style":
+                if v not in ERROR_STYLES:
+                    raise ValueError(f"error_style must be one of {', '.join(ERROR_STYLES)}, not {v!r}")
             new[k] = v
         self.s = new
         if "seed" in settings:

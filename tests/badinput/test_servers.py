@@ -1,13 +1,19 @@
 """Bad-input catalogue: well-formed answers from servers we did not write (docs/bad-inputs.md).
 
 The embedded server imitates them on demand: ``omit_zero_fields`` (0-byte objects listed and described
-without ``size``).
+without ``size``) and ``error_style`` (error bodies without ``errors[]``/``reason``, with a JSON-encoded
+``message``, or plain text).
 """
 from __future__ import annotations
 
 import pytest
 
+from tests.conftest import make_fs
+
 from .conftest import assert_nothing_left
+
+FAST_RETRY = {"initial": 0.01, "maximum": 0.05}
+
 
 @pytest.fixture
 def zero_byte_objects(fs, flux_server, bucket):
@@ -69,3 +75,22 @@ def test_datasets_and_nodes_over_objects_without_size(flux_server, bucket, zero_
     node = ReadObjects(ListObjects(url, storage_options=storage_options), storage_options=storage_options)
     assert list(node) == want
     assert_nothing_left(flux_server, bucket)
+
+
+@pytest.mark.parametrize("style", ["bare", "nested", "text"])
+def test_error_bodies_of_other_shapes_give_one_line_messages(flux_server, fs, bucket, style):
+    fs.pipe_file(f"{bucket}/there", b"x")
+    flux_server.configure(error_style=style)
+    with pytest.raises(FileNotFoundError) as missing:
+        fs.cat_file(f"{bucket}/missing.bin")
+    assert str(missing.value) == f"No such object or bucket: {bucket}/missing.bin: No such object: {bucket}/missing.bin"
+    flux_server.configure(deny_ops=["read"])
+    with pytest.raises(PermissionError) as denied:
+        fs.cat_file(f"{bucket}/there")
+    assert str(denied.value) == (f"Permission denied (HTTP 403) for {bucket}/there: "
+                                 "The caller does not have permission for 'read' operations.")
+    flux_server.configure(deny_ops=[], fail_rate=1.0, fail_codes=[503], fail_ops=["read"])
+    fs503 = make_fs(flux_server, retry={"max_attempts": 2, **FAST_RETRY})
+    with pytest.raises(OSError) as failed:
+        fs503.cat_file(f"{bucket}/there")
+    assert str(failed.value) == f"HTTP 503: {bucket}/there: Injected fault (503) for a 'read' request."
