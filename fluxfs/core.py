@@ -11,10 +11,12 @@ import os
 from typing import Any, AsyncIterator, Iterator
 from urllib.parse import quote
 
+import aiohttp
 from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import listing, temporaries
+from .errors import raise_for_status
 from .gcs import bridge, fork, http, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
@@ -89,6 +91,14 @@ class FluxFileSystem(GCSFileSystem):
         self._session = None
         self._ssl_context_task = None
         self._auto_job_id = tempnames.new_job_id()
+
+    async def _set_session(self):
+        """gcsfs's session, counting the sends of requests that ask (`_rm_file`): aiohttp re-sends an
+        idempotent request once, silently, when its kept-alive connection drops before the answer."""
+        session = await super()._set_session()
+        if _COUNT_SENDS not in session.trace_configs:
+            session.trace_configs.append(_COUNT_SENDS)
+        return session
 
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
@@ -232,13 +242,30 @@ class FluxFileSystem(GCSFileSystem):
     # -- deletes ----------------------------------------------------------------------------
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
-        """Delete one object through fluxfs's HTTP layer: retried, and a 403/404 names the object."""
+        """Delete one object through fluxfs's HTTP layer: retried, and a 403/404 names the object.
+
+        A 404 to a DELETE sent before (retried by the retry policy, or re-sent by aiohttp) is success:
+        the earlier send may have deleted the object and lost its answer.
+        """
         bucket, key, generation = self.split_path(path)
         if not key:
             return await self._rmdir(path)
-        params = {"generation": generation} if generation else None
-        await http.request(self, "DELETE", self.json_url("b/{}/o/{}", bucket, key), op="delete",
-                           what=f"{bucket}/{key}", params=params, ok=(200, 204))
+        params = self._get_params({"generation": generation} if generation else {})
+        url, what = self.json_url("b/{}/o/{}", bucket, key), f"{bucket}/{key}"
+
+        async def attempt(n: int) -> None:
+            sends: list = []
+            session = await self._set_session()
+            async with http.timeouts_named(self, what, "DELETE"), \
+                    session.delete(url, params=params, headers=self._get_headers({}),
+                                   timeout=self.options.http_timeout, trace_request_ctx=sends) as r:
+                body = await r.read()
+            if r.status in (200, 204) or (r.status == 404 and (n > 0 or len(sends) > 1)):
+                return
+            raise_for_status(r.status, body, what, r.headers)
+            raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
+
+        await self.retry_policy("delete").run(attempt, what=f"delete {what}")
         await self._rm_file_cache_update(path)
 
     async def _delete_files(self, files: list[str], batchsize: int) -> list:
@@ -282,6 +309,16 @@ class FluxFileSystem(GCSFileSystem):
         return await upload_local_file(self, lpath, rpath, create_only=_create_only(mode),
                                        content_type=content_type, metadata=metadata, callback=callback)
 
+
+async def _count_send(session: Any, ctx: Any, params: Any) -> None:
+    if isinstance(ctx.trace_request_ctx, list):
+        ctx.trace_request_ctx.append(None)
+
+
+# Counts the times a request's headers go out, for requests that pass a list as trace_request_ctx.
+_COUNT_SENDS = aiohttp.TraceConfig()
+_COUNT_SENDS.on_request_headers_sent.append(_count_send)
+_COUNT_SENDS.freeze()
 
 def _create_only(mode: str) -> bool:
     if mode not in ("overwrite", "create"):

@@ -1,6 +1,6 @@
 """Wiring of the server: one catch-all aiohttp handler that routes on the raw path, applies the
-profile (auth, deny, rate limit, faults, latency, other servers' habits) and sends replies (bandwidth cap,
-resets).
+profile (auth, deny, rate limit, faults, latency, lost answers, other servers' habits) and sends replies
+(bandwidth cap, resets).
 
 Routing is done on ``request.raw_path`` because object names are percent-encoded path segments
 that may contain '/', '%', '?', '#' and newlines; aiohttp's router would decode them too early.
@@ -166,6 +166,12 @@ class Server:
             reply = error_reply(ServerError(400, f"Invalid request: {type(e).__name__}: {e}", "invalid"), is_xml)
         finally:
             self.in_flight[op] -= 1
+        if prof.lose_reply(op):
+            # Done, but the answer never arrives: the connection closes before its first byte.
+            self.faults[op] += 1
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=reply.status)
         return await self.send(request, self._as_configured(reply, q, path, is_xml), reset)
 
     def _as_configured(self, reply: Reply, q: Dict[str, str], path: str, is_xml: bool) -> Reply:

@@ -1,5 +1,5 @@
-"""The server's cloud profile and fault injection: latency, bandwidth, rate limit, seeded faults, auth,
-and the habits of other GCS-compatible servers (zero-valued fields left out, other error bodies).
+"""The server's cloud profile and fault injection: latency, bandwidth, rate limit, seeded faults, lost answers,
+auth, and the habits of other GCS-compatible servers (zero-valued fields left out, other error bodies).
 
 One ``Profile`` per server; the dispatcher asks it, per request, whether to let the request through.
 """
@@ -34,6 +34,8 @@ DEFAULTS: Dict[str, Any] = {
     "omit_zero_fields": False,  # JSON resources leave out zero-valued fields (size "0", false, "")
     "error_style": "gcs",       # JSON API error bodies: "gcs" {"error": {code, message, errors[]}}, "bare" (no
                                 # errors[]), "nested" (message is itself a JSON-encoded error), "text" (plain)
+    "lose_replies": 0,          # the next N requests (of fail_ops) are carried out, then the connection
+                                # closes without an answer: the client cannot tell whether they happened
 }
 
 
@@ -92,8 +94,10 @@ class Profile:
                 v = int(v)
             elif k == "require_token":
                 v = str(v) if v else None
-            elif k == "min_part_size":
+            elif k in ("min_part_size", "lose_replies"):
                 v = int(v)
+                if v < 0:
+                    raise ValueError(f"{k} must not be negative: {v}")
             elif k == "omit_zero_fields":
                 v = bool(v)
             elif k == "error_style":
@@ -130,6 +134,16 @@ class Profile:
             self._tokens -= 1.0
             return True
         return False
+
+    def lose_reply(self, op: str) -> bool:
+        """Whether to carry out this request and then close the connection without answering."""
+        if not self.s["lose_replies"]:
+            return False
+        ops = self.s["fail_ops"]
+        if ops is not None and op not in ops:
+            return False
+        self.s["lose_replies"] -= 1
+        return True
 
     def fault(self, op: str) -> Tuple[Optional[int], bool]:
         """(status code to fail with or None, reset the connection mid-body?)."""

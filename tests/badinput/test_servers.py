@@ -1,8 +1,8 @@
 """Bad-input catalogue: well-formed answers from servers we did not write (docs/bad-inputs.md).
 
 The embedded server imitates them on demand: ``omit_zero_fields`` (0-byte objects listed and described
-without ``size``) and ``error_style`` (error bodies without ``errors[]``/``reason``, with a JSON-encoded
-``message``, or plain text).
+without ``size``), ``error_style`` (error bodies without ``errors[]``/``reason``, with a JSON-encoded
+``message``, or plain text) and ``lose_replies`` (a request carried out whose answer never arrives).
 """
 from __future__ import annotations
 
@@ -94,3 +94,28 @@ def test_error_bodies_of_other_shapes_give_one_line_messages(flux_server, fs, bu
     with pytest.raises(OSError) as failed:
         fs503.cat_file(f"{bucket}/there")
     assert str(failed.value) == f"HTTP 503: {bucket}/there: Injected fault (503) for a 'read' request."
+
+
+def test_rm_whose_answer_was_lost_succeeds(flux_server, bucket):
+    fs = make_fs(flux_server, retry=FAST_RETRY)
+    fs.pipe({f"{bucket}/{k}": k.encode() for k in "abcd"})
+    flux_server.reset_stats()
+    flux_server.configure(lose_replies=1, fail_ops=["delete"])
+    fs.rm(f"{bucket}/a")        # deleted, answer lost, re-sent (by aiohttp, on its own): 404 means done
+    assert flux_server.stats()["faults"] == {"delete": 1}
+    assert flux_server.stats()["requests"]["delete"] == 2
+    flux_server.configure(lose_replies=2, fail_ops=["delete"])
+    fs.rm(f"{bucket}/b")        # that re-send's answer lost too: the retry policy's attempt gets the 404
+    assert flux_server.stats()["requests"]["delete"] == 2 + 3
+    flux_server.configure(lose_replies=2, fail_ops=["delete"])
+    fs.rm([f"{bucket}/c", f"{bucket}/d"])   # many paths: the same through _delete_files
+    assert flux_server.list_names(bucket) == []
+    assert not fs.exists(f"{bucket}/a")
+
+
+def test_rm_of_a_missing_object_still_raises(flux_server, bucket):
+    fs = make_fs(flux_server, retry=FAST_RETRY)
+    with pytest.raises(FileNotFoundError, match=f"{bucket}/never"):
+        fs.rm(f"{bucket}/never")
+    with pytest.raises(FileNotFoundError, match=f"^No such object or bucket: {bucket}/never: No such object: {bucket}/never$"):
+        fs.rm_file(f"{bucket}/never")
