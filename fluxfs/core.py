@@ -6,6 +6,8 @@ delegated to `listing`, `reads` and `writes`.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import mimetypes
 import os
 from typing import Any, AsyncIterator, Iterator
@@ -48,6 +50,7 @@ class FluxFileSystem(GCSFileSystem):
         progress: bool | None = None,
         **kwargs: Any,
     ):
+        _refuse_unknown(kwargs)
         if (kwargs.get("token") is None and not args and urls.is_loopback(kwargs.get("endpoint_url"))
                 and not os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")):
             # A server on this machine (the embedded one, an emulator) needs no credentials unless
@@ -319,6 +322,30 @@ async def _count_send(session: Any, ctx: Any, params: Any) -> None:
 _COUNT_SENDS = aiohttp.TraceConfig()
 _COUNT_SENDS.on_request_headers_sent.append(_count_send)
 _COUNT_SENDS.freeze()
+
+# Keyword arguments fsspec's base classes take without naming them in a signature: the rest of what
+# gcsfs would pass up to them (storage_options=, a misspelled option) would be silently ignored.
+_FSSPEC_KWARGS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
+                            "asynchronous", "loop", "batch_size"})
+
+
+@functools.lru_cache(maxsize=1)
+def _known_kwargs() -> frozenset:
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    gcsfs_own = {n for n, p in inspect.signature(GCSFileSystem.__init__).parameters.items() if p.kind in named}
+    return frozenset(gcsfs_own | _FSSPEC_KWARGS) - {"self"}
+
+
+def _refuse_unknown(kwargs: dict) -> None:
+    """TypeError naming every keyword argument that neither fluxfs, gcsfs nor fsspec takes."""
+    unknown = sorted(set(kwargs) - _known_kwargs())
+    if not unknown:
+        return
+    hint = ("storage_options is what fsspec.open and the datasets take; FluxFileSystem takes the options "
+            "themselves: FluxFileSystem(**storage_options)" if "storage_options" in unknown
+            else "not an option of fluxfs, gcsfs or fsspec (fluxfs's: see fluxfs.options.FluxOptions)")
+    raise TypeError(f"FluxFileSystem got unexpected keyword argument(s) {', '.join(map(repr, unknown))}: {hint}")
+
 
 def _create_only(mode: str) -> bool:
     if mode not in ("overwrite", "create"):
