@@ -6,14 +6,18 @@ delegated to `listing`, `reads` and `writes`.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from typing import Any, AsyncIterator, Iterator
 from urllib.parse import quote
 
+import aiohttp
 from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import listing, temporaries
+from .errors import raise_for_status
 from .gcs import bridge, fork, http, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
@@ -45,6 +49,7 @@ class FluxFileSystem(GCSFileSystem):
         progress: bool | None = None,
         **kwargs: Any,
     ):
+        _refuse_unknown_options(kwargs)
         if (kwargs.get("token") is None and not args and urls.is_loopback(kwargs.get("endpoint_url"))
                 and not os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")):
             # A server on this machine (the embedded one, an emulator) needs no credentials unless
@@ -88,6 +93,14 @@ class FluxFileSystem(GCSFileSystem):
         self._session = None
         self._ssl_context_task = None
         self._auto_job_id = tempnames.new_job_id()
+
+    async def _set_session(self):
+        """gcsfs's session, counting the sends of requests that ask (`_rm_file`): aiohttp re-sends an
+        idempotent request once, silently, when its kept-alive connection drops before the answer."""
+        session = await super()._set_session()
+        if _COUNT_SENDS not in session.trace_configs:
+            session.trace_configs.append(_COUNT_SENDS)
+        return session
 
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
@@ -231,13 +244,30 @@ class FluxFileSystem(GCSFileSystem):
     # -- deletes ----------------------------------------------------------------------------
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
-        """Delete one object through fluxfs's HTTP layer: retried, and a 403/404 names the object."""
+        """Delete one object through fluxfs's HTTP layer: retried, and a 403/404 names the object.
+
+        A 404 to a DELETE sent before (retried by the retry policy, or re-sent by aiohttp) is success:
+        the earlier send may have deleted the object and lost its answer.
+        """
         bucket, key, generation = self.split_path(path)
         if not key:
             return await self._rmdir(path)
-        params = {"generation": generation} if generation else None
-        await http.request(self, "DELETE", self.json_url("b/{}/o/{}", bucket, key), op="delete",
-                           what=f"{bucket}/{key}", params=params, ok=(200, 204))
+        params = self._get_params({"generation": generation} if generation else {})
+        url, what = self.json_url("b/{}/o/{}", bucket, key), f"{bucket}/{key}"
+
+        async def attempt(n: int) -> None:
+            sends: list = []
+            session = await self._set_session()
+            async with http.timeouts_named(self, what, "DELETE"), \
+                    session.delete(url, params=params, headers=self._get_headers({}),
+                                   timeout=self.options.http_timeout, trace_request_ctx=sends) as r:
+                body = await r.read()
+            if r.status in (200, 204) or (r.status == 404 and (n > 0 or len(sends) > 1)):
+                return
+            raise_for_status(r.status, body, what, r.headers)
+            raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
+
+        await self.retry_policy("delete").run(attempt, what=f"delete {what}")
         await self._rm_file_cache_update(path)
 
     async def _delete_files(self, files: list[str], batchsize: int) -> list:
@@ -294,6 +324,40 @@ def _refuse_unknown(call: str, path: str, kwargs: dict) -> None:
     unknown = sorted(set(kwargs) - _UPLOAD_IGNORED)
     if unknown:
         raise TypeError(f"{call}({path}): unexpected arguments {unknown}")
+
+
+async def _count_send(session: Any, ctx: Any, params: Any) -> None:
+    if isinstance(ctx.trace_request_ctx, list):
+        ctx.trace_request_ctx.append(None)
+
+
+# Counts the times a request's headers go out, for requests that pass a list as trace_request_ctx.
+_COUNT_SENDS = aiohttp.TraceConfig()
+_COUNT_SENDS.on_request_headers_sent.append(_count_send)
+_COUNT_SENDS.freeze()
+
+# Keyword arguments fsspec's base classes take without naming them in a signature: the rest of what
+# gcsfs would pass up to them (storage_options=, a misspelled option) would be silently ignored.
+_FSSPEC_KWARGS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
+                            "asynchronous", "loop", "batch_size"})
+
+
+@functools.lru_cache(maxsize=1)
+def _known_kwargs() -> frozenset:
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    gcsfs_own = {n for n, p in inspect.signature(GCSFileSystem.__init__).parameters.items() if p.kind in named}
+    return frozenset(gcsfs_own | _FSSPEC_KWARGS) - {"self"}
+
+
+def _refuse_unknown_options(kwargs: dict) -> None:
+    """TypeError naming every keyword argument that neither fluxfs, gcsfs nor fsspec takes."""
+    unknown = sorted(set(kwargs) - _known_kwargs())
+    if not unknown:
+        return
+    hint = ("storage_options is what fsspec.open and the datasets take; FluxFileSystem takes the options "
+            "themselves: FluxFileSystem(**storage_options)" if "storage_options" in unknown
+            else "not an option of fluxfs, gcsfs or fsspec (fluxfs's: see fluxfs.options.FluxOptions)")
+    raise TypeError(f"FluxFileSystem got unexpected keyword argument(s) {', '.join(map(repr, unknown))}: {hint}")
 
 
 def _create_only(mode: str) -> bool:

@@ -7,6 +7,7 @@ below are fluxfs's own, for what no built-in says (all are OSError subclasses).
 from __future__ import annotations
 
 import json
+import re
 
 __all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "RequestTimeout",
            "ChecksumMismatch", "raise_for_status"]
@@ -49,18 +50,72 @@ class ChecksumMismatch(FluxError):
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
+# Longest message kept: a server that answers with a whole HTML page or a stack trace is cut here.
+MAX_MESSAGE = 500
+
+
 def error_message(body: bytes) -> str:
-    """The human part of a GCS error body (JSON or XML), or the raw text."""
-    text = body.decode("utf-8", "replace") if body else ""
-    try:
-        return json.loads(text)["error"]["message"]
-    except (ValueError, KeyError, TypeError):
-        pass
-    start = text.find("<Message>")
-    if start >= 0:
-        end = text.find("</Message>", start)
-        return text[start + len("<Message>") : end]
-    return text.strip()[:500]
+    """The human part of an error body, as one line: GCS's JSON (``error.message``, else the first
+    ``error.errors[].message``) or XML (``<Message>``), other servers' shapes (``{"error": "text"}``,
+    ``{"message": ...}``, a message that is itself JSON-encoded), an HTML page's title, or the raw text."""
+    text = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else str(body or "")
+    return _one_line(_message_of(text.strip()))
+
+
+def _message_of(text: str, depth: int = 0) -> str:
+    if text[:1] in ("{", '"') and depth < 3:
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        if doc is not None:
+            found = _json_message(doc)
+            if found is None and isinstance(doc, dict) and "error" in doc:
+                return ""  # an error object without a message: the status says it all
+            if found is not None:
+                found = found.strip()
+                # A message that is itself JSON (a proxy wrapping the backend's answer): unwrap it.
+                return _message_of(found, depth + 1) if found[:1] in ("{", '"') else found
+    for tag in ("Message", "Details", "title"):   # GCS's XML API; an HTML error page
+        start = text.find(f"<{tag}>")
+        if start >= 0:
+            end = text.find(f"</{tag}>", start)
+            return text[start + len(tag) + 2 : end if end >= 0 else None]
+    if text[:1] == "<":
+        return re.sub(r"<[^>]*>", " ", text)
+    return text
+
+
+def _json_message(doc) -> str | None:
+    """The message in a parsed JSON error body, or None when it has none we know."""
+    if isinstance(doc, str):
+        return doc
+    if not isinstance(doc, dict):
+        return None
+    err = doc.get("error")
+    if isinstance(err, str):
+        # {"error": "invalid_grant", "error_description": "..."} (OAuth) or {"error": "text"}
+        desc = doc.get("error_description") or doc.get("message")
+        return f"{err}: {desc}" if isinstance(desc, str) and desc else err
+    if isinstance(err, dict):
+        msg = err.get("message")
+        if isinstance(msg, str) and msg.strip():
+            return msg
+        for item in err.get("errors") or []:
+            if isinstance(item, dict) and isinstance(item.get("message"), str) and item["message"].strip():
+                return item["message"]
+        if isinstance(err.get("status"), str):
+            return err["status"]
+    for key in ("message", "msg", "detail", "error_description"):
+        if isinstance(doc.get(key), str) and doc[key].strip():
+            return doc[key]
+    return None
+
+
+def _one_line(msg: str) -> str:
+    """Whitespace runs (newlines included) as one space, cut to MAX_MESSAGE characters."""
+    msg = " ".join(msg.split())
+    return msg if len(msg) <= MAX_MESSAGE else msg[: MAX_MESSAGE - 3] + "..."
 
 
 def raise_for_status(status: int, body: bytes, what: str, headers=None) -> None:

@@ -266,18 +266,18 @@ class Lister:
     async def _emit(self, span: Span, items: list[dict]) -> None:
         # The only per-object work of the lister (~40% of a listing's client CPU), kept to what
         # gcsfs's info shape needs; timestamps are parsed only when asked (`find`), once per
-        # distinct string. GCS always sends the fields we ask for, so no .get() per field.
+        # distinct string. A field a server leaves out is its default: some omit "size" of 0-byte objects.
         prefix = self.name_prefix
         mtimes = self.mtimes
         if mtimes is None:
             for it in items:
                 it["name"] = prefix + it["name"]
-                it["size"] = int(it["size"])
+                it["size"] = int(it.get("size", 0))
                 it["type"] = "file"
         else:
             for it in items:
                 it["name"] = prefix + it["name"]
-                it["size"] = int(it["size"])
+                it["size"] = int(it.get("size", 0))
                 it["type"] = "file"
                 it["mtime"] = mtimes[it.get("updated")]
         self.listed += len(items)

@@ -51,7 +51,7 @@ class ManifestEntry:
 def manifest_line(info: dict) -> str:
     """The JSON line for one info dict (gcsfs shape)."""
     return json.dumps(
-        {"name": info["name"], "size": int(info["size"]), "generation": info.get("generation"),
+        {"name": info["name"], "size": int(info.get("size", 0)), "generation": info.get("generation"),
          "crc32c": info.get("crc32c")},
         ensure_ascii=False, separators=(",", ":"),
     ) + "\n"

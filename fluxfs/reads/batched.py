@@ -161,7 +161,7 @@ class _Batch:
             gen = str(meta.get("generation")) if meta.get("generation") is not None else None
             self.mine[tpath] = gen
             self.reg.set_generation(tpath, gen)
-            if int(meta.get("size", -1)) != expected:
+            if int(meta.get("size", 0)) != expected:  # absent: 0 (servers that omit zeros)
                 # The server ignored a generation pin and an object changed size.
                 self.stats["size_mismatch"] += 1
             elif expected:

@@ -64,7 +64,7 @@ async def _list_range(fs: "FluxFileSystem", bucket: str, keys: list[str], end: O
             items = page.get("items", [])
             for it in items:
                 if it["name"] in wanted:
-                    found[it["name"]] = {"name": f"{bucket}/{it['name']}", "size": int(it["size"]),
+                    found[it["name"]] = {"name": f"{bucket}/{it['name']}", "size": int(it.get("size", 0)),
                                          "generation": it.get("generation"), "crc32c": it.get("crc32c"),
                                          "type": "file"}
             if items and items[-1]["name"] >= last:

@@ -1,5 +1,6 @@
 """Wiring of the server: one catch-all aiohttp handler that routes on the raw path, applies the
-profile (auth, deny, rate limit, faults, latency) and sends replies (bandwidth cap, resets).
+profile (auth, deny, rate limit, faults, latency, lost answers, other servers' habits) and sends replies
+(bandwidth cap, resets).
 
 Routing is done on ``request.raw_path`` because object names are percent-encoded path segments
 that may contain '/', '%', '?', '#' and newlines; aiohttp's router would decode them too early.
@@ -14,7 +15,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from . import admin, json_routes, xml_routes
+from . import admin, habits, json_routes, xml_routes
 from .errors import ServerError
 from .profile import Profile
 from .replies import Reply, error_reply
@@ -121,7 +122,7 @@ class Server:
         try:
             op, route = (xml_routes.route if is_xml else json_routes.route)(request.method, path, q)
         except ServerError as e:
-            return await self.send(request, error_reply(e, is_xml), False)
+            return await self.send(request, self._as_configured(error_reply(e, is_xml), q, path, is_xml), False)
         self.requests[op] += 1
         prof = self.profile
         s = prof.s
@@ -147,7 +148,7 @@ class Server:
             # Read the body first so an uploading client sees the answer rather than a broken pipe.
             if request.can_read_body:
                 await request.read()
-            return await self.send(request, error_reply(reject, is_xml), False)
+            return await self.send(request, self._as_configured(error_reply(reject, is_xml), q, path, is_xml), False)
         if reset:
             self.faults[op] += 1
         self.in_flight[op] += 1
@@ -165,7 +166,20 @@ class Server:
             reply = error_reply(ServerError(400, f"Invalid request: {type(e).__name__}: {e}", "invalid"), is_xml)
         finally:
             self.in_flight[op] -= 1
-        return await self.send(request, reply, reset)
+        if prof.lose_reply(op):
+            # Done, but the answer never arrives: the connection closes before its first byte.
+            self.faults[op] += 1
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=reply.status)
+        return await self.send(request, self._as_configured(reply, q, path, is_xml), reset)
+
+    def _as_configured(self, reply: Reply, q: Dict[str, str], path: str, is_xml: bool) -> Reply:
+        """The reply with the habits of other servers the profile asks for (habits.py), if any."""
+        s = self.profile.s
+        if is_xml or (s["error_style"] == "gcs" and not s["omit_zero_fields"]):
+            return reply
+        return habits.apply(reply, s, media=q.get("alt") == "media" or path.startswith("/download/"))
 
     async def send(self, request: web.Request, reply: Reply, reset: bool) -> web.StreamResponse:
         body = reply.body

@@ -57,7 +57,8 @@ def validate_bucket_name(name: str) -> None:
 
 
 def validate_object_name(name: str) -> None:
-    """400 unless ``name`` is a valid object name: 1-1024 bytes of UTF-8, not "." or "..", no CR."""
+    """400 unless ``name`` is a valid object name (GCS's rules): 1-1024 bytes of UTF-8, not "." or "..",
+    no carriage return or line feed, not under ".well-known/acme-challenge/"."""
     if not name:
         raise ServerError(400, "Object name must not be empty.", "required")
     try:
@@ -66,5 +67,5 @@ def validate_object_name(name: str) -> None:
         raise ServerError(400, "Object names must be valid UTF-8.") from None
     if len(encoded) > 1024:
         raise ServerError(400, "Object name is longer than 1024 bytes.")
-    if name in (".", "..") or "\r" in name:
+    if name in (".", "..") or "\r" in name or "\n" in name or name.startswith(".well-known/acme-challenge/"):
         raise ServerError(400, f"Invalid object name: {name!r}")

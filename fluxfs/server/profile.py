@@ -1,4 +1,5 @@
-"""The server's cloud profile and fault injection: latency, bandwidth, rate limit, seeded faults, auth.
+"""The server's cloud profile and fault injection: latency, bandwidth, rate limit, seeded faults, lost answers,
+auth, and the habits of other GCS-compatible servers (zero-valued fields left out, other error bodies).
 
 One ``Profile`` per server; the dispatcher asks it, per request, whether to let the request through.
 """
@@ -14,6 +15,8 @@ OPS = ("list", "read", "write", "compose", "delete", "copy", "metadata", "bucket
 # 30 ms to the first byte, then about 100 MB/s per stream.
 PRESETS = {"local": {}, "cloud": {"latency_ms": 30.0, "bandwidth_mbps": 100.0}}
 
+ERROR_STYLES = ("gcs", "bare", "nested", "text")
+
 DEFAULTS: Dict[str, Any] = {
     "profile": "local",
     "latency_ms": 0.0,         # delay before the first byte of every data-plane response
@@ -27,6 +30,12 @@ DEFAULTS: Dict[str, Any] = {
     "deny_ops": frozenset(),   # ops answered 403
     "require_token": None,     # bearer token required on data-plane requests
     "min_part_size": 5 * 1024 * 1024,  # XML multipart: every part but the last must be this big
+    # Behaving like servers we did not write:
+    "omit_zero_fields": False,  # JSON resources leave out zero-valued fields (size "0", false, "")
+    "error_style": "gcs",       # JSON API error bodies: "gcs" {"error": {code, message, errors[]}}, "bare" (no
+                                # errors[]), "nested" (message is itself a JSON-encoded error), "text" (plain)
+    "lose_replies": 0,          # the next N requests (of fail_ops) are carried out, then the connection
+                                # closes without an answer: the client cannot tell whether they happened
 }
 
 
@@ -85,8 +94,15 @@ class Profile:
                 v = int(v)
             elif k == "require_token":
                 v = str(v) if v else None
-            elif k == "min_part_size":
+            elif k in ("min_part_size", "lose_replies"):
                 v = int(v)
+                if v < 0:
+                    raise ValueError(f"{k} must not be negative: {v}")
+            elif k == "omit_zero_fields":
+                v = bool(v)
+            elif k == "error_style":
+                if v not in ERROR_STYLES:
+                    raise ValueError(f"error_style must be one of {', '.join(ERROR_STYLES)}, not {v!r}")
             new[k] = v
         self.s = new
         if "seed" in settings:
@@ -118,6 +134,16 @@ class Profile:
             self._tokens -= 1.0
             return True
         return False
+
+    def lose_reply(self, op: str) -> bool:
+        """Whether to carry out this request and then close the connection without answering."""
+        if not self.s["lose_replies"]:
+            return False
+        ops = self.s["fail_ops"]
+        if ops is not None and op not in ops:
+            return False
+        self.s["lose_replies"] -= 1
+        return True
 
     def fault(self, op: str) -> Tuple[Optional[int], bool]:
         """(status code to fail with or None, reset the connection mid-body?)."""

@@ -47,7 +47,7 @@ async def delete_object(fs: "FluxFileSystem", bucket: str, key: str, generation:
 
 def check_crc(resource: dict, crc: int, size: int, what: str) -> None:
     """Raise ChecksumMismatch unless the stored object has exactly the crc32c and size we wrote."""
-    got_crc, got_size = resource.get("crc32c"), int(resource.get("size", -1))
+    got_crc, got_size = resource.get("crc32c"), int(resource.get("size", 0))
     if got_crc != crc_to_b64(crc) or got_size != size:
         raise ChecksumMismatch(
             f"{what}: stored object has crc32c={got_crc} size={got_size}, "
@@ -66,7 +66,7 @@ async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int,
         resource = await get_resource(fs, bucket, key)
     except FileNotFoundError:
         return None
-    if resource.get("crc32c") == crc_to_b64(crc) and int(resource.get("size", -1)) == size:
+    if resource.get("crc32c") == crc_to_b64(crc) and int(resource.get("size", 0)) == size:
         return resource
     return None
 

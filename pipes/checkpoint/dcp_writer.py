@@ -20,6 +20,7 @@ from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.planner import SavePlan
 from torch.distributed.checkpoint.storage import WriteResult
 
+from ..options import merge_storage_options
 from ..urls import parse_url
 from .dcp_storage import METADATA, ObjectStoreFileSystem
 
@@ -27,7 +28,8 @@ __all__ = ["FluxStorageWriter"]
 
 
 class FluxStorageWriter(FsspecWriter):
-    """DCP storage writer for ``flux://bucket/prefix``; keyword arguments beyond torch's are storage options.
+    """DCP storage writer for ``flux://bucket/prefix``; keyword arguments beyond torch's are storage options
+    (or ``storage_options={...}``, or both, merged).
 
     One file per rank by default (``__{rank}_0.distcp``), uploaded as parallel multipart parts.
     """
@@ -40,8 +42,10 @@ class FluxStorageWriter(FsspecWriter):
         thread_count: int = 1,
         per_thread_copy_ahead: int = 10_000_000,
         overwrite: bool = True,
-        **storage_options: Any,
+        storage_options: dict[str, Any] | None = None,
+        **options: Any,
     ):
+        storage_options = merge_storage_options("FluxStorageWriter", storage_options, options)
         super().__init__(
             url,
             single_file_per_rank=single_file_per_rank,
@@ -102,7 +106,7 @@ class FluxStorageWriter(FsspecWriter):
             for entry in fs.ls(prefix, detail=True)
             if entry.get("type") == "file"
         }
-        sizes = {name: entry["size"] for name, entry in listing.items()}
+        sizes = {name: int(entry.get("size") or 0) for name, entry in listing.items()}
         for name, end in sorted(needed.items()):
             if name not in sizes:
                 raise FileNotFoundError(f"DCP save to {self.path}: data file {name} is missing; not writing {METADATA}")

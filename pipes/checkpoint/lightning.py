@@ -42,8 +42,10 @@ def _url(path: Any) -> str:
 class FluxCheckpointIO(CheckpointIO):
     """Saves with torch.save through fluxfs's atomic parallel writer; loads with weights_only=True by default."""
 
-    def __init__(self, **storage_options: Any):
-        self.checkpoint = FluxCheckpoint(**storage_options)
+    def __init__(self, *, storage_options: dict[str, Any] | None = None, **options: Any):
+        """Storage options as keyword arguments or ``storage_options={...}`` (or both, merged), as everywhere
+        in fluxfs.pipes."""
+        self.checkpoint = FluxCheckpoint(storage_options=storage_options, **options)
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
         if storage_options is not None:

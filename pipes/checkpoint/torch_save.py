@@ -17,6 +17,7 @@ import torch
 
 from fluxfs import FluxFileSystem
 
+from ..options import merge_storage_options
 from ..urls import parse_url, url_protocol
 from .errors import CheckpointSaveError, upload_errors
 from .snapshot import snapshot
@@ -33,14 +34,15 @@ _PICKLE_PROTO = b"\x80"  # the legacy format: a pickle stream, protocol 2+
 class FluxCheckpoint:
     """Checkpoint reader/writer for ``flux://bucket/key`` URLs, with bounded background saves.
 
-    ``FluxCheckpoint(endpoint_url=..., token=..., part_size=..., retry=...)``: keyword
-    arguments other than `max_in_flight` are FluxFileSystem storage options (FSSPEC_FLUX_*
-    environment variables fill in the rest).
+    ``FluxCheckpoint(endpoint_url=..., token=..., part_size=..., retry=...)`` or
+    ``FluxCheckpoint(storage_options={...})`` (or both, merged): options other than `max_in_flight`
+    are FluxFileSystem storage options (FSSPEC_FLUX_* environment variables fill in the rest).
     """
 
-    def __init__(self, *, max_in_flight: int = 2, **storage_options: Any):
+    def __init__(self, *, max_in_flight: int = 2, storage_options: dict[str, Any] | None = None, **options: Any):
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
+        storage_options = merge_storage_options("FluxCheckpoint", storage_options, options)
         self.storage_options = storage_options
         # Through fsspec.filesystem so FSSPEC_FLUX_* variables and fsspec's config apply, as for URLs.
         self.fs: FluxFileSystem = fsspec.filesystem("flux", **storage_options)

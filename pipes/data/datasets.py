@@ -14,6 +14,7 @@ import torch.utils.data
 from fluxfs.gcs import fork
 
 from ..in_flight import in_order
+from ..options import merge_storage_options, split_keywords
 from .objects import Transform, key_and_bytes
 from .readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
 from .sharding import Shard, current_shard, distributed_rank, epoch_order, shard_indices
@@ -30,26 +31,40 @@ from .source import ObjectSource
 DEFAULT_PREFETCH = 8
 
 
+def cls_options(cls: type, storage_options: Optional[dict], options: dict) -> dict:
+    return merge_storage_options(cls.__name__, storage_options, options)
+
+
 class _FluxDataset:
     """Constructors and the object list shared by both dataset kinds."""
 
     def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
-                 storage_options: Optional[dict] = None, on_missing: str = "raise"):
+                 storage_options: Optional[dict] = None, on_missing: str = "raise", **options: Any):
         if isinstance(source, str):
-            source = ObjectSource("prefix", source, storage_options=storage_options, on_missing=on_missing)
+            source = ObjectSource("prefix", source, storage_options=cls_options(type(self), storage_options, options),
+                                  on_missing=on_missing)
+        elif storage_options is not None or options:
+            raise TypeError(f"{type(self).__name__}: storage options go with a URL; this source has its own")
         self._source = source
         self._transform = transform or key_and_bytes
 
     @classmethod
     def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, **kwargs: Any):
-        """Every object whose key starts with the URL's key part (``flux://bucket/images/``), listed once."""
-        return cls(ObjectSource("prefix", url, storage_options=storage_options), **kwargs)
+        """Every object whose key starts with the URL's key part (``flux://bucket/images/``), listed once.
+
+        Keyword arguments the dataset does not take are storage options, merged with `storage_options`.
+        """
+        own, options = split_keywords(kwargs, cls.__init__)
+        return cls(ObjectSource("prefix", url, storage_options=cls_options(cls, storage_options, options)), **own)
 
     @classmethod
     def from_objects(cls, urls: Sequence[str], *, storage_options: Optional[dict] = None,
                      on_missing: str = "raise", **kwargs: Any):
         """The given object URLs; ones that do not exist raise FileNotFoundError, or are skipped and counted."""
-        return cls(ObjectSource("objects", urls, storage_options=storage_options, on_missing=on_missing), **kwargs)
+        own, options = split_keywords(kwargs, cls.__init__)
+        source = ObjectSource("objects", urls, storage_options=cls_options(cls, storage_options, options),
+                              on_missing=on_missing)
+        return cls(source, **own)
 
     @classmethod
     def from_manifest(cls, path_or_url: str, *, base_url: Optional[str] = None,
@@ -58,9 +73,10 @@ class _FluxDataset:
 
         Text keys are relative to `base_url` (``flux://bucket/dir/``) unless they are full URLs.
         """
-        source = ObjectSource("manifest", path_or_url, storage_options=storage_options,
+        own, options = split_keywords(kwargs, cls.__init__)
+        source = ObjectSource("manifest", path_or_url, storage_options=cls_options(cls, storage_options, options),
                               base_url=base_url, on_missing=on_missing)
-        return cls(source, **kwargs)
+        return cls(source, **own)
 
     @property
     def missing(self) -> list[str]:
@@ -163,8 +179,10 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
     def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
                  shuffle: bool = False, seed: int = 0, rank: Optional[int] = None,
                  world_size: Optional[int] = None, read_batch: int = 32, prefetch: int = DEFAULT_PREFETCH,
-                 drop_uneven: bool = False, storage_options: Optional[dict] = None, on_missing: str = "raise"):
-        super().__init__(source, transform=transform, storage_options=storage_options, on_missing=on_missing)
+                 drop_uneven: bool = False, storage_options: Optional[dict] = None, on_missing: str = "raise",
+                 **options: Any):
+        super().__init__(source, transform=transform, storage_options=storage_options, on_missing=on_missing,
+                         **options)
         if read_batch < 1 or prefetch < 1:
             raise ValueError(f"read_batch and prefetch must be >= 1, not {read_batch} and {prefetch}")
         # List now, in the constructing (main) process: DataLoader forks its workers without asking

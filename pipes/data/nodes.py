@@ -13,6 +13,7 @@ from torchdata.nodes.base_node import BaseNode
 
 from .object_store import read_infos, stream_listing
 from ..in_flight import InFlight
+from ..options import merge_storage_options
 from ..urls import DEFAULT_PROTOCOL
 from .objects import Transform, key_and_bytes, meta_from_info
 from .source import MISSING_POLICIES, split_url
@@ -31,18 +32,18 @@ class ListObjects(BaseNode[Dict[str, Any]]):
 
     Args:
         url: ``flux://bucket/key-prefix``.
-        storage_options: passed to the filesystem.
+        storage_options: passed to the filesystem (also as keyword arguments, merged).
         sort: yield in name order (needed to resume: the state is the last name yielded).
     """
 
     LAST_NAME_KEY = "last_name"
     YIELDED_KEY = "yielded"
 
-    def __init__(self, url: str, *, storage_options: Optional[dict] = None, sort: bool = True):
+    def __init__(self, url: str, *, storage_options: Optional[dict] = None, sort: bool = True, **options: Any):
         super().__init__()
         self.url = url
         self.protocol, self.bucket, self.key_prefix = split_url(url)
-        self.storage_options = dict(storage_options or {})
+        self.storage_options = merge_storage_options("ListObjects", storage_options, options)
         self.sort = sort
         self._listing: Optional[Iterator[dict]] = None
         self._last_name: Optional[str] = None
@@ -82,7 +83,8 @@ class ReadObjects(BaseNode[Any]):
 
     Args:
         source: node yielding info dicts or URL strings.
-        storage_options: passed to the filesystem (built lazily, in the process that reads).
+        storage_options: passed to the filesystem (built lazily, in the process that reads); also as
+            keyword arguments, merged.
         protocol: filesystem protocol for info dicts (URLs carry their own).
         batch_size: objects per batched read (not the training batch: compose with `Batcher` for that).
         prefetch: batched reads in flight on threads, at most.
@@ -95,14 +97,14 @@ class ReadObjects(BaseNode[Any]):
 
     def __init__(self, source: BaseNode, *, storage_options: Optional[dict] = None, protocol: str = DEFAULT_PROTOCOL,
                  batch_size: int = 32, prefetch: int = NODES_PREFETCH, transform: Optional[Transform] = None,
-                 on_missing: str = "raise"):
+                 on_missing: str = "raise", **options: Any):
         super().__init__()
         if batch_size < 1 or prefetch < 1:
             raise ValueError(f"batch_size and prefetch must be >= 1, not {batch_size} and {prefetch}")
         if on_missing not in MISSING_POLICIES:
             raise ValueError(f"on_missing must be one of {MISSING_POLICIES}, not {on_missing!r}")
         self.source = source
-        self.storage_options = dict(storage_options or {})
+        self.storage_options = merge_storage_options("ReadObjects", storage_options, options)
         self.protocol = protocol
         self.batch_size, self.prefetch = batch_size, prefetch
         self.transform = transform or key_and_bytes

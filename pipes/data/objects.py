@@ -59,7 +59,7 @@ class ObjectTable:
         names = [r["name"] for r in rows]
         return cls(
             names,
-            [int(r["size"]) for r in rows],
+            [int(r.get("size") or 0) for r in rows],
             [_opt_str(r.get("generation")) for r in rows],
             [r.get("crc32c") for r in rows],
             [labels.get(n) for n in names] if labels else None,

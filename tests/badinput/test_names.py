@@ -16,7 +16,6 @@ NAMES = {
     "hash": "run#3/ckpt#final",
     "question": "what?x=1&y=2",
     "percent": "100%25 done%/%2F%",
-    "newline": "line1\nline2\nend",
     "long_1024_bytes": "long/" + "x" * (1024 - len("long/") - len(".1")),  # 1,024 bytes with the suffix
 }
 
@@ -66,5 +65,20 @@ def test_carriage_return_in_a_key(fs, flux_server, bucket):
     # GCS forbids CR in object names; the error quotes the name with the CR visible.
     with pytest.raises(HttpError, match=r"(?s)HTTP 400: .*Invalid object name: 'dos\\r\\nline'"):
         fs.pipe_file(f"{bucket}/dos\r\nline", b"data")
+    assert flux_server.list_names(bucket) == []
+    assert_nothing_left(flux_server, bucket)
+
+
+@pytest.mark.parametrize("how", ["pipe_file", "wb"])
+def test_line_feed_in_a_key(fs, flux_server, bucket, how):
+    from fluxfs.errors import HttpError
+
+    # GCS forbids LF in object names too; refused by every upload path, nothing left behind.
+    with pytest.raises(HttpError, match=r"(?s)HTTP 400: .*Invalid object name: 'line1\\nline2'"):
+        if how == "pipe_file":
+            fs.pipe_file(f"{bucket}/line1\nline2", b"data")
+        else:
+            with fs.open(f"{bucket}/line1\nline2", "wb") as f:
+                f.write(b"data")
     assert flux_server.list_names(bucket) == []
     assert_nothing_left(flux_server, bucket)

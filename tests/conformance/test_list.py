@@ -143,3 +143,12 @@ def test_max_results_capped_at_1000(flux_server, fwire, bucket):
     assert page["nextPageToken"]
     rest = fwire.list(bucket, maxResults=5000, pageToken=page["nextPageToken"]).json()
     assert len(rest["items"]) == 5 and "nextPageToken" not in rest
+
+
+@pytest.mark.parametrize("asked", [1001, 1_000_000_000, 2**63 - 1])
+def test_any_max_results_above_1000_is_capped(flux_server, fwire, bucket, asked):
+    """JSON API objects: list: a page never holds more than 1,000 items, however many are asked for."""
+    flux_server.generate(bucket, 3000, 1, prefix="g/", seed=1)
+    items, pages = fwire.list_all(bucket, maxResults=asked, fields="items(name),nextPageToken")
+    assert [len(p["items"]) for p in pages] == [1000, 1000, 1000]
+    assert len({i["name"] for i in items}) == 3000

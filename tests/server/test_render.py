@@ -23,7 +23,7 @@ def _objects():
     st.generate("bkt", 3, size=(1, 5000), prefix="synth/", seed=7)
     st.generate("bkt", 3, size=10, prefix="fixed/", seed=3)
     st.put("bkt", "plain", b"hello")
-    st.put("bkt", "dir/ü ñ %2F?#\n\"quote\"", b"x" * 100, content_type="text/plain; charset=é",
+    st.put("bkt", "dir/ü ñ %2F?#\t\"quote\"", b"x" * 100, content_type="text/plain; charset=é",
            metadata={"k1": "v1", "é": "ü\"\\"}, extra={"cacheControl": "no-cache", "contentEncoding": "gzip"})
     st.put("bkt", "composite", b"abc" * 10, component_count=3)
     st.patch("bkt", "plain", {"metadata": {"a": "1"}, "customTime": "2024-01-01T00:00:00Z"})

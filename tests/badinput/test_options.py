@@ -1,0 +1,88 @@
+"""Bad-input catalogue: storage options spelled either way, twice, or not at all known (docs/bad-inputs.md).
+
+Everything in fluxfs.pipes takes ``storage_options={...}`` and keyword options alike (merged);
+`FluxFileSystem` refuses keyword arguments that gcsfs and fsspec would silently swallow.
+"""
+from __future__ import annotations
+
+import fsspec
+import pytest
+
+from fluxfs import FluxFileSystem
+
+
+def test_filesystem_refuses_storage_options_as_an_argument(flux_server):
+    with pytest.raises(TypeError, match=r"^FluxFileSystem got unexpected keyword argument\(s\) 'storage_options'"):
+        FluxFileSystem(endpoint_url=flux_server.url, token="anon", skip_instance_cache=True,
+                       storage_options={"endpoint_url": flux_server.url})
+    with pytest.raises(TypeError, match="'storage_options'"):
+        fsspec.filesystem("flux", storage_options={"endpoint_url": flux_server.url}, skip_instance_cache=True)
+
+
+def test_filesystem_refuses_a_misspelled_option(flux_server):
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) 'endpoint', 'part_sise'"):
+        FluxFileSystem(endpoint=flux_server.url, part_sise=2**20, token="anon", skip_instance_cache=True)
+
+
+def test_filesystem_keeps_gcsfs_and_fsspec_options(flux_server):
+    fs = FluxFileSystem(endpoint_url=flux_server.url, token="anon", skip_instance_cache=True, project="p",
+                        consistency="none", cache_timeout=5, requester_pays=False, use_listings_cache=True,
+                        listings_expiry_time=10, version_aware=False, asynchronous=False, loop=None)
+    assert fs.project == "p"
+
+
+def test_checkpoint_takes_storage_options_as_a_dict(flux_server, bucket):
+    import torch
+
+    from fluxfs.pipes import FluxCheckpoint
+
+    ck = FluxCheckpoint(storage_options={"endpoint_url": flux_server.url, "token": "anon"})
+    ck.save({"w": torch.arange(4)}, f"flux://{bucket}/model.pt")
+    assert flux_server.list_names(bucket) == ["model.pt"]
+    assert torch.equal(ck.load(f"flux://{bucket}/model.pt")["w"], torch.arange(4))
+    both = FluxCheckpoint(storage_options={"endpoint_url": flux_server.url}, token="anon", part_size=6 * 2**20)
+    assert both.storage_options == {"endpoint_url": flux_server.url, "token": "anon", "part_size": 6 * 2**20}
+    assert torch.equal(both.load(f"flux://{bucket}/model.pt")["w"], torch.arange(4))
+
+
+def test_an_option_given_twice_with_different_values_is_refused(flux_server):
+    from fluxfs.pipes import FluxCheckpoint, FluxIterableDataset, ListObjects
+
+    message = (r"storage option\(s\) 'endpoint_url' given twice with different values, in storage_options= "
+               r"and as keyword arguments; give each once")
+    with pytest.raises(TypeError, match="^FluxCheckpoint: " + message):
+        FluxCheckpoint(storage_options={"endpoint_url": flux_server.url}, endpoint_url="http://127.0.0.1:9")
+    with pytest.raises(TypeError, match="^FluxIterableDataset: " + message):
+        FluxIterableDataset.from_prefix("flux://b/p/", storage_options={"endpoint_url": flux_server.url},
+                                        endpoint_url="http://127.0.0.1:9")
+    with pytest.raises(TypeError, match="^ListObjects: " + message):
+        ListObjects("flux://b/p/", storage_options={"endpoint_url": flux_server.url},
+                    endpoint_url="http://127.0.0.1:9")
+    # The same value both ways is no conflict.
+    FluxCheckpoint(storage_options={"endpoint_url": flux_server.url, "token": "anon"}, token="anon")
+
+
+def test_pipes_take_keyword_options(flux_server, bucket, storage_options):
+    from fluxfs.pipes import FluxIterableDataset, FluxMapDataset, ListObjects, ReadObjects
+    from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter
+
+    fs = FluxFileSystem(**storage_options)
+    fs.pipe({f"{bucket}/d/1": b"one", f"{bucket}/d/2": b"two"})
+    url = f"flux://{bucket}/d/"
+    want = [("d/1", b"one"), ("d/2", b"two")]
+    ds = FluxMapDataset.from_prefix(url, transform=None, **storage_options)
+    assert [ds[0], ds[1]] == want
+    assert list(FluxIterableDataset.from_prefix(url, shuffle=False, seed=3, **storage_options)) == want
+    assert list(FluxIterableDataset(url, **storage_options)) == want
+    assert FluxMapDataset.from_objects([url + "1"], **storage_options)[0] == want[0]
+    assert list(ReadObjects(ListObjects(url, **storage_options), **storage_options)) == want
+    writer = FluxStorageWriter(f"flux://{bucket}/ckpt", storage_options=storage_options)
+    reader = FluxStorageReader(f"flux://{bucket}/ckpt", **storage_options)
+    assert writer.fs.storage_options == reader.fs.storage_options == storage_options
+
+
+def test_a_misspelled_dataset_argument_is_named(flux_server, storage_options):
+    from fluxfs.pipes import FluxIterableDataset
+
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) 'shufle'"):
+        FluxIterableDataset.from_prefix("flux://b/p/", shufle=True, storage_options=storage_options)

@@ -1,0 +1,64 @@
+"""fluxfs.errors: the one-line message users see, from error bodies of every shape servers send."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fluxfs.errors import MAX_MESSAGE, HttpError, error_message, raise_for_status
+
+GCS = {"error": {"code": 404, "message": "No such object: b/k",
+                 "errors": [{"message": "No such object: b/k", "domain": "global", "reason": "notFound"}]}}
+
+BODIES = {
+    "gcs json": (GCS, "No such object: b/k"),
+    "no errors[] or reason": ({"error": {"code": 404, "message": "No such object: b/k"}}, "No such object: b/k"),
+    "only errors[]": ({"error": {"code": 403, "errors": [{"message": "denied"}]}}, "denied"),
+    "json-encoded message": ({"error": {"code": 404, "message": json.dumps(GCS)}}, "No such object: b/k"),
+    "json-encoded twice": ({"error": {"message": json.dumps({"error": {"message": json.dumps("deep")}})}}, "deep"),
+    "message over lines": ({"error": {"code": 500, "message": "backend\n  failed\r\nretry"}}, "backend failed retry"),
+    "error as a string": ({"error": "not found"}, "not found"),
+    "oauth": ({"error": "invalid_grant", "error_description": "Bad Request"}, "invalid_grant: Bad Request"),
+    "top-level message": ({"message": "bucket is gone"}, "bucket is gone"),
+    "grpc status only": ({"error": {"code": 500, "status": "INTERNAL"}}, "INTERNAL"),
+    "no message at all": ({"error": {"code": 403}}, ""),
+    "a json string": ("just text", "just text"),
+}
+
+
+@pytest.mark.parametrize("label", list(BODIES))
+def test_json_bodies(label):
+    body, message = BODIES[label]
+    assert error_message(json.dumps(body).encode()) == message
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>NoSuchKey</Code><Message>The specified key does not "
+     b"exist.</Message></Error>", "The specified key does not exist."),
+    (b"<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>",
+     "502 Bad Gateway"),
+    (b"<p>upstream\nreset</p>", "upstream reset"),
+    (b"Not Found\n", "Not Found"),
+    (b"", ""),
+    (b"{not json", "{not json"),
+    (b"[1, 2]", "[1, 2]"),
+    (b"\xff\xfe bad utf-8", "\ufffd\ufffd bad utf-8"),
+])
+def test_other_bodies(body, message):
+    assert error_message(body) == message
+
+
+def test_long_bodies_are_cut_to_one_line():
+    msg = error_message(("trace line\n" * 500).encode())
+    assert "\n" not in msg and len(msg) == MAX_MESSAGE and msg.endswith("...")
+
+
+@pytest.mark.parametrize("status, exc", [(404, FileNotFoundError), (403, PermissionError), (400, HttpError)])
+def test_raised_message_is_one_clean_line(status, exc):
+    body = json.dumps({"error": {"code": status, "message": json.dumps({"error": {"message": "it\nbroke"}})}})
+    with pytest.raises(exc) as info:
+        raise_for_status(status, body.encode(), "b/k")
+    assert str(info.value).endswith("b/k: it broke")
+    with pytest.raises(exc) as bare:
+        raise_for_status(status, b'{"error": {"code": %d}}' % status, "b/k")
+    assert str(bare.value).endswith("b/k") and "{" not in str(bare.value)
