@@ -325,5 +325,9 @@ class FluxReadFile(io.RawIOBase):
     def info(self) -> dict:
         return {"name": self.path, "size": self.size, "generation": self.generation, "type": "file"}
 
+    def url(self) -> str:
+        """HTTP link to the bytes of the generation this handle reads (as gcsfs's GCSFile.url())."""
+        return self.fs.url(self.path, generation=self.generation)
+
     def __repr__(self) -> str:
         return f"<FluxReadFile {self.path} generation={self.generation}>"

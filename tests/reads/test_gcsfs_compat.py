@@ -1,10 +1,12 @@
 """The read handle as a drop-in for gcsfs's GCSFile: fsspec's caching layers and cache types on top of
-flux://, `_fetch_range`, `generation=` and `cat_file`'s gcsfs arguments."""
+flux://, `url()`, `_fetch_range`, `generation=` and `cat_file`'s gcsfs arguments."""
 from __future__ import annotations
 
 import concurrent.futures
 import io
 import random
+import urllib.request
+from urllib.parse import quote
 
 import fsspec
 import fsspec.caching
@@ -130,6 +132,19 @@ def test_readline_reads_more_than_a_byte_at_a_time(flux_server, rfs, bucket):
     rfs.pipe(f"{bucket}/many", data)
     with rfs.open(f"{bucket}/many", "rb", block_size=65_536) as f:
         assert f.readlines() == data.splitlines(keepends=True)
+
+
+# -- url() --------------------------------------------------------------------------------------
+
+def test_url_points_at_the_bytes(rfs, bucket):
+    path = f"{bucket}/nested/file 1"
+    rfs.pipe(path, b"hello")
+    with rfs.open(path) as f:
+        url = f.url()
+        assert url.startswith("http") and quote("nested/file 1", safe="") in url
+        assert f"generation={f.generation}" in url
+    with urllib.request.urlopen(url) as resp:
+        assert resp.read() == b"hello"
 
 
 # -- _fetch_range (fsspec's fetcher), generation=, cat_file ---------------------------------------
