@@ -211,7 +211,22 @@ class FluxReadFile(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
+    def writable(self) -> bool:
+        return False
+
+    def write(self, b) -> int:
+        """Python's io and gcsfs refuse a write to a read handle with io.UnsupportedOperation."""
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        raise io.UnsupportedOperation(f"write: {self.path} is open for reading ({self.mode!r})")
+
+    def flush(self, force: bool = False) -> None:
+        """Nothing to flush on a read handle (`force` is fsspec's signature); ValueError once closed."""
+        super().flush()
+
     def tell(self) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
         return self._pos
 
     @property
@@ -289,6 +304,8 @@ class FluxReadFile(io.RawIOBase):
     def peek(self, size: int = 0) -> bytes:
         """Bytes ahead of the position without moving it: up to 8 KiB (or `size`) within the current block,
         as io.BufferedReader gives what it holds (readline asks peek(1), then reads up to the newline in it)."""
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
         if self._pos >= self.size:
             return b""
         if self.cache is not None:

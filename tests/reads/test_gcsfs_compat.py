@@ -1,5 +1,5 @@
 """The read handle as a drop-in for gcsfs's GCSFile: fsspec's caching layers and cache types on top of
-flux://, `url()`, `_fetch_range`, `generation=` and `cat_file`'s gcsfs arguments."""
+flux://, `url()`, wrong-mode calls, `_fetch_range`, `generation=` and `cat_file`'s gcsfs arguments."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -134,7 +134,7 @@ def test_readline_reads_more_than_a_byte_at_a_time(flux_server, rfs, bucket):
         assert f.readlines() == data.splitlines(keepends=True)
 
 
-# -- url() --------------------------------------------------------------------------------------
+# -- url(), wrong-mode calls, closed handles ---------------------------------------------------
 
 def test_url_points_at_the_bytes(rfs, bucket):
     path = f"{bucket}/nested/file 1"
@@ -145,6 +145,40 @@ def test_url_points_at_the_bytes(rfs, bucket):
         assert f"generation={f.generation}" in url
     with urllib.request.urlopen(url) as resp:
         assert resp.read() == b"hello"
+
+
+def test_write_on_a_read_handle_is_unsupported(rfs, blob):
+    with rfs.open(blob, "rb") as f:
+        assert not f.writable()
+        with pytest.raises(io.UnsupportedOperation):
+            f.write(b"x")
+        with pytest.raises(io.UnsupportedOperation):
+            f.writelines([b"x"])
+        with pytest.raises(io.UnsupportedOperation):
+            f.truncate(0)
+        f.flush(force=True)  # fsspec's signature: nothing to flush
+        assert f.read(3) == DATA[:3]
+
+
+def test_opening_what_cannot_be_read_raises_os_errors(rfs, bucket):
+    """gcsfs's test_errors, read side: a missing object or a bare bucket cannot be opened for reading."""
+    with pytest.raises(FileNotFoundError):
+        rfs.open(f"{bucket}/tmp/test/shfoshf", "rb")
+    for cache_type in (None, "readahead"):
+        with pytest.raises(OSError):
+            rfs.open(bucket, "rb", cache_type=cache_type)
+
+
+@pytest.mark.parametrize("cache_type", [None, "readahead"])
+def test_calls_on_a_closed_read_handle_raise_value_error(rfs, blob, cache_type):
+    f = rfs.open(blob, "rb", cache_type=cache_type)
+    f.close()
+    assert f.closed
+    for call in (lambda: f.read(), lambda: f.read(1), lambda: f.readinto(bytearray(2)), f.readline,
+                 lambda: f.seek(0), f.tell, lambda: f.write(b"x"), f.peek, f.flush, lambda: next(iter(f))):
+        with pytest.raises(ValueError):
+            call()
+    f.close()  # closing twice is fine
 
 
 # -- _fetch_range (fsspec's fetcher), generation=, cat_file ---------------------------------------
