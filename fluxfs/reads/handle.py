@@ -7,15 +7,21 @@ import concurrent.futures
 import io
 from typing import TYPE_CHECKING, Any, Coroutine, Iterator, Optional
 
+import fsspec.caching
 import google_crc32c
 
 from ..errors import ChecksumMismatch
 from ..gcs import bridge
 from ..gcs.chunks import Chunked
-from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, Streamed, get_chunks
+from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, Streamed, get_chunks, read_object
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
+
+
+# cache_type values that mean fluxfs's own prefetching (gcsfs's default is named "adaptive");
+# any other fsspec cache type is honoured: reads go through that cache, fed by `_fetch_range`.
+NATIVE_CACHE_TYPES = (None, "adaptive")
 
 
 def _as_bytes(view: memoryview) -> bytes:
@@ -32,22 +38,35 @@ class FluxReadFile(io.RawIOBase):
     `whole_object_limit` are fetched entirely on the first read. The generation seen by
     the first GET is pinned for every later range, and the crc32c is checked once every
     byte has passed through the handle in order. Not thread-safe (one reader per handle).
+
+    As gcsfs's GCSFile, it takes fsspec's `cache_type` / `cache_options`: the default (or
+    "adaptive", gcsfs's default) is the prefetching above; any other fsspec cache type
+    ("readahead", "bytes", "blockcache", "first", "all", "none", ...) is honoured: reads go
+    through `self.cache`, which fetches with `_fetch_range` (ranged GETs pinned to the
+    generation). Layers that set `cache` themselves (fsspec's `blockcache::`) work the same way.
     """
 
     def __init__(self, fs: "FluxFileSystem", path: str, mode: str = "rb", block_size: Optional[int] = None,
                  *, prefetch: Optional[int] = None, whole_object_limit: Optional[int] = None,
-                 generation: Optional[str] = None, **kwargs: Any):
+                 generation: Optional[str] = None, cache_type: Optional[str] = None,
+                 cache_options: Optional[dict] = None, autocommit: bool = True, **kwargs: Any):
         super().__init__()
+        if cache_type not in NATIVE_CACHE_TYPES and cache_type not in fsspec.caching.caches:
+            raise ValueError(f"unknown cache_type {cache_type!r} opening {path}: use one of "
+                             f"{sorted(k for k in fsspec.caching.caches if k)}")
         if mode != "rb":
             raise ValueError(f"FluxReadFile only reads ('rb'), not {mode!r}: {path}")
         self.fs = fs
         self.mode = mode
+        self.autocommit = autocommit
         self.path = fs._strip_protocol(path)
         bucket, key, path_gen = fs.split_path(self.path)
         if not key:
             raise IsADirectoryError(f"cannot open a bucket for reading: {path}")
         self.bucket, self.key = bucket, key
-        self.blocksize = block_size if block_size and block_size > 0 else DEFAULT_CHUNK
+        # As gcsfs: open()'s block_size, else the filesystem's (`FluxFileSystem(block_size=...)`), else 8 MiB.
+        default = vars(fs).get("default_block_size") or DEFAULT_CHUNK
+        self.blocksize = block_size if block_size and block_size > 0 else default
         self.prefetch = prefetch or DEFAULT_RANGE_CONCURRENCY
         self.whole_object_limit = whole_object_limit if whole_object_limit is not None else 64 * 2**20
         self.generation: Optional[str] = generation or path_gen
@@ -58,7 +77,14 @@ class FluxReadFile(io.RawIOBase):
         self._pending: dict[int, concurrent.futures.Future] = {}
         self._crc: Optional[int] = 0   # running crc32c of bytes [0, _crc_pos); None once given up
         self._crc_pos = 0
-        self._open_first()
+        # An fsspec cache the reads go through (None: the prefetching above).
+        self.cache: Optional[fsspec.caching.BaseCache] = None
+        if cache_type in NATIVE_CACHE_TYPES:
+            self._open_first()
+        else:
+            self._open_head()
+            self.cache = fsspec.caching.caches[cache_type](self.blocksize, self._fetch_range, self.size,
+                                                            **(cache_options or {}))
 
     # -- fetching -----------------------------------------------------------------------
 
@@ -92,6 +118,30 @@ class FluxReadFile(io.RawIOBase):
         self._pending[0] = first
         if self.size <= self.whole_object_limit:
             self._request(range(1, self._nblocks()))
+
+    def _open_head(self) -> None:
+        """Size, generation and crc32c from the headers of a 1-byte GET (reads go through an fsspec cache)."""
+        got = bridge.run(self.fs, get_chunks, self.fs, self.bucket, self.key, 0, 1, self.generation)
+        self.size, self.generation, self._crc_expected = got.size, got.generation, got.crc32c
+        self._crc = None   # the cache decides what is read: no running crc32c
+
+    def _fetch_range(self, start: Optional[int] = None, end: Optional[int] = None) -> bytes:
+        """Bytes [start, end) of the open generation (fsspec's fetcher; thread-safe): parallel ranged
+        GETs when large; empty past the end of the object, as gcsfs's."""
+        start = 0 if start is None else max(0, start)
+        end = self.size if end is None else min(end, self.size)
+        if start >= end:
+            return b""
+        try:
+            got = bridge.run(self.fs, read_object, self.fs, self.bucket, self.key, start=start, end=end,
+                             generation=self.generation)
+        except FileNotFoundError as exc:
+            raise self._gone(exc) from exc
+        return got.body
+
+    def _gone(self, exc: BaseException) -> FileNotFoundError:
+        return FileNotFoundError(f"{self.path} was overwritten or deleted while open: generation "
+                                 f"{self.generation} is gone ({exc})")
 
     def _nblocks(self) -> int:
         return (self.size + self.blocksize - 1) // self.blocksize
@@ -144,8 +194,7 @@ class FluxReadFile(io.RawIOBase):
         try:
             got = fut.result()
         except FileNotFoundError as exc:
-            raise FileNotFoundError(f"{self.path} was overwritten or deleted while open: generation "
-                                    f"{self.generation} is gone ({exc})") from exc
+            raise self._gone(exc) from exc
         return self._store(i, got)
 
     def _ensure_ahead(self, i: int) -> None:
@@ -162,7 +211,22 @@ class FluxReadFile(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
+    def writable(self) -> bool:
+        return False
+
+    def write(self, b) -> int:
+        """Python's io and gcsfs refuse a write to a read handle with io.UnsupportedOperation."""
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        raise io.UnsupportedOperation(f"write: {self.path} is open for reading ({self.mode!r})")
+
+    def flush(self, force: bool = False) -> None:
+        """Nothing to flush on a read handle (`force` is fsspec's signature); ValueError once closed."""
+        super().flush()
+
     def tell(self) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
         return self._pos
 
     @property
@@ -207,10 +271,20 @@ class FluxReadFile(io.RawIOBase):
             done += len(v)
         return done
 
+    def _from_cache(self, n: int) -> bytes:
+        """The next `n` bytes through `self.cache` (an fsspec cache), advancing the position."""
+        data = self.cache._fetch(self._pos, self._pos + n)
+        self._pos += len(data)
+        return data
+
     def readinto(self, b) -> int:
         if self.closed:
             raise ValueError("I/O operation on closed file")
         mv = memoryview(b).cast("B")
+        if self.cache is not None:
+            data = self._from_cache(min(len(mv), max(0, self.size - self._pos)))
+            mv[:len(data)] = data
+            return len(data)
         return self._copy_out(mv)
 
     def read(self, size: int = -1) -> bytes:
@@ -220,32 +294,57 @@ class FluxReadFile(io.RawIOBase):
         n = remaining if size is None or size < 0 else min(size, remaining)
         if n == 0:
             return b""
+        if self.cache is not None:
+            return self._from_cache(n)
         parts = list(self._views(n))
         if len(parts) == 1:
             return _as_bytes(parts[0])
         return b"".join(parts)  # one copy, straight from the received chunks
 
     def peek(self, size: int = 0) -> bytes:
-        """Bytes ahead of the position without moving it (at most 8 KiB: lets readline avoid 1-byte reads)."""
+        """Bytes ahead of the position without moving it: up to 8 KiB (or `size`) within the current block,
+        as io.BufferedReader gives what it holds (readline asks peek(1), then reads up to the newline in it)."""
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
         if self._pos >= self.size:
             return b""
+        if self.cache is not None:
+            return self.cache._fetch(self._pos, min(self.size, self._pos + max(size or 0, 8192)))
         i, off = divmod(self._pos, self.blocksize)
         blk = self._block(i)
-        return b"".join(blk.views(off, min(len(blk), off + max(1, min(size or 8192, 8192)))))
+        return b"".join(blk.views(off, min(len(blk), off + max(size or 0, 8192))))
 
     def readall(self) -> bytes:
         return self.read(-1)
 
     def close(self) -> None:
         if not self.closed:
-            for fut in self._pending.values():
+            pending = getattr(self, "_pending", {})   # (not yet set when __init__ failed early)
+            for fut in pending.values():
                 fut.cancel()
-            self._pending.clear()
-            self._blocks.clear()
+            pending.clear()
+            getattr(self, "_blocks", {}).clear()
+            cache = getattr(self, "cache", None)
+            if cache is not None and hasattr(cache, "close"):
+                cache.close()   # a background cache's threads
         super().close()
+
+    @property
+    def closed(self) -> bool:
+        return super().closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        """fsspec's caching layers (blockcache::) set `f.closed = True` after closing a file themselves."""
+        if value:
+            FluxReadFile.close(self)
 
     def info(self) -> dict:
         return {"name": self.path, "size": self.size, "generation": self.generation, "type": "file"}
+
+    def url(self) -> str:
+        """HTTP link to the bytes of the generation this handle reads (as gcsfs's GCSFile.url())."""
+        return self.fs.url(self.path, generation=self.generation)
 
     def __repr__(self) -> str:
         return f"<FluxReadFile {self.path} generation={self.generation}>"
