@@ -211,3 +211,18 @@ def test_compose_on_fake_gcs_leaves_no_temporaries_on_error(fake_gcs):
             raise RuntimeError
     assert not fs.exists(f"{b}/o")
     assert temp_leftovers(fake_gcs, b) == []
+
+
+@pytest.mark.parametrize("multipart", ["xml", "compose", "off"])
+def test_failed_put_file_leaves_nothing(flux_server, bucket, multipart, tmp_path):
+    """A local upload whose parts keep failing raises and leaves no object, upload or temporary behind."""
+    fs = fs_for(flux_server, multipart, retry={"write": {"max_attempts": 1}})
+    fs.pipe_file(f"{bucket}/warm", b"")  # open the session before faults start
+    local = tmp_path / "big.bin"
+    local.write_bytes(payload(12 * PART_SIZES[multipart]))
+    path = f"{bucket}/put"
+    flux_server.configure(fail_rate=0.5, fail_ops=["write"], fail_codes=[503], seed=3)
+    with pytest.raises(HttpError, match="503"):
+        fs.put_file(str(local), path)
+    flux_server.configure(fail_rate=0.0)
+    assert_nothing_left(flux_server, fs, bucket, path)
