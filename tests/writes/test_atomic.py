@@ -191,14 +191,6 @@ def test_transaction_commits_at_the_end(flux_server, bucket):
     assert_nothing_left(flux_server, fs, bucket, f"{bucket}/u")
 
 
-def test_write_after_close_is_an_error(fs, bucket):
-    f = fs.open(f"{bucket}/o", "wb")
-    f.close()
-    with pytest.raises(ValueError, match="closed"):
-        f.write(b"x")
-    assert fs.cat_file(f"{bucket}/o") == b""
-
-
 def test_compose_on_fake_gcs_leaves_no_temporaries_on_error(fake_gcs):
     from tests.conftest import new_bucket_name
 
