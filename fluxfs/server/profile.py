@@ -9,6 +9,8 @@ import random
 import time
 from typing import Any, Dict, Iterable, Optional, Tuple
 
+from ..gcs.limits import MAX_COMPONENTS, XML_MAX_PARTS
+
 OPS = ("list", "read", "write", "compose", "delete", "copy", "metadata", "bucket")
 
 # Presets applied by ``profile=``; "cloud" approximates one GCS request seen from a VM:
@@ -30,6 +32,8 @@ DEFAULTS: Dict[str, Any] = {
     "deny_ops": frozenset(),   # ops answered 403
     "require_token": None,     # bearer token required on data-plane requests
     "min_part_size": 5 * 1024 * 1024,  # XML multipart: every part but the last must be this big
+    "max_parts": XML_MAX_PARTS,         # XML multipart: the highest part number (tests lower it)
+    "max_components": MAX_COMPONENTS,   # components of one composite object (tests lower it)
     # Behaving like servers we did not write:
     "omit_zero_fields": False,  # JSON resources leave out zero-valued fields (size "0", false, "")
     "error_style": "gcs",       # JSON API error bodies: "gcs" {"error": {code, message, errors[]}}, "bare" (no
@@ -98,6 +102,10 @@ class Profile:
                 v = int(v)
                 if v < 0:
                     raise ValueError(f"{k} must not be negative: {v}")
+            elif k in ("max_parts", "max_components"):
+                v = int(v)
+                if v < 1:
+                    raise ValueError(f"{k} must be at least 1: {v}")
             elif k == "omit_zero_fields":
                 v = bool(v)
             elif k == "error_style":
