@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .. import temporaries
 from ..errors import PreconditionFailed
 from ..gcs import http, tempnames
-from ..gcs.limits import MAX_COMPOSE_SOURCES
+from ..gcs.limits import MAX_COMPONENTS, MAX_COMPOSE_SOURCES, MAX_OBJECT_SIZE
 from ..gcs.checksums import crc32c_combine
 from .bodies import DEFAULT_CONTENT_TYPE
 from .single import check_crc, confirm_written, exists_error, upload_single
@@ -29,7 +29,10 @@ class ComposeUploader:
     """Parts as temporary objects, composed at completion."""
 
     sequential = False
-    max_parts = None  # composed in a tree of 32-source steps
+    # Every part is one component of the final composite, whatever the tree of 32-source steps: part
+    # sizes grow to stay under the component limit (writes/schedule.py); tests lower both.
+    max_parts = MAX_COMPONENTS
+    max_object_size = MAX_OBJECT_SIZE
     fields_at_complete = True
     drain_on_abort = True  # a cancelled part upload may still land on the server: wait, then delete
 
@@ -51,6 +54,9 @@ class ComposeUploader:
         return None
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> dict:
+        if number > self.max_parts:  # refused before uploading, not by the final compose
+            raise ValueError(f"{self.pw.what}: more than {self.max_parts} parts, the most components a composite "
+                             f"object may have: the object is larger than GCS's {self.max_object_size}-byte limit")
         key = self._new_temp()
         resource = await upload_single(self.fs, self.bucket, key, data, crc, stop=lambda: self.pw.aborted,
                                        what=self.pw.what)

@@ -27,8 +27,10 @@ class Uploader(Protocol):
 
     #: True when parts must go up one after the other, and the tail goes with `complete`.
     sequential: bool
-    #: The most parts one upload may have (XML multipart: 10,000), or None for no limit.
+    #: The most parts one upload may have (XML multipart: 10,000; compose: 1,024 components), or None for
+    #: no limit; with `max_object_size` (GCS's 5 TiB) it sets how part sizes grow (writes/schedule.py).
     max_parts: int | None
+    max_object_size: int
     #: True when a part cancelled mid-request could still be created afterwards (so abort must let
     #: requests in flight finish, without further retries, before deleting what they made).
     drain_on_abort: bool

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..errors import PreconditionFailed
 from ..gcs import http
 from ..gcs.checksums import crc_to_b64
-from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
+from ..gcs.limits import MAX_OBJECT_SIZE, RESUMABLE_CHUNK_MULTIPLE
 from .bodies import body as sliced
 from .single import confirm_written, exists_error
 
@@ -25,7 +25,8 @@ class ResumableUploader:
     """A resumable session; a failed chunk resumes from what the server says it persisted."""
 
     sequential = True
-    max_parts = None
+    max_parts = None  # one session: no part cap, parts keep their size
+    max_object_size = MAX_OBJECT_SIZE
     fields_at_complete = False
     drain_on_abort = False
 

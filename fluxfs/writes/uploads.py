@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from .fields import ObjectFields, object_fields
 from .parts import PartWriter
+from .schedule import fixed_part_size
 from .settings import object_path, upload_settings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,8 +20,8 @@ async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Calla
     """Upload `size` bytes obtained part by part from `read(n)`; aborts everything on any failure."""
     bucket, key = object_path(fs, path)
     part, conc, uploader = upload_settings(fs, fields=fields)
-    if uploader.max_parts is not None and size > part * uploader.max_parts:
-        part = -(-size // uploader.max_parts)  # stay within 10,000 parts
+    if uploader.max_parts is not None:  # equal parts, as few as the cap allows (XML: 10,000; compose: 1,024)
+        part = fixed_part_size(size, part, uploader.max_parts)
     pw = PartWriter(fs, bucket, key, uploader, concurrency=conc, create_only=create_only, fields=fields)
     try:
         done = 0

@@ -19,6 +19,7 @@ from ..gcs.checksums import crc32c
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
 from .fields import ObjectFields, object_fields
 from .parts import PartWriter
+from .schedule import part_size as scheduled_part_size
 from .settings import object_path, upload_settings
 from .single import exists_error, get_resource
 
@@ -26,10 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
 logger = logging.getLogger(__name__)
-
-# After every 2,000 parts the part size doubles, so the 10,000-part cap of XML multipart is only
-# reached past ~500 GB with 8 MiB parts (the file's size is unknown in advance).
-_PARTS_PER_SIZE_STEP = 2_000
 
 # Handles not yet closed: aborted at interpreter exit, so an unclosed writer never leaves its
 # multipart upload or temporaries behind (a killed process leaves them to `fluxfs cleanup`).
@@ -140,7 +137,7 @@ class FluxWriteFile(io.IOBase):
         self.part_size, self.concurrency, uploader = upload_settings(self.fs, self._block_size, fields)
         if self._buffered >= self.part_size:  # strategy changed under a fuller buffer: a part size above it
             self.part_size = -(-(self._buffered + 1) // RESUMABLE_CHUNK_MULTIPLE) * RESUMABLE_CHUNK_MULTIPLE
-        self._grow = uploader.max_parts is not None  # part sizes grow to stay under the cap
+        self._uploader = uploader  # its max_parts (None: no cap) sets how part sizes grow (writes/schedule.py)
         self._writer = PartWriter(self.fs, self.bucket, self.key, uploader, concurrency=self.concurrency,
                                   create_only=self.mode == "xb", fields=fields)
 
@@ -273,10 +270,11 @@ class FluxWriteFile(io.IOBase):
         self.generation = info.get("generation")
 
     def _part_limit(self) -> int:
-        if not self._grow:
+        """Size of the next part: growing with the part number so a 5 TiB write stays under the cap."""
+        cap = self._uploader.max_parts
+        if cap is None:
             return self.part_size
-        step = min(self._writer.parts // _PARTS_PER_SIZE_STEP, 5)
-        return self.part_size << step
+        return scheduled_part_size(self._writer.parts + 1, self.part_size, cap, self._uploader.max_object_size)
 
     def _take_buffer(self) -> bytes:
         chunks, self._chunks, self._buffered = self._chunks, [], 0

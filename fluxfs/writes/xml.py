@@ -13,7 +13,7 @@ from xml.sax.saxutils import escape
 from ..errors import PreconditionFailed
 from ..gcs import http
 from ..gcs import xml as gcsxml
-from ..gcs.limits import XML_MAX_PARTS, XML_MIN_PART_SIZE
+from ..gcs.limits import MAX_OBJECT_SIZE, XML_MAX_PARTS, XML_MIN_PART_SIZE
 from ..gcs.checksums import crc_to_b64
 from ..temporaries import list_incomplete_uploads
 from .bodies import body
@@ -30,7 +30,8 @@ class XmlUploader:
     """One XML multipart upload; its id exists from `start` until `complete` or `abort`."""
 
     sequential = False
-    max_parts = XML_MAX_PARTS
+    max_parts = XML_MAX_PARTS  # part sizes grow to stay under it (writes/schedule.py); tests lower both
+    max_object_size = MAX_OBJECT_SIZE
     fields_at_complete = False
     drain_on_abort = False
 
@@ -90,8 +91,9 @@ class XmlUploader:
             logger.warning("could not sweep orphaned multipart uploads of %s: %s", self.pw.what, exc)
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> str:
-        if number > XML_MAX_PARTS:
-            raise ValueError(f"{self.pw.what}: more than {XML_MAX_PARTS} parts; use a larger part_size")
+        if number > self.max_parts:
+            raise ValueError(f"{self.pw.what}: more than {self.max_parts} parts, the most an XML multipart upload "
+                             f"takes: the object is larger than GCS's {self.max_object_size}-byte limit")
         # The crc32c lets the server reject a part corrupted on the way (400 BadDigest).
         resp = await http.request(self.fs, "PUT", self.url, op="write", what=f"{self.pw.what} part {number}",
                                   params={"partNumber": str(number), "uploadId": self.upload_id},

@@ -1,0 +1,52 @@
+"""Part caps (XML multipart: 10,000 parts; compose: 1,024 components) never fail a write up to 5 TiB:
+the growth schedule, checked mathematically, and real writes against lowered caps."""
+from __future__ import annotations
+
+import pytest
+
+from fluxfs.gcs.limits import MAX_COMPONENTS, MAX_OBJECT_SIZE, XML_MAX_PARTS, XML_MIN_PART_SIZE
+from fluxfs.writes.schedule import capacity, fixed_part_size, growth, part_size
+from .util import KiB, MiB
+
+GiB = 1024 * MiB
+CASES = [(8 * MiB, XML_MAX_PARTS), (XML_MIN_PART_SIZE, XML_MAX_PARTS), (8 * MiB, MAX_COMPONENTS),
+         (XML_MIN_PART_SIZE, MAX_COMPONENTS), (256 * KiB, MAX_COMPONENTS), (1, XML_MAX_PARTS), (1, MAX_COMPONENTS),
+         (7 * GiB, MAX_COMPONENTS)]
+
+
+@pytest.mark.parametrize("start, cap", CASES)
+def test_schedule_holds_5_tib_within_the_cap(start, cap):
+    sizes = [part_size(n, start, cap) for n in range(1, cap + 1)]
+    assert sum(sizes) == capacity(start, cap, *growth(start, cap)) >= MAX_OBJECT_SIZE
+    assert min(sizes) == sizes[0] == start  # never below the configured (and so the strategy's minimum) size
+    assert sizes == sorted(sizes)            # parts only grow
+    assert all(s % start == 0 for s in sizes)  # multiples of start: a 256 KiB multiple stays one
+    # The memory bound (write_concurrency x the peak part) is within 2x of the least possible: equal parts.
+    assert sizes[-1] <= max(start, 2 * -(-MAX_OBJECT_SIZE // cap))
+    # One doubling fewer could not hold 5 TiB: the peak is the least a doubling schedule allows.
+    step, k = growth(start, cap)
+    if k:
+        assert capacity(start, cap, 1, k - 1) < MAX_OBJECT_SIZE
+
+
+def test_schedule_numbers():
+    """The numbers fluxfs/writes/schedule.py documents."""
+    assert growth(8 * MiB, XML_MAX_PARTS) == (812, 7) and part_size(XML_MAX_PARTS, 8 * MiB, XML_MAX_PARTS) == GiB
+    assert growth(5 * MiB, XML_MAX_PARTS) == (300, 7) and part_size(XML_MAX_PARTS, 5 * MiB, XML_MAX_PARTS) == 640 * MiB
+    assert growth(8 * MiB, MAX_COMPONENTS) == (42, 10)
+    assert part_size(MAX_COMPONENTS, 8 * MiB, MAX_COMPONENTS) == 8 * GiB
+    # The old schedule (doubling every 2,000 parts, 5 times) held only ~310 GB from 5 MiB parts.
+    assert sum(5 * MiB << min(n // 2000, 5) for n in range(XML_MAX_PARTS)) < MAX_OBJECT_SIZE / 16
+
+
+def test_fixed_part_size_fits_the_cap():
+    for size in (0, 1, 8 * MiB, 10 * GiB, MAX_OBJECT_SIZE):
+        for cap in (MAX_COMPONENTS, XML_MAX_PARTS):
+            part = fixed_part_size(size, 8 * MiB, cap)
+            assert part >= 8 * MiB and -(-size // part) <= cap
+    assert fixed_part_size(MAX_OBJECT_SIZE, 8 * MiB, MAX_COMPONENTS) == 5 * GiB
+
+
+def test_unreachable_schedule_is_refused():
+    with pytest.raises(ValueError, match="cannot hold"):
+        growth(1, 4, MAX_OBJECT_SIZE)
