@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from fluxfs.gcs.checksums import crc32c, crc_to_b64
 from fluxfs.gcs.limits import MAX_COMPONENTS, MAX_OBJECT_SIZE, XML_MAX_PARTS, XML_MIN_PART_SIZE
+from fluxfs.writes import settings
+from fluxfs.writes.compose import ComposeUploader
 from fluxfs.writes.schedule import capacity, fixed_part_size, growth, part_size
-from .util import KiB, MiB
+from fluxfs.writes.xml import XmlUploader
+from tests.conftest import make_fs
+
+from .util import KiB, MiB, payload, temp_leftovers, write_in_pieces
 
 GiB = 1024 * MiB
 CASES = [(8 * MiB, XML_MAX_PARTS), (XML_MIN_PART_SIZE, XML_MAX_PARTS), (8 * MiB, MAX_COMPONENTS),
@@ -50,3 +56,60 @@ def test_fixed_part_size_fits_the_cap():
 def test_unreachable_schedule_is_refused():
     with pytest.raises(ValueError, match="cannot hold"):
         growth(1, 4, MAX_OBJECT_SIZE)
+
+
+PART = 256 * KiB
+CAP = 16
+LIMIT = 40 * PART  # the "5 TiB" of these tests: 40 parts' worth at the starting size
+
+
+@pytest.fixture(params=["compose", "xml"])
+def capped(request, flux_server, monkeypatch):
+    """A filesystem whose strategy caps writes at 16 parts of a 10 MiB object, on a server enforcing it."""
+    mode = request.param
+    cls = ComposeUploader if mode == "compose" else XmlUploader
+    monkeypatch.setattr(cls, "max_parts", CAP)
+    monkeypatch.setattr(cls, "max_object_size", LIMIT)
+    if mode == "xml":
+        monkeypatch.setattr(settings, "XML_MIN_PART_SIZE", PART)
+        flux_server.configure(max_parts=CAP, min_part_size=0)
+    else:
+        flux_server.configure(max_components=CAP)
+    return make_fs(flux_server, multipart=mode, part_size=PART, write_concurrency=4), mode
+
+
+def _check(flux_server, fs, bucket, path, data, info):
+    assert info["crc32c"] == crc_to_b64(crc32c(data)) == fs.info(path)["crc32c"]
+    assert fs.cat_file(path) == data
+    assert temp_leftovers(flux_server, bucket) == [] and flux_server.multipart_uploads(bucket) == []
+
+
+def test_handle_grows_parts_under_a_lowered_cap(capped, flux_server, bucket):
+    fs, mode = capped
+    data = payload(LIMIT, seed=40)
+    path = f"{bucket}/big-{mode}.bin"
+    with fs.open(path, "wb") as f:
+        write_in_pieces(f, data, piece=77_777)
+    assert f._writer.parts <= CAP  # 40 parts' worth in at most 16 growing parts
+    _check(flux_server, fs, bucket, path, data, f.object_info)
+    if mode == "compose":
+        assert fs.info(path)["componentCount"] == f._writer.parts
+
+
+def test_pipe_file_uses_parts_that_fit_a_lowered_cap(capped, flux_server, bucket):
+    fs, mode = capped
+    data = payload(LIMIT, seed=41)
+    path = f"{bucket}/piped-{mode}.bin"
+    fs.pipe_file(path, data)
+    _check(flux_server, fs, bucket, path, data, fs.info(path))
+
+
+def test_write_past_the_object_limit_fails_clearly_and_leaves_nothing(capped, flux_server, bucket):
+    fs, mode = capped
+    too_big = capacity(PART, CAP, *growth(PART, CAP, LIMIT)) + 1
+    path = f"{bucket}/too-big-{mode}.bin"
+    with pytest.raises(ValueError, match=f"more than {CAP} parts.*larger than GCS's {LIMIT}-byte limit"):
+        with fs.open(path, "wb") as f:
+            write_in_pieces(f, payload(too_big, seed=42), piece=1 << 20)
+    assert not fs.exists(path)
+    assert temp_leftovers(flux_server, bucket) == [] and flux_server.multipart_uploads(bucket) == []
