@@ -104,6 +104,16 @@ def test_pipe_file_uses_parts_that_fit_a_lowered_cap(capped, flux_server, bucket
     _check(flux_server, fs, bucket, path, data, fs.info(path))
 
 
+def test_put_file_uses_parts_that_fit_a_lowered_cap(capped, flux_server, bucket, tmp_path):
+    fs, mode = capped
+    data = payload(LIMIT - 3, seed=43)
+    local = tmp_path / "big.bin"
+    local.write_bytes(data)
+    path = f"{bucket}/put-{mode}.bin"
+    fs.put_file(str(local), path)
+    _check(flux_server, fs, bucket, path, data, fs.info(path))
+
+
 def test_write_past_the_object_limit_fails_clearly_and_leaves_nothing(capped, flux_server, bucket):
     fs, mode = capped
     too_big = capacity(PART, CAP, *growth(PART, CAP, LIMIT)) + 1
