@@ -49,8 +49,10 @@ START_GRACE_S = 5.0  # how long an abort waits for an upload start still in flig
 class PartWriter:
     """Uploads numbered parts concurrently (at most `concurrency` in flight), then completes atomically.
 
-    `add_part` returns once the part is in flight, waiting for a free slot first: that wait is the
-    back-pressure that bounds memory to about concurrency x part size.
+    `add_part` returns once the part is in flight, waiting for free slots first: that wait is the
+    back-pressure that bounds memory. A slot is worth the first part's size, and a larger part (parts
+    grow with the write, `schedule.py`) takes as many slots as it is worth, at most all of them: parts
+    in flight never hold more than about concurrency x first part size, or one part when parts are larger.
     """
 
     def __init__(self, fs: "FluxFileSystem", bucket: str, key: str,
@@ -65,6 +67,7 @@ class PartWriter:
         self._uploader: Uploader | None = None
         self._started: asyncio.Future | None = None
         self._slots: asyncio.Semaphore | None = None
+        self._slot_bytes = 1   # the first part's size: what one slot is worth
         self._tasks: dict[int, asyncio.Task] = {}
         self._results: dict[int, Any] = {}
         self._error: BaseException | None = None
@@ -111,19 +114,25 @@ class PartWriter:
             # Started in the background: the caller fills the next parts meanwhile instead of
             # waiting a round trip (~35 ms on the cloud profile) before the first part can go.
             self._started = asyncio.ensure_future(self._uploader.start())
-        await self._slots.acquire()
+            self._slot_bytes = max(1, len(data))
+        weight = min(self.concurrency, -(-len(data) // self._slot_bytes))
+        taken = 0
         try:
+            for _ in range(weight):  # one producer: taking slots one by one cannot deadlock
+                await self._slots.acquire()
+                taken += 1
             self._check()
         except BaseException:
-            self._slots.release()
+            for _ in range(taken):
+                self._slots.release()
             raise
         self.parts += 1
         self.crc = crc32c_combine(self.crc, crc, len(data))
         self.size += len(data)
         n = self.parts
-        self._tasks[n] = asyncio.ensure_future(self._run_part(n, data, crc))
+        self._tasks[n] = asyncio.ensure_future(self._run_part(n, data, crc, weight))
 
-    async def _run_part(self, n: int, data: bytes, crc: int) -> None:
+    async def _run_part(self, n: int, data: bytes, crc: int, weight: int) -> None:
         try:
             await asyncio.shield(self._started)  # shielded: one cancelled part must not cancel the start
             self._results[n] = await self._uploader.upload_part(n, data, crc)
@@ -133,7 +142,8 @@ class PartWriter:
             if self._error is None:
                 self._error = exc
         finally:
-            self._slots.release()
+            for _ in range(weight):
+                self._slots.release()
 
     async def finish(self, tail: bytes, tail_crc: int | None = None, commit: bool = True) -> dict | None:
         """Upload what is left, wait for every part, and (if `commit`) complete and verify the object."""

@@ -123,3 +123,25 @@ def test_write_past_the_object_limit_fails_clearly_and_leaves_nothing(capped, fl
             write_in_pieces(f, payload(too_big, seed=42), piece=1 << 20)
     assert not fs.exists(path)
     assert temp_leftovers(flux_server, bucket) == [] and flux_server.multipart_uploads(bucket) == []
+
+
+def test_grown_parts_take_slots_by_size_so_memory_stays_bounded(flux_server, bucket):
+    """A slot is worth the first part's size: a part 4x as large takes 4 of the 4 slots (one in flight)."""
+    from fluxfs.gcs import bridge
+    from fluxfs.writes.fields import ObjectFields
+    from fluxfs.writes.parts import PartWriter
+
+    fs = make_fs(flux_server, multipart="compose")
+    flux_server.configure(latency_ms=300)   # parts stay in flight while we look
+    pw = PartWriter(fs, bucket, "grown", ComposeUploader, concurrency=4, create_only=False, fields=ObjectFields())
+    try:
+        bridge.run(fs, pw.add_part, payload(256 * KiB))
+        assert pw._slots._value == 3          # a first-size part takes one slot
+        bridge.run(fs, pw.add_part, payload(MiB, seed=1))
+        assert pw._slots._value == 0          # waited for the first, then took all four
+        bridge.run(fs, pw.add_part, payload(8 * MiB, seed=2))   # larger still: capped at all slots
+        assert pw._slots._value == 0
+    finally:
+        flux_server.configure(latency_ms=0)
+        bridge.run(fs, pw.abort)
+    assert temp_leftovers(flux_server, bucket) == []
