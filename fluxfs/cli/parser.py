@@ -37,7 +37,8 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
     g.add_argument("--debug", action="store_true", default=d(False),
                    help="log at DEBUG level and show tracebacks on errors")
     g.add_argument("--endpoint", metavar="URL", default=d(None),
-                   help="storage endpoint, e.g. http://127.0.0.1:4443 (default: STORAGE_EMULATOR_HOST or real GCS)")
+                   help="storage endpoint, HOST:PORT or http://HOST:PORT as in STORAGE_EMULATOR_HOST "
+                        "(default: STORAGE_EMULATOR_HOST or real GCS)")
     g.add_argument("-o", "--option", dest="options", metavar="KEY=VALUE", action="append", default=d([]),
                    help="a storage option for the filesystem (repeatable)")
     return p

@@ -252,6 +252,15 @@ def test_unreachable_endpoint_fails_fast(cli):
     assert_clean_failure(cli("ls", "flux://b-x", endpoint="127.0.0.1:12x"), 2, "bad endpoint")
 
 
+def test_endpoint_without_scheme_works_as_in_storage_emulator_host(cli, tree, flux_server, monkeypatch):
+    hostport = flux_server.url.split("://", 1)[1]
+    r = cli("ls", f"flux://{tree}", endpoint=hostport)
+    assert r.code == 0 and r.lines == [f"flux://{tree}/a/", f"flux://{tree}/b/"], r.err
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", hostport)
+    r = cli("ls", f"flux://{tree}", endpoint=None)
+    assert r.code == 0 and r.lines == [f"flux://{tree}/a/", f"flux://{tree}/b/"], r.err
+
+
 def test_debug_shows_the_traceback(cli):
     r = cli("--debug", "ls", "flux://no-such-bucket-x2")
     assert r.code == 3 and "Traceback" in r.err
