@@ -75,15 +75,17 @@ def tree(flux_server, bucket):
 
 # -- listing ------------------------------------------------------------------------------
 
-def test_ls_one_level_long_and_recursive(cli, tree, flux_server):
+def test_ls_one_level_long_and_recursive(cli, tree, flux_server, fs):
     r = cli("ls", f"flux://{tree}")
     assert r.code == 0 and r.lines == [f"flux://{tree}/a/", f"flux://{tree}/b/"]
 
     r = cli("ls", "-l", f"flux://{tree}/a/")
     assert r.code == 0 and len(r.lines) == 5
     for i, line in enumerate(r.lines):
-        size, *_, url = line.split()
+        size, *_, generation, url = line.split()
         assert (int(size), url) == (100, f"flux://{tree}/a/{i:08d}")
+        # -l promises the generation: the one the server holds for that object
+        assert generation == str(fs.info(f"{tree}/a/{i:08d}")["generation"])
 
     r = cli("ls", "-r", f"flux://{tree}")
     expected = [f"flux://{tree}/{k}" for k in sorted(flux_server.list_names(tree))]
