@@ -34,6 +34,8 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("common options")
     g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress bars or summaries")
+    g.add_argument("--progress", action="store_true", default=d(False),
+                   help="progress bars even when stderr is not a terminal (by default only on a terminal)")
     g.add_argument("--debug", action="store_true", default=d(False),
                    help="log at DEBUG level and show tracebacks on errors")
     g.add_argument("--endpoint", metavar="URL", default=d(None),

@@ -97,6 +97,17 @@ def test_ls_one_level_long_and_recursive(cli, tree, flux_server, fs):
     assert f"flux://{tree}/" in cli("ls", "flux://").lines
 
 
+def test_progress_bars_only_on_a_terminal_unless_asked(cli, tree, flux_server):
+    flux_server.configure(latency_ms=1300)  # the listing lasts over tqdm's one-second delay
+    r = cli("ls", "-r", f"flux://{tree}")  # stderr captured: not a terminal, so no bar
+    assert r.code == 0 and len(r.lines) == 8
+    assert "objects" not in r.err and "\r" not in r.err, r.err
+    r = cli("--progress", "ls", "-r", f"flux://{tree}")
+    assert r.code == 0 and "listing" in r.err and "objects" in r.err, r.err
+    r = cli("--progress", "-q", "ls", "-r", f"flux://{tree}")  # -q still wins
+    assert r.code == 0 and r.err == "", r.err
+
+
 def test_du_per_prefix_and_summary(cli, tree):
     r = cli("du", f"flux://{tree}")
     assert r.code == 0
