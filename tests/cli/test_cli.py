@@ -274,6 +274,13 @@ def test_endpoint_without_scheme_works_as_in_storage_emulator_host(cli, tree, fl
     assert r.code == 0 and r.lines == [f"flux://{tree}/a/", f"flux://{tree}/b/"], r.err
 
 
+def test_cp_of_a_prefix_without_r_hints_at_r(cli, tree, tmp_path):
+    for src in (f"flux://{tree}/a/", f"flux://{tree}/a"):
+        assert_clean_failure(cli("cp", src, str(tmp_path)), 2, src, "use cp -r")
+    assert_clean_failure(cli("cp", f"flux://{tree}/nothing/", str(tmp_path)), 3, "no objects under", "use cp -r")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_debug_shows_the_traceback(cli):
     r = cli("--debug", "ls", "flux://no-such-bucket-x2")
     assert r.code == 3 and "Traceback" in r.err
