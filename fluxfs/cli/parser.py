@@ -63,11 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = add("serve", cmd_serve, "run the embedded GCS-compatible server (prints its URL, serves until Ctrl-C)")
+    p = add("serve", cmd_serve, "run the embedded GCS-compatible server on 127.0.0.1:9023 (prints its URL and the "
+            "STORAGE_EMULATOR_HOST line to export, serves until Ctrl-C)")
     try:
         from fluxfs.server import cli as server_cli
 
-        server_cli.add_arguments(p)
+        server_cli.add_arguments(p, default_port=server_cli.SERVE_PORT)
     except ImportError as exc:  # pragma: no cover - only in a broken install
         p.set_defaults(server_import_error=str(exc))
 

@@ -339,10 +339,14 @@ def test_console_script(flux_server, bucket):
 
 
 def test_serve_prints_its_url_and_serves(tmp_path):
-    proc = subprocess.Popen([FLUXFS, "serve", "--port", "0"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([FLUXFS, "serve", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     try:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
+        said = proc.stderr.readline() + proc.stderr.readline()
+        assert "data in memory" in said and "loopback" in said, said
+        assert f"export STORAGE_EMULATOR_HOST={url} FSSPEC_FLUX_TOKEN=anon\n" in said, said
         from fluxfs.server.handle import ServerHandle
 
         h = ServerHandle(url)
@@ -352,3 +356,30 @@ def test_serve_prints_its_url_and_serves(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_serve_has_a_fixed_default_port_and_says_where_data_lives(tmp_path):
+    from fluxfs.cli.parser import build_parser
+
+    assert build_parser().parse_args(["serve"]).port == 9023  # documented in the README
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = subprocess.run([FLUXFS, "serve", "--port", str(port), "--root", str(tmp_path)], capture_output=True,
+                           text=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == "" and "Traceback" not in r.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "--port 0" in r.stderr, r.stderr
+    proc = subprocess.Popen([FLUXFS, "serve", "--port", "0", "--root", str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        said = proc.stderr.readline()
+        assert f"{url}, data under --root {tmp_path}" in said, said
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
