@@ -24,6 +24,20 @@ Exit codes: 0 ok, 1 error, 2 bad usage or URL, 3 not found, 4 permission denied,
 """
 
 
+CP_EPILOG = """\
+Where copies land (the trailing-slash rule of `gcloud storage cp`):
+  a destination ending in '/' receives each source under its own name, and so does a bucket root,
+  an existing local directory (as in cp(1)), or any destination of several sources:
+    cp -r ./images flux://b/data/   ->  flux://b/data/images/...
+    cp -r flux://b/images out/      ->  out/images/...
+  otherwise the destination names the copy itself:
+    cp -r ./images flux://b/data    ->  flux://b/data/...
+    cp -r flux://b/images out       ->  out/... (out/images/... if out is an existing directory)
+  Unlike gcloud, whether a remote prefix already exists is not looked up: only the '/' counts.
+  A '/' at the end of a source changes nothing: ./images/ and flux://b/images/ copy as images.
+"""
+
+
 def _common_options(suppress: bool) -> argparse.ArgumentParser:
     """Options accepted both before and after the subcommand.
 
@@ -90,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("cat", cmd_cat, "write the bytes of one or more objects to stdout")
     p.add_argument("urls", nargs="+", metavar="url")
 
-    p = add("cp", cmd_cp, "copy between local files and flux:// (either direction), in parallel")
+    p = add("cp", cmd_cp, "copy between local files and flux:// (either direction), in parallel",
+            epilog=CP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="SRC... DST")
     p.add_argument("-r", "--recursive", action="store_true", help="copy directories / prefixes")
     p.add_argument("-j", "--jobs", type=int, default=16, help="transfers in flight (default 16)")

@@ -192,6 +192,23 @@ def test_cp_single_files_both_ways(cli, fs, bucket, tmp_path):
     assert_clean_failure(cli("-q", "cp", "-n", f"flux://{bucket}/named.bin", str(tmp_path / "out")), 5, "exists")
 
 
+def test_cp_trailing_slash_on_the_destination_nests_as_documented(cli, fs, bucket, tmp_path):
+    for rel in ("top.bin", "sub/x.bin"):
+        (tmp_path / "images" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "images" / rel).write_bytes(b"data")
+    src = f"{tmp_path}/images/"  # a '/' on the source changes nothing
+    for dst, expect in ((f"flux://{bucket}/data/", "data/images/"), (f"flux://{bucket}/flat", "flat/")):
+        assert cli("-q", "cp", "-r", src, dst).code == 0
+        assert sorted(fs.find(f"{bucket}/{expect}")) == [f"{bucket}/{expect}sub/x.bin", f"{bucket}/{expect}top.bin"]
+    (tmp_path / "exists").mkdir()
+    for dst, expect in (("nested/", "nested/images"), ("flat", "flat"), ("exists", "exists/images")):
+        assert cli("-q", "cp", "-r", f"flux://{bucket}/data/images", f"{tmp_path}/{dst}").code == 0
+        assert (tmp_path / expect / "sub" / "x.bin").read_bytes() == b"data", dst
+    r = cli("cp", "--help")
+    assert r.code == 0 and "trailing-slash rule of `gcloud storage cp`" in r.text
+    assert "cp -r ./images flux://b/data/   ->  flux://b/data/images/..." in r.text
+
+
 def test_cp_copies_between_buckets(cli, fs, flux_server, bucket):
     other = bucket + "-copy"
     flux_server.create_bucket(other)
