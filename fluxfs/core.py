@@ -50,6 +50,8 @@ class FluxFileSystem(GCSFileSystem):
         **kwargs: Any,
     ):
         _refuse_unknown_options(kwargs)
+        if kwargs.get("endpoint_url"):  # "127.0.0.1:9023" as STORAGE_EMULATOR_HOST accepts it
+            kwargs["endpoint_url"] = urls.normalize_endpoint(kwargs["endpoint_url"])
         if (kwargs.get("token") is None and not args and urls.is_loopback(kwargs.get("endpoint_url"))
                 and not os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")):
             # A server on this machine (the embedded one, an emulator) needs no credentials unless

@@ -81,6 +81,18 @@ def human(n: float) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars go to a terminal only (not to logs or pipes) unless --progress asks; never with --quiet."""
+    if getattr(args, "quiet", False):
+        return False
+    if getattr(args, "progress", False):
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream
+        return False
+
+
 def progress_bar(args: argparse.Namespace, **kw) -> tqdm:
-    """A progress bar on stderr that shows only if the work lasts over a second, and never with --quiet."""
-    return tqdm(file=sys.stderr, delay=1.0, disable=bool(getattr(args, "quiet", False)), dynamic_ncols=True, **kw)
+    """A progress bar on stderr that shows only if the work lasts over a second, and only when `show_progress`."""
+    return tqdm(file=sys.stderr, delay=1.0, disable=not show_progress(args), dynamic_ncols=True, **kw)

@@ -159,6 +159,13 @@ def plan_cp(fs, args: argparse.Namespace) -> List[Transfer]:
                 continue
             if not args.recursive:
                 require_bucket(fs, spath, s)
+                if info is None and s.endswith("/") and "/" in spath.strip("/"):
+                    try:  # "flux://b/images/": a prefix with objects under it?
+                        info = fs.info(spath.rstrip("/"))
+                    except FileNotFoundError:
+                        info = None
+                    if info is None or info.get("type") != "directory":
+                        raise FileNotFoundError(f"no objects under {s} (to copy a prefix, use cp -r)")
                 if info is None:
                     raise FileNotFoundError(f"no such object: {s}")
                 raise UsageError(f"{s} is a prefix (a directory): use cp -r")

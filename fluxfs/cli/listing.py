@@ -63,10 +63,11 @@ def _print_entry(info: Dict[str, Any], args: argparse.Namespace, out) -> None:
     if not args.long:
         print(url, file=out)
     elif is_dir:
-        print(f"{'DIR':>12}  {'':<24}  {url}", file=out)
+        print(f"{'DIR':>12}  {'':<24}  {'':<16}  {url}", file=out)
     else:
         updated = str(info.get("updated") or info.get("mtime") or "")[:24]
-        print(f"{int(info.get('size') or 0):>12}  {updated:<24}  {url}", file=out)
+        generation = str(info.get("generation") or "-")
+        print(f"{int(info.get('size') or 0):>12}  {updated:<24}  {generation:<16}  {url}", file=out)
 
 
 def cmd_du(args: argparse.Namespace) -> int:

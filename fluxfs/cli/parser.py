@@ -24,6 +24,20 @@ Exit codes: 0 ok, 1 error, 2 bad usage or URL, 3 not found, 4 permission denied,
 """
 
 
+CP_EPILOG = """\
+Where copies land (the trailing-slash rule of `gcloud storage cp`):
+  a destination ending in '/' receives each source under its own name, and so does a bucket root,
+  an existing local directory (as in cp(1)), or any destination of several sources:
+    cp -r ./images flux://b/data/   ->  flux://b/data/images/...
+    cp -r flux://b/images out/      ->  out/images/...
+  otherwise the destination names the copy itself:
+    cp -r ./images flux://b/data    ->  flux://b/data/...
+    cp -r flux://b/images out       ->  out/... (out/images/... if out is an existing directory)
+  Unlike gcloud, whether a remote prefix already exists is not looked up: only the '/' counts.
+  A '/' at the end of a source changes nothing: ./images/ and flux://b/images/ copy as images.
+"""
+
+
 def _common_options(suppress: bool) -> argparse.ArgumentParser:
     """Options accepted both before and after the subcommand.
 
@@ -34,10 +48,13 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("common options")
     g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress bars or summaries")
+    g.add_argument("--progress", action="store_true", default=d(False),
+                   help="progress bars even when stderr is not a terminal (by default only on a terminal)")
     g.add_argument("--debug", action="store_true", default=d(False),
                    help="log at DEBUG level and show tracebacks on errors")
     g.add_argument("--endpoint", metavar="URL", default=d(None),
-                   help="storage endpoint, e.g. http://127.0.0.1:4443 (default: STORAGE_EMULATOR_HOST or real GCS)")
+                   help="storage endpoint, HOST:PORT or http://HOST:PORT as in STORAGE_EMULATOR_HOST "
+                        "(default: STORAGE_EMULATOR_HOST or real GCS)")
     g.add_argument("-o", "--option", dest="options", metavar="KEY=VALUE", action="append", default=d([]),
                    help="a storage option for the filesystem (repeatable)")
     return p
@@ -60,11 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = add("serve", cmd_serve, "run the embedded GCS-compatible server (prints its URL, serves until Ctrl-C)")
+    p = add("serve", cmd_serve, "run the embedded GCS-compatible server on 127.0.0.1:9023 (prints its URL and the "
+            "STORAGE_EMULATOR_HOST line to export, serves until Ctrl-C)")
     try:
         from fluxfs.server import cli as server_cli
 
-        server_cli.add_arguments(p)
+        server_cli.add_arguments(p, default_port=server_cli.SERVE_PORT)
     except ImportError as exc:  # pragma: no cover - only in a broken install
         p.set_defaults(server_import_error=str(exc))
 
@@ -86,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("cat", cmd_cat, "write the bytes of one or more objects to stdout")
     p.add_argument("urls", nargs="+", metavar="url")
 
-    p = add("cp", cmd_cp, "copy between local files and flux:// (either direction), in parallel")
+    p = add("cp", cmd_cp, "copy between local files and flux:// (either direction), in parallel",
+            epilog=CP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="SRC... DST")
     p.add_argument("-r", "--recursive", action="store_true", help="copy directories / prefixes")
     p.add_argument("-j", "--jobs", type=int, default=16, help="transfers in flight (default 16)")

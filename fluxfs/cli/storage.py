@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any, Dict, Iterable, Iterator, List
 
-from fluxfs.gcs.urls import split_endpoint
+from fluxfs.gcs.urls import normalize_endpoint, split_endpoint
 
 from .base import UsageError, progress_bar
 
@@ -62,10 +62,12 @@ def make_fs(args: argparse.Namespace):
         raise UsageError(f"unknown storage option(s) {', '.join(sorted(unknown))}")
     if getattr(args, "endpoint", None):
         opts["endpoint_url"] = args.endpoint
+    if opts.get("endpoint_url"):  # HOST:PORT as in STORAGE_EMULATOR_HOST, or a URL
+        opts["endpoint_url"] = normalize_endpoint(str(opts["endpoint_url"]))
     configured = fsspec.config.conf.get("flux", {})
     endpoint = opts.get("endpoint_url") or configured.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST")
     if opts.get("endpoint_url") and not re.match(r"^https?://", str(opts["endpoint_url"])):
-        raise UsageError(f"bad endpoint {opts['endpoint_url']!r}: expected http://HOST:PORT or https://...")
+        raise UsageError(f"bad endpoint {opts['endpoint_url']!r}: expected HOST:PORT, http://HOST:PORT or https://...")
     if endpoint and "token" not in opts and "token" not in configured:
         opts["token"] = "anon"
     if endpoint:

@@ -11,6 +11,16 @@ def split_endpoint(endpoint: str) -> SplitResult:
     return urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
 
 
+def normalize_endpoint(endpoint: str) -> str:
+    """An endpoint in either form ("host:port" or "http://host:port") as a URL: "http://host:port".
+
+    STORAGE_EMULATOR_HOST is commonly set without a scheme; `--endpoint` and ``endpoint_url``
+    accept the same forms, so the one value works everywhere.
+    """
+    endpoint = str(endpoint).strip()
+    return endpoint if "://" in endpoint else f"http://{endpoint}"
+
+
 def is_loopback(endpoint_url: Optional[str]) -> bool:
     """True when the endpoint (or, without one, STORAGE_EMULATOR_HOST) is an address on this machine."""
     url = endpoint_url or os.environ.get("STORAGE_EMULATOR_HOST", "")

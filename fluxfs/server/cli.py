@@ -9,10 +9,18 @@ import sys
 from typing import List, Optional
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the server's flags to ``parser`` (used by ``fluxfs serve``)."""
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0, help="port (0 = pick a free one)")
+# `fluxfs serve` listens here unless --port says otherwise, so an exported STORAGE_EMULATOR_HOST
+# stays valid across restarts (fake-gcs-server's 4443 is left free for it). `python -m fluxfs.server`
+# and `fluxfs.server.run()` keep picking a free port.
+SERVE_PORT = 9023
+
+
+def add_arguments(parser: argparse.ArgumentParser, default_port: int = 0) -> argparse.ArgumentParser:
+    """Add the server's flags to ``parser`` (``fluxfs serve`` passes ``default_port=SERVE_PORT``)."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: loopback only)")
+    parser.add_argument("--port", type=int, default=default_port,
+                        help=f"port (default {default_port}; 0 = pick a free one)" if default_port else
+                        "port (0 = pick a free one)")
     parser.add_argument("--root", default=None, help="persist objects under this directory (default: in memory)")
     parser.add_argument("--profile", default="local", choices=["local", "cloud"],
                         help="local: no delays; cloud: 30 ms first byte, 100 MB/s per request")
@@ -56,9 +64,18 @@ def serve(args: argparse.Namespace) -> int:
         runner = web.AppRunner(srv.app(), access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, args.host, args.port, backlog=1024)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            print(f"fluxfs serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc} "
+                  "(another server there? pick one with --port N, or --port 0 for a free one)", file=sys.stderr)
+            return 1
         port = site._server.sockets[0].getsockname()[1]
-        print(f"http://{url_host(args.host)}:{port}", flush=True)
+        url = f"http://{url_host(args.host)}:{port}"
+        print(url, flush=True)
+        if not args.parent_pid:  # a person started it (not run(in_process=False)): say how to use it
+            print(banner(url, args.host, args.root), file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -68,9 +85,19 @@ def serve(args: argparse.Namespace) -> int:
         if watch is not None:
             watch.cancel()
         await runner.cleanup()
+        return 0
 
-    asyncio.run(main())
-    return 0
+    return asyncio.run(main())
+
+
+def banner(url: str, host: str, root: Optional[str]) -> str:
+    """What `fluxfs serve` tells a person on stderr: where the data lives, who may use it, the line to export."""
+    data = f"data under --root {root}" if root else "data in memory (lost when it stops; --root DIR keeps it)"
+    loopback = host in ("localhost", "::1") or host.startswith("127.")
+    who = ("for this machine only (loopback): no authentication, not for a network" if loopback else
+           f"WARNING: listening on {host} with no authentication; it is meant for loopback (127.0.0.1) only")
+    return (f"fluxfs serve: {url}, {data}; {who}; Ctrl-C stops it. In another shell:\n"
+            f"export STORAGE_EMULATOR_HOST={url} FSSPEC_FLUX_TOKEN=anon")
 
 
 async def _watch_parent(pid: int, stop: asyncio.Event) -> None:

@@ -75,15 +75,17 @@ def tree(flux_server, bucket):
 
 # -- listing ------------------------------------------------------------------------------
 
-def test_ls_one_level_long_and_recursive(cli, tree, flux_server):
+def test_ls_one_level_long_and_recursive(cli, tree, flux_server, fs):
     r = cli("ls", f"flux://{tree}")
     assert r.code == 0 and r.lines == [f"flux://{tree}/a/", f"flux://{tree}/b/"]
 
     r = cli("ls", "-l", f"flux://{tree}/a/")
     assert r.code == 0 and len(r.lines) == 5
     for i, line in enumerate(r.lines):
-        size, *_, url = line.split()
+        size, *_, generation, url = line.split()
         assert (int(size), url) == (100, f"flux://{tree}/a/{i:08d}")
+        # -l promises the generation: the one the server holds for that object
+        assert generation == str(fs.info(f"{tree}/a/{i:08d}")["generation"])
 
     r = cli("ls", "-r", f"flux://{tree}")
     expected = [f"flux://{tree}/{k}" for k in sorted(flux_server.list_names(tree))]
@@ -93,6 +95,17 @@ def test_ls_one_level_long_and_recursive(cli, tree, flux_server):
     assert r.code == 0 and sorted(r.lines) == [f"gs://{tree}/b/c/{i:08d}" for i in range(3)]
 
     assert f"flux://{tree}/" in cli("ls", "flux://").lines
+
+
+def test_progress_bars_only_on_a_terminal_unless_asked(cli, tree, flux_server):
+    flux_server.configure(latency_ms=1300)  # the listing lasts over tqdm's one-second delay
+    r = cli("ls", "-r", f"flux://{tree}")  # stderr captured: not a terminal, so no bar
+    assert r.code == 0 and len(r.lines) == 8
+    assert "objects" not in r.err and "\r" not in r.err, r.err
+    r = cli("--progress", "ls", "-r", f"flux://{tree}")
+    assert r.code == 0 and "listing" in r.err and "objects" in r.err, r.err
+    r = cli("--progress", "-q", "ls", "-r", f"flux://{tree}")  # -q still wins
+    assert r.code == 0 and r.err == "", r.err
 
 
 def test_du_per_prefix_and_summary(cli, tree):
@@ -179,6 +192,23 @@ def test_cp_single_files_both_ways(cli, fs, bucket, tmp_path):
     assert_clean_failure(cli("-q", "cp", "-n", f"flux://{bucket}/named.bin", str(tmp_path / "out")), 5, "exists")
 
 
+def test_cp_trailing_slash_on_the_destination_nests_as_documented(cli, fs, bucket, tmp_path):
+    for rel in ("top.bin", "sub/x.bin"):
+        (tmp_path / "images" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "images" / rel).write_bytes(b"data")
+    src = f"{tmp_path}/images/"  # a '/' on the source changes nothing
+    for dst, expect in ((f"flux://{bucket}/data/", "data/images/"), (f"flux://{bucket}/flat", "flat/")):
+        assert cli("-q", "cp", "-r", src, dst).code == 0
+        assert sorted(fs.find(f"{bucket}/{expect}")) == [f"{bucket}/{expect}sub/x.bin", f"{bucket}/{expect}top.bin"]
+    (tmp_path / "exists").mkdir()
+    for dst, expect in (("nested/", "nested/images"), ("flat", "flat"), ("exists", "exists/images")):
+        assert cli("-q", "cp", "-r", f"flux://{bucket}/data/images", f"{tmp_path}/{dst}").code == 0
+        assert (tmp_path / expect / "sub" / "x.bin").read_bytes() == b"data", dst
+    r = cli("cp", "--help")
+    assert r.code == 0 and "trailing-slash rule of `gcloud storage cp`" in r.text
+    assert "cp -r ./images flux://b/data/   ->  flux://b/data/images/..." in r.text
+
+
 def test_cp_copies_between_buckets(cli, fs, flux_server, bucket):
     other = bucket + "-copy"
     flux_server.create_bucket(other)
@@ -252,6 +282,22 @@ def test_unreachable_endpoint_fails_fast(cli):
     assert_clean_failure(cli("ls", "flux://b-x", endpoint="127.0.0.1:12x"), 2, "bad endpoint")
 
 
+def test_endpoint_without_scheme_works_as_in_storage_emulator_host(cli, tree, flux_server, monkeypatch):
+    hostport = flux_server.url.split("://", 1)[1]
+    r = cli("ls", f"flux://{tree}", endpoint=hostport)
+    assert r.code == 0 and r.lines == [f"flux://{tree}/a/", f"flux://{tree}/b/"], r.err
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", hostport)
+    r = cli("ls", f"flux://{tree}", endpoint=None)
+    assert r.code == 0 and r.lines == [f"flux://{tree}/a/", f"flux://{tree}/b/"], r.err
+
+
+def test_cp_of_a_prefix_without_r_hints_at_r(cli, tree, tmp_path):
+    for src in (f"flux://{tree}/a/", f"flux://{tree}/a"):
+        assert_clean_failure(cli("cp", src, str(tmp_path)), 2, src, "use cp -r")
+    assert_clean_failure(cli("cp", f"flux://{tree}/nothing/", str(tmp_path)), 3, "no objects under", "use cp -r")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_debug_shows_the_traceback(cli):
     r = cli("--debug", "ls", "flux://no-such-bucket-x2")
     assert r.code == 3 and "Traceback" in r.err
@@ -310,10 +356,14 @@ def test_console_script(flux_server, bucket):
 
 
 def test_serve_prints_its_url_and_serves(tmp_path):
-    proc = subprocess.Popen([FLUXFS, "serve", "--port", "0"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([FLUXFS, "serve", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     try:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
+        said = proc.stderr.readline() + proc.stderr.readline()
+        assert "data in memory" in said and "loopback" in said, said
+        assert f"export STORAGE_EMULATOR_HOST={url} FSSPEC_FLUX_TOKEN=anon\n" in said, said
         from fluxfs.server.handle import ServerHandle
 
         h = ServerHandle(url)
@@ -323,3 +373,30 @@ def test_serve_prints_its_url_and_serves(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_serve_has_a_fixed_default_port_and_says_where_data_lives(tmp_path):
+    from fluxfs.cli.parser import build_parser
+
+    assert build_parser().parse_args(["serve"]).port == 9023  # documented in the README
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = subprocess.run([FLUXFS, "serve", "--port", str(port), "--root", str(tmp_path)], capture_output=True,
+                           text=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == "" and "Traceback" not in r.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "--port 0" in r.stderr, r.stderr
+    proc = subprocess.Popen([FLUXFS, "serve", "--port", "0", "--root", str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        said = proc.stderr.readline()
+        assert f"{url}, data under --root {tmp_path}" in said, said
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
