@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Mapping
 
-import aiohttp
 import orjson
 
 from ..errors import RequestTimeout, raise_for_status

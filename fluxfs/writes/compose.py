@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 from .. import temporaries
 from ..errors import PreconditionFailed
 from ..gcs import http, tempnames
-from ..gcs.limits import MAX_COMPONENTS, MAX_COMPOSE_SOURCES, MAX_OBJECT_SIZE
+from ..gcs.limits import MAX_COMPONENTS, MAX_COMPOSE_SOURCES
 from ..gcs.checksums import crc32c_combine
 from .bodies import DEFAULT_CONTENT_TYPE
 from .single import check_crc, confirm_written, exists_error, upload_single
+from .strategy import BaseUploader
 
 if TYPE_CHECKING:  # pragma: no cover
     from .parts import PartWriter
@@ -25,20 +26,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 
-class ComposeUploader:
+class ComposeUploader(BaseUploader):
     """Parts as temporary objects, composed at completion."""
 
-    sequential = False
     # Every part is one component of the final composite, whatever the tree of 32-source steps: part
     # sizes grow to stay under the component limit (writes/schedule.py); tests lower both.
     max_parts = MAX_COMPONENTS
-    max_object_size = MAX_OBJECT_SIZE
     fields_at_complete = True
     drain_on_abort = True  # a cancelled part upload may still land on the server: wait, then delete
 
     def __init__(self, pw: "PartWriter"):
-        self.pw = pw
-        self.fs = pw.fs
+        super().__init__(pw)
         self.bucket = pw.bucket
         # Every temporary we may have created (registered before its request is sent, so a part
         # cancelled mid-flight is still deleted on abort).

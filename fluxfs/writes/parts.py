@@ -9,38 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ChecksumMismatch
 from ..gcs.checksums import crc32c, crc32c_combine
 from .fields import ObjectFields
 from .single import check_crc, confirm_written, delete_object, object_info, upload_single
+from .strategy import Uploader
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
 logger = logging.getLogger(__name__)
-
-
-class Uploader(Protocol):
-    """One upload strategy. Every method is awaited on the filesystem's event loop."""
-
-    #: True when parts must go up one after the other, and the tail goes with `complete`.
-    sequential: bool
-    #: The most parts one upload may have (XML multipart: 10,000; compose: 1,024 components), or None for
-    #: no limit; with `max_object_size` (GCS's 5 TiB) it sets how part sizes grow (writes/schedule.py).
-    max_parts: int | None
-    max_object_size: int
-    #: True when a part cancelled mid-request could still be created afterwards (so abort must let
-    #: requests in flight finish, without further retries, before deleting what they made).
-    drain_on_abort: bool
-    #: True when the object's fields are sent with `complete` (so they may change until then).
-    fields_at_complete: bool
-
-    async def start(self) -> None: ...
-    async def upload_part(self, number: int, data: bytes, crc: int) -> Any: ...
-    async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict: ...
-    async def abort(self) -> None: ...
 
 
 START_GRACE_S = 5.0  # how long an abort waits for an upload start still in flight

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from ..errors import PreconditionFailed
 from ..gcs import http
 from ..gcs.checksums import crc_to_b64
-from ..gcs.limits import MAX_OBJECT_SIZE, RESUMABLE_CHUNK_MULTIPLE
 from .bodies import body as sliced
 from .single import confirm_written, exists_error
+from .strategy import BaseUploader
 
 if TYPE_CHECKING:  # pragma: no cover
     from .parts import PartWriter
@@ -21,18 +21,14 @@ if TYPE_CHECKING:  # pragma: no cover
 _RANGE = re.compile(r"bytes=0-(\d+)")
 
 
-class ResumableUploader:
+class ResumableUploader(BaseUploader):
     """A resumable session; a failed chunk resumes from what the server says it persisted."""
 
     sequential = True
     max_parts = None  # one session: no part cap, parts keep their size
-    max_object_size = MAX_OBJECT_SIZE
-    fields_at_complete = False
-    drain_on_abort = False
 
     def __init__(self, pw: "PartWriter"):
-        self.pw = pw
-        self.fs = pw.fs
+        super().__init__(pw)
         self.session: str | None = None
         self.offset = 0
 

@@ -12,7 +12,8 @@ from .xml import XmlUploader
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
     from .fields import ObjectFields
-    from .parts import PartWriter, Uploader
+    from .parts import PartWriter
+    from .strategy import Uploader
 
 # Part size and concurrency defaults, and how they were measured: fluxfs/options.py.
 

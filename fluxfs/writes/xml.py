@@ -13,11 +13,12 @@ from xml.sax.saxutils import escape
 from ..errors import PreconditionFailed
 from ..gcs import http
 from ..gcs import xml as gcsxml
-from ..gcs.limits import MAX_OBJECT_SIZE, XML_MAX_PARTS, XML_MIN_PART_SIZE
+from ..gcs.limits import XML_MAX_PARTS
 from ..gcs.checksums import crc_to_b64
 from ..temporaries import list_incomplete_uploads
 from .bodies import body
 from .single import confirm_written, exists_error, get_resource
+from .strategy import BaseUploader
 
 if TYPE_CHECKING:  # pragma: no cover
     from .parts import PartWriter
@@ -26,18 +27,13 @@ logger = logging.getLogger(__name__)
 
 
 
-class XmlUploader:
+class XmlUploader(BaseUploader):
     """One XML multipart upload; its id exists from `start` until `complete` or `abort`."""
 
-    sequential = False
     max_parts = XML_MAX_PARTS  # part sizes grow to stay under it (writes/schedule.py); tests lower both
-    max_object_size = MAX_OBJECT_SIZE
-    fields_at_complete = False
-    drain_on_abort = False
 
     def __init__(self, pw: "PartWriter"):
-        self.pw = pw
-        self.fs = pw.fs
+        super().__init__(pw)
         self.url = pw.fs.xml_url(pw.bucket, pw.key)
         self.upload_id: str | None = None
         # Set by `start`: when our initiate request was sent and answered, and whether it was retried.

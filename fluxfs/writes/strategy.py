@@ -1,0 +1,45 @@
+"""What an upload strategy is: the `Uploader` protocol the part pipeline drives, and `BaseUploader`,
+the defaults every strategy starts from (each sets only what differs)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..gcs.limits import MAX_OBJECT_SIZE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .parts import PartWriter
+
+
+class Uploader(Protocol):
+    """One upload strategy. Every method is awaited on the filesystem's event loop."""
+
+    #: True when parts must go up one after the other, and the tail goes with `complete`.
+    sequential: bool
+    #: The most parts one upload may have (XML multipart: 10,000; compose: 1,024 components), or None for
+    #: no limit; with `max_object_size` (GCS's 5 TiB) it sets how part sizes grow (writes/schedule.py).
+    max_parts: int | None
+    max_object_size: int
+    #: True when a part cancelled mid-request could still be created afterwards (so abort must let
+    #: requests in flight finish, without further retries, before deleting what they made).
+    drain_on_abort: bool
+    #: True when the object's fields are sent with `complete` (so they may change until then).
+    fields_at_complete: bool
+
+    async def start(self) -> None: ...
+    async def upload_part(self, number: int, data: bytes, crc: int) -> Any: ...
+    async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict: ...
+    async def abort(self) -> None: ...
+
+
+class BaseUploader:
+    """The protocol's defaults: parts in parallel, no part cap, fields sent at the start, nothing to drain."""
+
+    sequential = False
+    max_parts: "int | None" = None
+    max_object_size = MAX_OBJECT_SIZE
+    fields_at_complete = False
+    drain_on_abort = False
+
+    def __init__(self, pw: "PartWriter"):
+        self.pw = pw
+        self.fs = pw.fs
