@@ -12,12 +12,10 @@ import os
 from typing import Any, AsyncIterator, Iterator
 from urllib.parse import quote
 
-import aiohttp
 from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import listing, temporaries
-from .errors import raise_for_status
 from .gcs import bridge, fork, http, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
@@ -99,10 +97,7 @@ class FluxFileSystem(GCSFileSystem):
     async def _set_session(self):
         """gcsfs's session, counting the sends of requests that ask (`_rm_file`): aiohttp re-sends an
         idempotent request once, silently, when its kept-alive connection drops before the answer."""
-        session = await super()._set_session()
-        if _COUNT_SENDS not in session.trace_configs:
-            session.trace_configs.append(_COUNT_SENDS)
-        return session
+        return http.count_sends(await super()._set_session())
 
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
@@ -254,20 +249,16 @@ class FluxFileSystem(GCSFileSystem):
         bucket, key, generation = self.split_path(path)
         if not key:
             return await self._rmdir(path)
-        params = self._get_params({"generation": generation} if generation else {})
+        params = {"generation": generation} if generation else None
         url, what = self.json_url("b/{}/o/{}", bucket, key), f"{bucket}/{key}"
 
         async def attempt(n: int) -> None:
             sends: list = []
-            session = await self._set_session()
-            async with http.timeouts_named(self, what, "DELETE"), \
-                    session.delete(url, params=params, headers=self._get_headers({}),
-                                   timeout=self.options.http_timeout, trace_request_ctx=sends) as r:
-                body = await r.read()
-            if r.status in (200, 204) or (r.status == 404 and (n > 0 or len(sends) > 1)):
-                return
-            raise_for_status(r.status, body, what, r.headers)
-            raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
+            try:
+                await http.request_once(self, "DELETE", url, what=what, params=params, ok=(200, 204), sends=sends)
+            except FileNotFoundError:
+                if n == 0 and len(sends) == 1:
+                    raise
 
         await self.retry_policy("delete").run(attempt, what=f"delete {what}")
         await self._rm_file_cache_update(path)
@@ -327,16 +318,6 @@ def _refuse_unknown(call: str, path: str, kwargs: dict) -> None:
     if unknown:
         raise TypeError(f"{call}({path}): unexpected arguments {unknown}")
 
-
-async def _count_send(session: Any, ctx: Any, params: Any) -> None:
-    if isinstance(ctx.trace_request_ctx, list):
-        ctx.trace_request_ctx.append(None)
-
-
-# Counts the times a request's headers go out, for requests that pass a list as trace_request_ctx.
-_COUNT_SENDS = aiohttp.TraceConfig()
-_COUNT_SENDS.on_request_headers_sent.append(_count_send)
-_COUNT_SENDS.freeze()
 
 # Keyword arguments fsspec's base classes take without naming them in a signature: the rest of what
 # gcsfs would pass up to them (storage_options=, a misspelled option) would be silently ignored.

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Mapping
 
+import aiohttp
 import orjson
 
 from ..errors import RequestTimeout, raise_for_status
@@ -42,12 +43,17 @@ async def request_once(
     data: Any = None,
     json: Any = None,
     ok: Iterable[int] = (200,),
+    sends: list | None = None,
 ) -> Response:
-    """One attempt: send, read the whole body, raise the mapped exception unless the status is in `ok`."""
+    """One attempt: send, read the whole body, raise the mapped exception unless the status is in `ok`.
+
+    `sends`, a list, gets one entry each time the request goes out: aiohttp re-sends an idempotent
+    request once, silently, when its kept-alive connection drops before the answer (see `count_sends`).
+    """
     session = await fs._set_session()
     async with timeouts_named(fs, what, method):
         return await _send(session, fs, method, url, what=what, params=params, headers=headers,
-                           data=data, json=json, ok=ok)
+                           data=data, json=json, ok=ok, sends=sends)
 
 
 @contextlib.asynccontextmanager
@@ -61,7 +67,7 @@ async def timeouts_named(fs: "FluxFileSystem", what: str, method: str = "GET") -
                              f"({method} {type(exc).__name__})") from exc
 
 
-async def _send(session, fs, method, url, *, what, params, headers, data, json, ok) -> Response:
+async def _send(session, fs, method, url, *, what, params, headers, data, json, ok, sends) -> Response:
     async with session.request(
         method,
         url,
@@ -70,6 +76,7 @@ async def _send(session, fs, method, url, *, what, params, headers, data, json, 
         data=data,
         json=json,
         timeout=fs.options.http_timeout,
+        trace_request_ctx=sends,
     ) as r:
         body = await r.read()
         if r.status not in ok:
@@ -109,3 +116,20 @@ def goog_hash(headers: Any, name: str) -> str | None:
                 return val
     return None
 
+
+async def _count_send(session: Any, ctx: Any, params: Any) -> None:
+    if isinstance(ctx.trace_request_ctx, list):
+        ctx.trace_request_ctx.append(None)
+
+
+# Counts the times a request's headers go out, for requests that pass a list as `sends`.
+_SEND_COUNTER = aiohttp.TraceConfig()
+_SEND_COUNTER.on_request_headers_sent.append(_count_send)
+_SEND_COUNTER.freeze()
+
+
+def count_sends(session: aiohttp.ClientSession) -> aiohttp.ClientSession:
+    """Let `request_once(..., sends=[])` see how often its request went out on this session."""
+    if _SEND_COUNTER not in session.trace_configs:
+        session.trace_configs.append(_SEND_COUNTER)
+    return session
