@@ -87,9 +87,9 @@ class FluxAppendFile(io.IOBase):
             raise ValueError(f"I/O operation on closed file {self.path}")
         try:
             return self._part.write(data)
-        except BaseException:
+        except BaseException as exc:
             self._abort()
-            raise
+            raise self._named(exc)
 
     def close(self) -> None:
         """Append the bytes written, unless an exception is propagating through this close."""
@@ -143,9 +143,9 @@ class FluxAppendFile(io.IOBase):
             return
         try:
             self._part.__exit__(None, None, None)  # uploads the part (crc32c-checked), visible only as a temporary
-        except BaseException:
+        except BaseException as exc:
             self._abort()
-            raise
+            raise self._named(exc)
         self._state = "uploaded"
         if self.autocommit:
             self.commit()
@@ -169,6 +169,12 @@ class FluxAppendFile(io.IOBase):
         self._state = "aborted"
         self._part.discard()  # aborts an upload in flight (nothing committed)
         bridge.run(self.fs, _release_part, self.fs, self._temp, timeout=timeout)
+
+    def _named(self, exc: BaseException) -> BaseException:
+        """The part's error naming the object appended to, never the internal temporary (a missing bucket, a 403)."""
+        if isinstance(exc, OSError) and exc.args and isinstance(exc.args[0], str) and self._temp in exc.args[0]:
+            exc.args = (exc.args[0].replace(self._temp, self.path), *exc.args[1:])
+        return exc
 
     def __repr__(self) -> str:
         return f"<FluxAppendFile ab flux://{self.path} ({self._state})>"
