@@ -4,8 +4,9 @@ The compose carries ``ifGenerationMatch`` = the generation the appender last saw
 not exist), and its first source is pinned to that generation. A concurrent appender that committed in
 between makes ours fail with 412 instead of overwriting its bytes; we then read the new generation and
 compose again onto it (at most `MAX_RACES` times, with a jittered pause), so both appends land, in some
-order. When the composite would have more components than GCS allows, the object's current bytes are
-first copied into a fresh (one-part) temporary, and that is composed with the appended part instead.
+order. A compose has two sources (however large the append: the part is one object, uploaded by the
+write pipeline), far under GCS's 32. When the composite would have more components than GCS allows,
+the object's current bytes are first copied into a fresh temporary, composed with the part instead.
 Every temporary is deleted whatever happens.
 """
 from __future__ import annotations
