@@ -21,7 +21,7 @@ from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import FluxOptions
 from .reads import batched, direct, handle, lookup, stream
-from .writes import FluxWriteFile, object_fields, upload_local_file, write_bytes
+from .writes import FluxAppendFile, FluxWriteFile, object_fields, upload_local_file, write_bytes
 
 
 class FluxFileSystem(GCSFileSystem):
@@ -121,12 +121,14 @@ class FluxFileSystem(GCSFileSystem):
         return f"{self._location}/{quote(bucket, safe='')}/{quote(key, safe='/')}"
 
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any):
-        """Read handles prefetch with parallel ranged GETs; write handles upload parts in parallel, atomically."""
+        """Read handles prefetch with parallel ranged GETs; write and append handles upload parts in parallel, atomically."""
         if "r" in mode:
             return handle.FluxReadFile(self, path, mode, block_size=block_size, **kwargs)
         if mode in ("wb", "xb"):
             return FluxWriteFile(self, path, mode, block_size=block_size, **kwargs)
-        raise ValueError(f"unsupported mode {mode!r} for {path}: use 'rb', 'wb' or 'xb'")
+        if mode == "ab":  # the appended bytes composed onto the object, pinned by generation
+            return FluxAppendFile(self, path, mode, block_size=block_size, **kwargs)
+        raise ValueError(f"unsupported mode {mode!r} for {path}: use 'rb', 'wb', 'xb' or 'ab'")
 
     # -- listing (listing.py, manifest.py) ------------------------------------------------
 

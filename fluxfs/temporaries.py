@@ -22,6 +22,7 @@ import re
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import weakref
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -142,8 +143,9 @@ async def delete_many(fs: "FluxFileSystem", paths: dict[str, Optional[str]], con
 def _delete_blocking(fs: "FluxFileSystem", path: str, generation: Optional[str]) -> bool:
     """Delete with a plain blocking HTTP call: the event loop may be gone at interpreter exit."""
     _, _, url = _delete_url(fs, path)
-    if generation:
-        url += f"?generation={generation}"
+    params = fs._get_params({"generation": generation})  # gcsfs's: adds userProject for requester pays
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
     try:
         headers = fs._get_headers({})
         req = urllib.request.Request(url, method="DELETE", headers=headers)

@@ -51,3 +51,37 @@ def test_manifest_with_stale_sizes(fs, flux_server, bucket, tmp_path, storage_op
     ds = FluxMapDataset.from_manifest(str(manifest), storage_options=storage_options)
     assert [ds[i][1] for i in range(8)] == [_bytes(100 + i, i) for i in range(8)]
     assert_nothing_left(flux_server, bucket)
+
+
+def test_concurrent_appenders_outrace_an_append(fs, flux_server, bucket, monkeypatch):
+    from fluxfs.errors import PreconditionFailed
+    from fluxfs.writes import append_commit
+
+    monkeypatch.setattr(append_commit, "MAX_RACES", 2)  # 16 by default: the same message after 16
+    path = f"{bucket}/log.txt"
+    slow = fs.open(path, "ab")
+    slow.write(b"mine\n")
+    real_compose = append_commit._compose
+
+    async def others_first(*args, **kwargs):  # another writer appends before each of our commits
+        await fs._pipe_file(path, (await fs._cat_file(path) if await fs._exists(path) else b"") + b"theirs\n")
+        return await real_compose(*args, **kwargs)
+
+    monkeypatch.setattr(append_commit, "_compose", others_first)
+    with pytest.raises(PreconditionFailed, match=rf"HTTP 412: {path}: appending 5 bytes failed: the object changed "
+                                                 r"2 times while this append was being committed \(concurrent writers\); "
+                                                 r"nothing was appended, retry the append"):
+        slow.close()
+    assert fs.cat_file(path) == b"theirs\ntheirs\n"  # theirs kept, ours not half-applied
+    assert_nothing_left(flux_server, bucket)
+
+
+def test_exception_inside_an_append(fs, flux_server, bucket):
+    path = f"{bucket}/log.txt"
+    fs.pipe_file(path, b"kept\n")
+    with pytest.raises(KeyError):
+        with fs.open(path, "ab") as f:
+            f.write(b"half a line")
+            raise KeyError("x")
+    assert fs.cat_file(path) == b"kept\n"
+    assert_nothing_left(flux_server, bucket)

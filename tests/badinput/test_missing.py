@@ -35,6 +35,14 @@ def test_write_to_a_missing_bucket(flux_server, multipart):
             f.write(b"x" * 300_000)  # several compose parts: the first one already fails
 
 
+@pytest.mark.parametrize("size", [10, 300_000], ids=["small", "parts"])
+def test_append_to_a_missing_bucket(flux_server, size):
+    fs = make_fs(flux_server, multipart="compose", part_size=2**16)
+    with pytest.raises(FileNotFoundError, match=f"^No such object or bucket: {NO_BUCKET}/log.txt: The specified bucket does not exist"):
+        with fs.open(f"{NO_BUCKET}/log.txt", "ab") as f:
+            f.write(b"x" * size)  # "parts": the first part already fails, inside write()
+
+
 def test_reading_a_missing_object(fs, bucket):
     with pytest.raises(FileNotFoundError, match=f"No such object or bucket: {bucket}/missing.bin: No such object"):
         fs.cat_file(f"{bucket}/missing.bin")

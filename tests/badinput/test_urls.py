@@ -30,9 +30,10 @@ def test_open_bucket_for_reading(fs, bucket):
         fs.open(f"flux://{bucket}", "rb")
 
 
-def test_open_in_append_mode(fs, bucket):
-    with pytest.raises(ValueError, match=r"unsupported mode 'ab' .* use 'rb', 'wb' or 'xb'"):
-        fs.open(f"{bucket}/log.txt", "ab")
+def test_open_in_an_unsupported_mode(fs, bucket):
+    with pytest.raises(ValueError, match=rf"unsupported mode 'w\+b' for {bucket}/log.txt: use 'rb', 'wb', 'xb' or 'ab'"):
+        fs.open(f"{bucket}/log.txt", "w+b")
+    assert not fs.exists(f"{bucket}/log.txt")
 
 
 def test_checkpoint_url_of_another_scheme(storage_options):
