@@ -151,11 +151,12 @@ class FluxFileSystem(GCSFileSystem):
 
     async def _find(self, path, maxdepth=None, withdirs=False, detail=False, prefix="", **kwargs):
         """gcsfs's `_find` (same names, same dircache filling) on the parallel lister."""
-        if kwargs.get("versions") or kwargs.get("inventory_report_info"):
+        if kwargs.get("inventory_report_info"):
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                                        prefix=prefix, **kwargs)
         return await listing.find(self, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
-                                  prefix=prefix, update_cache=kwargs.get("update_cache", True))
+                                  prefix=prefix, update_cache=kwargs.get("update_cache", True),
+                                  versions=bool(kwargs.get("versions")))
 
     find = bridge.sync_method(_find)
 
