@@ -38,6 +38,7 @@ DEFAULTS: Dict[str, Any] = {
     "omit_zero_fields": False,  # JSON resources leave out zero-valued fields (size "0", false, "")
     "error_style": "gcs",       # JSON API error bodies: "gcs" {"error": {code, message, errors[]}}, "bare" (no
                                 # errors[]), "nested" (message is itself a JSON-encoded error), "text" (plain)
+    "xml_multipart": True,      # False: XML multipart initiates are answered 501, as by servers without it
     "lose_replies": 0,          # the next N requests (of fail_ops) are carried out, then the connection
                                 # closes without an answer: the client cannot tell whether they happened
 }
@@ -106,7 +107,7 @@ class Profile:
                 v = int(v)
                 if v < 1:
                     raise ValueError(f"{k} must be at least 1: {v}")
-            elif k == "omit_zero_fields":
+            elif k in ("omit_zero_fields", "xml_multipart"):
                 v = bool(v)
             elif k == "error_style":
                 if v not in ERROR_STYLES:

@@ -216,6 +216,8 @@ def _upload(srv, q, bucket, key) -> Multipart:
 
 
 async def initiate(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
+    if not srv.profile.s["xml_multipart"]:  # a server without XML multipart upload (configure(xml_multipart=False))
+        raise ServerError(501, "XML multipart upload is not implemented by this server.", xml_code="NotImplemented")
     srv.store.bucket(bucket)
     await srv.body(request)
     uid = secrets.token_urlsafe(24)
