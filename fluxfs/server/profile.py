@@ -41,6 +41,8 @@ DEFAULTS: Dict[str, Any] = {
     "xml_multipart": True,      # False: XML multipart initiates are answered 501, as by servers without it
     "lose_replies": 0,          # the next N requests (of fail_ops) are carried out, then the connection
                                 # closes without an answer: the client cannot tell whether they happened
+    "cut_replies": 0,           # the next N successful answers with a body (of fail_ops) are carried out and
+                                # sent with the body cut in half: a truncated, unparsable answer
 }
 
 
@@ -99,7 +101,7 @@ class Profile:
                 v = int(v)
             elif k == "require_token":
                 v = str(v) if v else None
-            elif k in ("min_part_size", "lose_replies"):
+            elif k in ("min_part_size", "lose_replies", "cut_replies"):
                 v = int(v)
                 if v < 0:
                     raise ValueError(f"{k} must not be negative: {v}")
@@ -152,6 +154,16 @@ class Profile:
         if ops is not None and op not in ops:
             return False
         self.s["lose_replies"] -= 1
+        return True
+
+    def cut_reply(self, op: str) -> bool:
+        """Whether to send this (successful, non-empty) answer with its body cut in half."""
+        if not self.s["cut_replies"]:
+            return False
+        ops = self.s["fail_ops"]
+        if ops is not None and op not in ops:
+            return False
+        self.s["cut_replies"] -= 1
         return True
 
     def fault(self, op: str) -> Tuple[Optional[int], bool]:
