@@ -4,8 +4,9 @@ Layout under ROOT/buckets/BUCKET/: ``bucket.json``; ``objects/H.json`` (one meta
 object name, H = sha256 of the name; a tombstone after a delete); ``data/H-GEN`` (the body);
 ``synthetic/GEN.json`` (one record per ``generate`` call, so 1M synthetic objects cost one file);
 ``versions/H-GEN.json`` (a noncurrent generation of a versioned bucket; its body stays ``data/H-GEN``).
-Files are written to a temporary name then renamed, so a crash leaves the old or the new
-version, never a torn one. On load, synthetic batches are expanded first, then per-object files
+Files are written to a temporary name, fsynced, then renamed (the directory fsynced too), so a
+crash leaves the old or the new version, never a torn one, and an acknowledged write is on disk.
+In-progress uploads are kept under ROOT/uploads/ (pending.py). On load, synthetic batches are expanded first, then per-object files
 (which are newer: ``generate`` removes the per-object files of the names it overwrites).
 """
 from __future__ import annotations
@@ -28,12 +29,25 @@ def _h(name: str) -> str:
     return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
-def _atomic_write(path: str, data: bytes) -> None:
+def fsync_dir(path: str) -> None:
+    """Make the directory's entries (a rename, a new or removed file) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Write ``path`` whole or not at all, and durably: the server acknowledges a write only after
+    its file and the directory entry naming it are on disk (fsync), so a crash loses nothing answered."""
     d = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -41,6 +55,10 @@ def _atomic_write(path: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+    fsync_dir(d)
+
+
+_atomic_write = atomic_write
 
 
 def _unlink(path: str) -> None:

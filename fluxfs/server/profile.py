@@ -38,6 +38,7 @@ DEFAULTS: Dict[str, Any] = {
     "omit_zero_fields": False,  # JSON resources leave out zero-valued fields (size "0", false, "")
     "error_style": "gcs",       # JSON API error bodies: "gcs" {"error": {code, message, errors[]}}, "bare" (no
                                 # errors[]), "nested" (message is itself a JSON-encoded error), "text" (plain)
+    "resumable_ttl_s": 7 * 24 * 3600.0,  # a resumable session ends this long after it starts (GCS: a week)
     "xml_multipart": True,      # False: XML multipart initiates are answered 501, as by servers without it
     "lose_replies": 0,          # the next N requests (of fail_ops) are carried out, then the connection
                                 # closes without an answer: the client cannot tell whether they happened
@@ -83,7 +84,7 @@ class Profile:
         for k, v in settings.items():
             if k == "profile":
                 continue
-            if k in ("latency_ms", "bandwidth_mbps", "rate_limit", "fail_rate", "reset_rate"):
+            if k in ("latency_ms", "bandwidth_mbps", "rate_limit", "fail_rate", "reset_rate", "resumable_ttl_s"):
                 v = float(v or 0)
                 if v < 0 or (k in ("fail_rate", "reset_rate") and v > 1):
                     raise ValueError(f"{k} out of range: {v}")
