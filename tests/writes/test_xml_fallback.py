@@ -53,3 +53,27 @@ def test_missing_bucket_is_not_a_fallback(flux_server):
         with fs.open(f"{new_bucket_name()}/x", "wb") as f:
             f.write(payload(2 * XML_PART))
     assert not getattr(fs, "_xml_multipart_unsupported", False)
+
+
+def test_fallback_parts_fit_the_compose_cap(flux_server, bucket, monkeypatch):
+    """After falling back, the parts still to come grow under compose's (lower) component cap."""
+    from fluxfs.writes import settings
+    from fluxfs.writes.compose import ComposeUploader
+    from fluxfs.writes.xml import XmlUploader
+
+    from .util import KiB
+    part, cap, limit = 256 * KiB, 16, 40 * 256 * KiB
+    monkeypatch.setattr(XmlUploader, "max_parts", 40)
+    monkeypatch.setattr(ComposeUploader, "max_parts", cap)
+    for cls in (XmlUploader, ComposeUploader):
+        monkeypatch.setattr(cls, "max_object_size", limit)
+    monkeypatch.setattr(settings, "XML_MIN_PART_SIZE", part)
+    flux_server.configure(xml_multipart=False, max_components=cap)
+    fs = make_fs(flux_server, part_size=part, write_concurrency=2)
+    data = payload(limit, seed=9)
+    with pytest.warns(RuntimeWarning, match="XML multipart"):
+        with fs.open(f"{bucket}/big", "wb") as f:
+            write_in_pieces(f, data, piece=77_777)
+    assert f._writer.parts <= cap
+    assert fs.cat(f"{bucket}/big") == data
+    assert temp_leftovers(flux_server, bucket) == []
