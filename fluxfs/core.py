@@ -168,6 +168,18 @@ class FluxFileSystem(GCSFileSystem):
 
     du = bridge.sync_method(_du)
 
+    async def _info(self, path, generation=None, **kwargs):
+        """gcsfs's `_info`; a generation named (``key#generation`` with `version_aware`, or `generation=`)
+        is asked of the server: the listing cache holds live objects, and gcsfs answers FileNotFoundError
+        from it for an older generation once the parent directory is cached."""
+        bucket, key, path_generation = self.split_path(path)
+        generation = generation or path_generation
+        if not (generation and key):
+            return await super()._info(path, generation=generation, **kwargs)
+        resp = await http.request(self, "GET", self.json_url("b/{}/o/{}", bucket, key), op="metadata",
+                                  what=f"{bucket}/{key}#{generation}", params={"generation": str(generation)})
+        return self._process_object(bucket, resp.json())
+
     def created(self, path):
         """Creation time; a listing's info dicts (in the dircache after `find`) carry no timeCreated: ask the object."""
         info = self.info(path)

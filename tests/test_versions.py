@@ -49,6 +49,10 @@ def test_versions_listed_and_read_by_generation(versioned):
     assert sorted(fs.find(f"{b}/d", versions=True, detail=True)) == want
     fresh = make_fs(server, version_aware=True)
     assert sorted(fresh.ls(f"{b}/d", versions=True)) == want
+    # With the listing cache filled (live objects only), an older generation is still found by number.
+    assert fs.ls(f"{b}/d") == [f"{b}/d/a", f"{b}/d/z"]
+    assert fs.info(f"{b}/d/a#{g[0]}")["generation"] == g[0] and fs.exists(f"{b}/d/a#{g[1]}")
+    assert not fs.exists(f"{b}/d/a#{int(g[0]) - 1}")
     # Plain listings are unchanged: live objects only.
     assert make_fs(server).find(b) == [f"{b}/d/a", f"{b}/d/z"]
 
