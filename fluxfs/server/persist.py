@@ -6,8 +6,9 @@ object name, H = sha256 of the name; a tombstone after a delete); ``data/H-GEN``
 ``versions/H-GEN.json`` (a noncurrent generation of a versioned bucket; its body stays ``data/H-GEN``).
 Files are written to a temporary name, fsynced, then renamed (the directory fsynced too), so a
 crash leaves the old or the new version, never a torn one, and an acknowledged write is on disk.
-In-progress uploads are kept under ROOT/uploads/ (pending.py). On load, synthetic batches are expanded first, then per-object files
-(which are newer: ``generate`` removes the per-object files of the names it overwrites).
+On load, synthetic batches are expanded first, then per-object files (which are newer:
+``generate`` removes the per-object files of the names it overwrites). In-progress uploads are
+kept under ROOT/uploads/ (pending.py).
 """
 from __future__ import annotations
 

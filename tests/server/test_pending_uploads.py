@@ -28,7 +28,8 @@ def test_multipart_upload_survives_a_restart(tmp_path):
     parts = [_body(5 * MiB, 1), _body(5 * MiB, 2), _body(1234, 3)]
     with run(root=root) as srv:
         srv.create_bucket("mpu")
-        r = request(srv.url, "POST", xml_path("mpu", "big"), b"", {"Content-Type": "text/plain"}, params={"uploads": ""})
+        r = request(srv.url, "POST", xml_path("mpu", "big"), b"", {"Content-Type": "text/plain"},
+                    params={"uploads": ""})
         uid = re.search(rb"<UploadId>([^<]+)</UploadId>", r.body).group(1).decode()
         etags = []
         for n, data in enumerate(parts[:2], 1):
@@ -102,3 +103,36 @@ def test_resumable_sessions_expire(tmp_path):
     with run(root=root, resumable_ttl_s=0.0) as srv:  # expired while the server was down: dropped on start
         assert request(srv.url, "PUT", _session("rsu", live), b"", {"Content-Range": "bytes */*"}).status == 404
     assert os.listdir(os.path.join(root, "uploads", "resumable")) == []
+
+
+def test_acknowledged_parts_survive_a_killed_server(tmp_path):
+    """SIGKILL, not a clean shutdown: every part and chunk answered before the kill is there after it."""
+    root = str(tmp_path / "store")
+    part = _body(5 * MiB, 11)
+    srv = run(root=root, in_process=False)
+    try:
+        srv.create_bucket("kill")
+        r = request(srv.url, "POST", xml_path("kill", "obj"), b"", params={"uploads": ""})
+        uid = re.search(rb"<UploadId>([^<]+)</UploadId>", r.body).group(1).decode()
+        etag = request(srv.url, "PUT", xml_path("kill", "obj"), part, params={"partNumber": 1, "uploadId": uid}
+                       ).headers["etag"]
+        sid = _start_session(srv.url, "kill", "res")
+        assert request(srv.url, "PUT", _session("kill", sid), part[:262144],
+                       {"Content-Range": "bytes 0-262143/*"}).status == 308
+        srv.process.kill()
+        srv.process.wait()
+    finally:
+        srv.close()
+    with run(root=root) as srv:
+        tail = _body(10, 12)
+        etag2 = request(srv.url, "PUT", xml_path("kill", "obj"), tail, params={"partNumber": 2, "uploadId": uid}
+                        ).headers["etag"]
+        manifest = (f"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part>"
+                    f"<Part><PartNumber>2</PartNumber><ETag>{etag2}</ETag></Part></CompleteMultipartUpload>")
+        r = request(srv.url, "POST", xml_path("kill", "obj"), manifest.encode(), params={"uploadId": uid})
+        assert r.status == 200, r
+        assert _media(srv.url, "kill", "obj") == part + tail
+        r = request(srv.url, "PUT", _session("kill", sid), part[262144:262154],
+                    {"Content-Range": "bytes 262144-262153/262154"})
+        assert r.status == 200, r
+        assert _media(srv.url, "kill", "res") == part[:262154]
