@@ -84,6 +84,12 @@ class XmlOrComposeUploader(XmlUploader):
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> Any:
         if self._instead is not None:
+            cap = self._instead.max_parts
+            if cap is not None and number > cap and self.pw.size <= self.max_object_size:
+                # Parts of a known-size upload were cut for XML's 10,000 before the fallback was known.
+                raise ValueError(f"{self.pw.what}: the server has no XML multipart upload, and the compose upload "
+                                 f"this write fell back to takes at most {cap} parts, fewer than it was cut into; "
+                                 "write it again: this filesystem now cuts its writes for compose")
             return await self._instead.upload_part(number, data, crc)
         return await super().upload_part(number, data, crc)
 

@@ -77,3 +77,22 @@ def test_fallback_parts_fit_the_compose_cap(flux_server, bucket, monkeypatch):
     assert f._writer.parts <= cap
     assert fs.cat(f"{bucket}/big") == data
     assert temp_leftovers(flux_server, bucket) == []
+
+
+def test_known_size_write_cut_for_xml_fails_clearly_then_succeeds(flux_server, bucket, monkeypatch):
+    """pipe_file cuts a known size into equal parts before the fallback is known: past compose's cap the
+    first write fails naming why (nothing left behind), and the same write then succeeds."""
+    from fluxfs.writes.compose import ComposeUploader
+
+    from .util import KiB
+    monkeypatch.setattr(ComposeUploader, "max_parts", 4)
+    flux_server.configure(xml_multipart=False, max_components=4)
+    fs = make_fs(flux_server, part_size=XML_PART, write_concurrency=2)
+    data = payload(5 * XML_PART + 3 * KiB, seed=4)
+    with pytest.warns(RuntimeWarning, match="XML multipart"):
+        with pytest.raises(ValueError, match=r"/big: the server has no XML multipart upload, and the compose "
+                                             r"upload this write fell back to takes at most 4 parts.*write it again"):
+            fs.pipe_file(f"{bucket}/big", data)
+    assert not fs.exists(f"{bucket}/big") and temp_leftovers(flux_server, bucket) == []
+    fs.pipe_file(f"{bucket}/big", data)
+    assert fs.cat(f"{bucket}/big") == data
