@@ -153,11 +153,12 @@ class FluxFileSystem(GCSFileSystem):
 
     async def _find(self, path, maxdepth=None, withdirs=False, detail=False, prefix="", **kwargs):
         """gcsfs's `_find` (same names, same dircache filling) on the parallel lister."""
-        if kwargs.get("versions") or kwargs.get("inventory_report_info"):
+        if kwargs.get("inventory_report_info"):
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                                        prefix=prefix, **kwargs)
         return await listing.find(self, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
-                                  prefix=prefix, update_cache=kwargs.get("update_cache", True))
+                                  prefix=prefix, update_cache=kwargs.get("update_cache", True),
+                                  versions=bool(kwargs.get("versions")))
 
     find = bridge.sync_method(_find)
 
@@ -168,6 +169,18 @@ class FluxFileSystem(GCSFileSystem):
         return sum(sizes.values()) if total else sizes
 
     du = bridge.sync_method(_du)
+
+    async def _info(self, path, generation=None, **kwargs):
+        """gcsfs's `_info`; a generation named (``key#generation`` with `version_aware`, or `generation=`)
+        is asked of the server: the listing cache holds live objects, and gcsfs answers FileNotFoundError
+        from it for an older generation once the parent directory is cached."""
+        bucket, key, path_generation = self.split_path(path)
+        generation = generation or path_generation
+        if not (generation and key):
+            return await super()._info(path, generation=generation, **kwargs)
+        resp = await http.request(self, "GET", self.json_url("b/{}/o/{}", bucket, key), op="metadata",
+                                  what=f"{bucket}/{key}#{generation}", params={"generation": str(generation)})
+        return self._process_object(bucket, resp.json())
 
     def created(self, path):
         """Creation time; a listing's info dicts (in the dircache after `find`) carry no timeCreated: ask the object."""

@@ -51,6 +51,7 @@ async def iter_objects(
     include_temp: bool = False,
     progress: Any = None,
     mtime: bool = False,
+    versions: bool = False,
 ) -> AsyncIterator[list[dict]]:
     """Batches of info dicts (gcsfs shape) for every object under `path`/ + `prefix`, as they arrive.
 
@@ -59,8 +60,9 @@ async def iter_objects(
     come out as workers fetch them); ``sort=True`` yields names in ascending order, still
     streaming. Batches are whole pages unless `batch_size` regroups them. Temporary objects
     of fluxfs (under `TEMP_PREFIX`) are left out unless `include_temp`. `mtime=True` adds gcsfs's
-    "mtime" (UTC datetime from "updated"), as `find` returns it. Closing the iterator
-    early cancels the listing.
+    "mtime" (UTC datetime from "updated"), as `find` returns it. `versions=True` lists every
+    generation (noncurrent ones of versioned buckets too), each its own info dict with its
+    "generation". Closing the iterator early cancels the listing.
     """
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
@@ -73,7 +75,8 @@ async def iter_objects(
         progress = fs.options.progress or None
     bar, own_bar = _make_progress(progress, f"{bucket}/{key_prefix}")
     lister = Lister(fs, bucket, key_prefix, concurrency=concurrency, page_size=page_size, sort=sort,
-                    include_temp=include_temp, progress=bar, queue_size=max(8, 2 * concurrency), mtime=mtime)
+                    include_temp=include_temp, progress=bar, queue_size=max(8, 2 * concurrency), mtime=mtime,
+                    versions=versions)
     task = asyncio.ensure_future(lister.run())
     try:
         held: list[dict] = []
@@ -135,34 +138,40 @@ def _concat(batches: list[list[dict]], sort: bool) -> list[dict]:
 
 
 async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, withdirs: bool = False,
-               detail: bool = False, prefix: str = "", update_cache: bool = True) -> Any:
+               detail: bool = False, prefix: str = "", update_cache: bool = True, versions: bool = False) -> Any:
     """What gcsfs's `_find` returns for the same bucket, from the parallel lister.
 
     Like gcsfs: list `path` as a directory; if that finds nothing, `path` may be an object
     itself; fill the dircache from the flat listing (not when `prefix` makes it partial).
+    `versions=True`: every generation, named "bucket/key#generation" as gcsfs names them; the
+    dircache is left alone (it holds live objects only).
     """
     path = fs._strip_protocol(path)
     if maxdepth is not None and maxdepth < 1:
         raise ValueError("maxdepth must be at least 1")
-    objects = await list_all(fs, path, prefix, mtime=True)
+    objects = await list_all(fs, path, prefix, mtime=True, versions=versions)
     bucket, key, _ = fs.split_path(path)
     if not objects and key and not prefix:
         # gcsfs then lists with the key itself as prefix and keeps only an exact match:
-        # the smallest key starting with `key` is `key`, so one single-result page answers it.
+        # the smallest key starting with `key` is `key`, so one single-result page answers it
+        # (its generations, with versions, come first too: one page of them).
         items = []
-        async for page in list_pages(fs, bucket, prefix=key, fields=LIST_FIELDS, page_size=1, max_pages=1,
-                                     what=path):
+        async for page in list_pages(fs, bucket, prefix=key, fields=LIST_FIELDS, page_size=1000 if versions else 1,
+                                     max_pages=1, params={"versions": "true"} if versions else None, what=path):
             items = [it for it in (page.get("items") or []) if it["name"] == key]
         for it in items:
             it["name"], it["size"], it["type"] = f"{bucket}/{key}", int(it.get("size", 0)), "file"
         add_mtimes(items)
         objects = items
-    dirs = fill_dircache(fs, path, objects, prefix=prefix, update_cache=update_cache)
+    dirs = fill_dircache(fs, path, objects, prefix=prefix, update_cache=update_cache and not versions)
     if withdirs:
         objects = sorted(objects + list(dirs.values()), key=lambda o: o["name"])
     if maxdepth:
         depth = path.rstrip("/").count("/") + maxdepth
         objects = [o for o in objects if o["name"].count("/") <= depth]
+    if versions:  # gcsfs's names for generations: "bucket/key#generation"
+        named = [(f"{o['name']}#{o['generation']}" if o.get("type") == "file" else o["name"], o) for o in objects]
+        return dict(named) if detail else [n for n, _ in named]
     if detail:
         return {o["name"]: o for o in objects}
     return [o["name"] for o in objects]

@@ -60,6 +60,7 @@ class Span:
     last: str | None = None
     density: tuple[str, str, int] | None = None   # (ref, last, intervals) from a recent page
     remaining: Any = None               # estimated names left (int, inf, or None = unknown)
+    last_gens: set = field(default_factory=set)  # versions listings: generations of `last` already taken
     probes: int = 0                     # unlisted unbounded tail: splits allowed before its first page
     done: bool = False
     buffer: list = field(default_factory=list)   # sorted mode: listed, not yet emitted
@@ -78,8 +79,12 @@ class Lister:
     """Lists one bucket prefix with `concurrency` workers and puts batches of info dicts on `queue`."""
 
     def __init__(self, fs: "FluxFileSystem", bucket: str, prefix: str, *, concurrency: int, page_size: int,
-                 sort: bool, include_temp: bool, progress: Any, queue_size: int, mtime: bool = False):
+                 sort: bool, include_temp: bool, progress: Any, queue_size: int, mtime: bool = False,
+                 versions: bool = False):
         self.fs = fs
+        # versions=True lists every generation: one name may span two pages, so `last` alone
+        # cannot tell what was taken; its generations already taken are kept beside it.
+        self.versions = versions
         self.bucket = bucket
         self.prefix = prefix
         self.concurrency = max(1, int(concurrency))
@@ -217,7 +222,7 @@ class Lister:
         start = span.lo
         return list_pages(self.fs, self.bucket, prefix=self.prefix, fields=LIST_FIELDS, page_size=self.page_size,
                           start_offset=start if start != self.prefix else None, end_offset=span.end,
-                          what=self.what)
+                          params={"versions": "true"} if self.versions else None, what=self.what)
 
     async def _drain(self, span: Span) -> None:
         while not span.done:
@@ -243,13 +248,24 @@ class Lister:
         last = span.last
         if items:
             first_name, last_name = items[0]["name"], items[-1]["name"]
-            if not ((last is None or first_name > last) and (new_end is None or last_name < new_end)):
-                items = [it for it in items if (last is None or it["name"] > last)
+            low = last
+            if self.versions and low is not None and first_name <= low:
+                taken = span.last_gens
+                items = [it for it in items if it["name"] > low
+                         or (it["name"] == low and it.get("generation") not in taken)]
+                low = None  # applied: only the end is left to check
+                first_name = items[0]["name"] if items else ""
+            if not ((low is None or first_name > low) and (new_end is None or last_name < new_end)):
+                items = [it for it in items if (low is None or it["name"] > low)
                          and (new_end is None or it["name"] < new_end)]
         hit_end = new_end is not None and bool(page.get("items")) and page["items"][-1]["name"] >= new_end
         if items:
             ref = items[0]["name"] if len(items) > 1 else span.lo
             span.density = (ref, items[-1]["name"], max(1, len(items) - 1))
+            if self.versions:
+                new_last = items[-1]["name"]
+                gens = {it.get("generation") for it in items if it["name"] == new_last}
+                span.last_gens = (span.last_gens | gens) if new_last == span.last else gens
             span.last = items[-1]["name"]
             # Sampled names (16 per page) teach each position's characters; cheap enough per page.
             step = max(1, len(items) // 16)

@@ -108,9 +108,11 @@ class _Batch:
                 await self.wake.wait()
 
     async def read_direct(self, o: ObjectRef) -> None:
-        """Plain GET (parallel ranges when large) of the current object, checked against its crc32c."""
+        """Plain GET (parallel ranges when large) of the current object (or the generation the caller
+        named), checked against its crc32c."""
         try:
-            got = await read_object(self.fs, o.bucket, o.key, size_hint=o.size)
+            got = await read_object(self.fs, o.bucket, o.key, size_hint=o.size,
+                                    generation=o.generation if o.pinned else None)
         except asyncio.CancelledError:
             raise
         except FileNotFoundError as exc:
@@ -288,7 +290,7 @@ async def cat_objects(fs: "FluxFileSystem", infos: Iterable[dict], on_error: str
     "omit" failed paths, or "return" their exceptions in the dict, like fsspec's `cat`.
     """
     check_on_error(on_error)
-    objs = to_objs(infos)
+    objs = to_objs(infos, fs.split_path if fs.version_aware else None)
     opts = fs.options
     if compose_on(fs):
         cap = opts.max_composite_size

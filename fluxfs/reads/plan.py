@@ -5,7 +5,7 @@ Pure: no I/O. A group holds up to 32 objects of one bucket (GCS's compose limit)
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from ..gcs.checksums import crc_from_b64
 from ..gcs.limits import MAX_COMPOSE_SOURCES
@@ -16,16 +16,20 @@ from ..gcs.limits import MAX_COMPOSE_SOURCES
 class ObjectRef:
     """One requested object: where it is, what listing said about it."""
 
-    __slots__ = ("path", "bucket", "key", "size", "generation", "crc")
+    __slots__ = ("path", "bucket", "key", "size", "generation", "crc", "pinned")
 
     def __init__(self, path: str, bucket: str, key: str, size: Optional[int], generation: Optional[str],
-                 crc: Optional[int]):
+                 crc: Optional[int], pinned: bool = False):
         self.path, self.bucket, self.key = path, bucket, key
         self.size, self.generation, self.crc = size, generation, crc
+        self.pinned = pinned  # the caller named this generation ("key#generation"): read it, not the live one
 
 
-def to_objs(infos: Iterable[dict]) -> list[ObjectRef]:
-    """Info dicts (name "bucket/key", size, generation, crc32c) as `ObjectRef`, duplicates dropped."""
+def to_objs(infos: Iterable[dict], split: Optional[Callable] = None) -> list[ObjectRef]:
+    """Info dicts (name "bucket/key", size, generation, crc32c) as `ObjectRef`, duplicates dropped.
+
+    `split`: a version-aware filesystem's ``split_path``, so a name "bucket/key#generation" reads that generation.
+    """
     seen: set[str] = set()
     out = []
     for info in infos:
@@ -44,8 +48,13 @@ def to_objs(infos: Iterable[dict]) -> list[ObjectRef]:
             raise ValueError(f"object info needs a name 'bucket/key', got {name!r}")
         size = info.get("size")
         gen = info.get("generation")
+        named = split(name)[2] if split is not None else None
+        if named:
+            bucket, key, _ = split(name)
+            gen = named
         out.append(ObjectRef(name, bucket, key, int(size) if size is not None else None,
-                        str(gen) if gen not in (None, "") else None, crc_from_b64(info.get("crc32c"))))
+                             str(gen) if gen not in (None, "") else None, crc_from_b64(info.get("crc32c")),
+                             pinned=bool(named)))
     return out
 
 

@@ -23,7 +23,9 @@ class Bucket:
     created: float = field(default_factory=time.time)
     metageneration: int = 1
     labels: Optional[Dict[str, str]] = None
+    versioning: Optional[bool] = None   # None: never set (no "versioning" field), else versioning.enabled
     objects: SortedDict = field(default_factory=SortedDict)  # name -> Obj or SynthBatch
+    noncurrent: SortedDict = field(default_factory=SortedDict)  # name -> [Obj], oldest generation first
 
     def lookup(self, name: str) -> Optional[Obj]:
         """The live object ``name`` (materialized from its synthetic batch on first use) or None."""
@@ -47,6 +49,8 @@ class Bucket:
              "updated": rfc3339(self.created), "locationType": "multi-region"}
         if self.labels:
             r["labels"] = dict(self.labels)
+        if self.versioning is not None:
+            r["versioning"] = {"enabled": self.versioning}
         return r
 
 

@@ -28,17 +28,20 @@ async def bucket_insert(srv, request: web.Request, q: Dict[str, str]) -> Reply:
     name = body.get("name") or q.get("name")
     if not name:
         raise ServerError(400, "Bucket name is required.", "required")
-    b = srv.store.create_bucket(name, labels=body.get("labels"))
+    versioning = body.get("versioning")
+    if versioning is not None and not isinstance(versioning, dict):
+        raise ServerError(400, "versioning must be an object such as {\"enabled\": true}.", "invalid")
+    b = srv.store.create_bucket(name, labels=body.get("labels"),
+                                versioning=None if versioning is None else bool(versioning.get("enabled")))
     return json_reply(b.resource(base_url(request)))
 
 
 async def bucket_get(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     if request.method in ("PATCH", "PUT"):
         body = await json_body(srv, request)
-        b = srv.store.bucket(bucket)
-        if "labels" in body:
-            b.labels = body["labels"] or None
-        b.metageneration += 1
+        if not isinstance(body.get("versioning") or {}, dict):
+            raise ServerError(400, "versioning must be an object such as {\"enabled\": true}.", "invalid")
+        srv.store.update_bucket(bucket, {k: body[k] for k in ("labels", "versioning") if k in body})
     res = srv.store.bucket(bucket).resource(base_url(request))
     if "fields" in q:
         res = apply_fields(res, parse_fields(q["fields"]))

@@ -38,10 +38,17 @@ async def object_list(srv, request: web.Request, q: Dict[str, str], bucket: str)
     mr = int_param(q, "maxResults")
     mr = MAX_LIST_PAGE if mr is None or mr <= 0 else min(mr, MAX_LIST_PAGE)
     resume = _token_decode(q["pageToken"]) if q.get("pageToken") else ""
-    objs, prefixes, nxt = srv.store.list(
-        bucket, prefix=q.get("prefix", ""), delimiter=q.get("delimiter", ""), start_offset=q.get("startOffset", ""),
-        end_offset=q.get("endOffset", ""), resume=resume, max_results=mr,
-        include_trailing=bool_param(q, "includeTrailingDelimiter"), raw=True)
+    if bool_param(q, "versions"):  # every generation; a page may end inside one name's generations
+        objs, prefixes, at = srv.store.list_versions(
+            bucket, prefix=q.get("prefix", ""), delimiter=q.get("delimiter", ""),
+            start_offset=q.get("startOffset", ""), end_offset=q.get("endOffset", ""),
+            resume=_version_resume(resume) if resume else None, max_results=mr)
+        nxt = None if at is None else f"{at[1]}/{at[0]}"
+    else:
+        objs, prefixes, nxt = srv.store.list(
+            bucket, prefix=q.get("prefix", ""), delimiter=q.get("delimiter", ""),
+            start_offset=q.get("startOffset", ""), end_offset=q.get("endOffset", ""), resume=resume,
+            max_results=mr, include_trailing=bool_param(q, "includeTrailingDelimiter"), raw=True)
     tree = parse_fields(q["fields"]) if "fields" in q else None
     base = base_url(request)
     # The page is assembled as JSON text: each item's text comes from objjson (cached per object),
@@ -59,6 +66,14 @@ async def object_list(srv, request: web.Request, q: Dict[str, str], bucket: str)
         out = {k: out[k] for k in tree if k in out}
     text = "{" + ",".join([f'"{k}":{v}' for k, v in out.items()]) + "}"
     return Reply(200, text.encode(), {"Content-Type": JSON_CT})
+
+
+def _version_resume(text: str):
+    """(name, generation) from the resume text of a versions listing's page token ("GEN/NAME")."""
+    gen, sep, name = text.partition("/")
+    if not sep or not gen.isdigit():
+        raise ServerError(400, "Invalid pageToken for a listing with versions=true.", "invalid")
+    return name, int(gen)
 
 
 async def object_get(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str, media: bool) -> Reply:

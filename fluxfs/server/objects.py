@@ -45,7 +45,8 @@ class Obj:
     """One live object. The body is bytes in memory, a file on disk, or a synthetic spec (seed)."""
 
     __slots__ = ("name", "size", "generation", "metageneration", "content_type", "metadata", "created",
-                 "updated", "component_count", "_md5", "_crc", "data", "path", "seed", "extra", "_json")
+                 "updated", "component_count", "_md5", "_crc", "data", "path", "seed", "extra", "_json",
+                 "deleted")
 
     def __init__(self, name: str, size: int, generation: int, *, content_type: str = "application/octet-stream",
                  metadata: Optional[Dict[str, str]] = None, created: Optional[float] = None,
@@ -67,6 +68,7 @@ class Obj:
         self.path = path
         self.seed = seed
         self.extra = extra
+        self.deleted: Optional[float] = None  # when it became noncurrent (versioned buckets): timeDeleted
         # Rendered JSON per field set (objjson.py): None until rendered and after a change; False = never cache.
         self._json: Any = None
 
@@ -145,6 +147,8 @@ class Obj:
         if "timeCreated" in need or "updated" in need or "timeStorageClassUpdated" in need:
             r["timeCreated"] = r["timeStorageClassUpdated"] = rfc3339(self.created)
             r["updated"] = rfc3339(self.updated)
+        if self.deleted is not None:
+            r["timeDeleted"] = rfc3339(self.deleted)
         if self.component_count is not None:
             r["componentCount"] = self.component_count
         if self.metadata:

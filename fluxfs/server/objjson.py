@@ -23,7 +23,7 @@ from .timestamps import rfc3339
 # Field order of Obj.resource() (the order of keys when no fields= selection is given).
 _FULL = ("kind", "id", "selfLink", "mediaLink", "name", "bucket", "generation", "metageneration", "contentType",
          "storageClass", "size", "crc32c", "md5Hash", "etag", "timeCreated", "timeStorageClassUpdated", "updated",
-         "componentCount", "metadata", "*extra")
+         "timeDeleted", "componentCount", "metadata", "*extra")
 
 # Each encoder: (obj, bucket, base_url) -> JSON text of the value, or None when the field is absent.
 Enc = Callable[[Obj, str, str], Optional[str]]
@@ -75,6 +75,7 @@ _ENCODERS: Dict[str, Enc] = {
     "timeCreated": lambda o, b, base: _s(rfc3339(o.created)),
     "timeStorageClassUpdated": lambda o, b, base: _s(rfc3339(o.created)),
     "updated": lambda o, b, base: _s(rfc3339(o.updated)),
+    "timeDeleted": lambda o, b, base: None if o.deleted is None else _s(rfc3339(o.deleted)),
     "componentCount": lambda o, b, base: None if o.component_count is None else compact_json(o.component_count),
     "metadata": lambda o, b, base: compact_json(o.metadata) if o.metadata else None,
 }

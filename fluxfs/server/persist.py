@@ -2,10 +2,13 @@
 
 Layout under ROOT/buckets/BUCKET/: ``bucket.json``; ``objects/H.json`` (one metadata file per
 object name, H = sha256 of the name; a tombstone after a delete); ``data/H-GEN`` (the body);
-``synthetic/GEN.json`` (one record per ``generate`` call, so 1M synthetic objects cost one file).
-Files are written to a temporary name then renamed, so a crash leaves the old or the new
-version, never a torn one. On load, synthetic batches are expanded first, then per-object files
-(which are newer: ``generate`` removes the per-object files of the names it overwrites).
+``synthetic/GEN.json`` (one record per ``generate`` call, so 1M synthetic objects cost one file);
+``versions/H-GEN.json`` (a noncurrent generation of a versioned bucket; its body stays ``data/H-GEN``).
+Files are written to a temporary name, fsynced, then renamed (the directory fsynced too), so a
+crash leaves the old or the new version, never a torn one, and an acknowledged write is on disk.
+On load, synthetic batches are expanded first, then per-object files (which are newer:
+``generate`` removes the per-object files of the names it overwrites). In-progress uploads are
+kept under ROOT/uploads/ (pending.py).
 """
 from __future__ import annotations
 
@@ -20,16 +23,32 @@ from .buckets import Bucket
 from .objects import Obj, SynthBatch
 
 
+_SUBDIRS = ("objects", "data", "synthetic", "versions")
+
+
 def _h(name: str) -> str:
     return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
-def _atomic_write(path: str, data: bytes) -> None:
+def fsync_dir(path: str) -> None:
+    """Make the directory's entries (a rename, a new or removed file) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Write ``path`` whole or not at all, and durably: the server acknowledges a write only after
+    its file and the directory entry naming it are on disk (fsync), so a crash loses nothing answered."""
     d = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -37,6 +56,10 @@ def _atomic_write(path: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+    fsync_dir(d)
+
+
+_atomic_write = atomic_write
 
 
 def _unlink(path: str) -> None:
@@ -60,10 +83,11 @@ class Persistence:
 
     # -- buckets --
     def save_bucket(self, b: Bucket) -> None:
-        for sub in ("objects", "data", "synthetic"):
+        for sub in _SUBDIRS:
             os.makedirs(self._bdir(b.name, sub), exist_ok=True)
         _atomic_write(self._bdir(b.name, "bucket.json"),
-                      json.dumps({"name": b.name, "created": b.created, "labels": b.labels}).encode())
+                      json.dumps({"name": b.name, "created": b.created, "labels": b.labels,
+                                  "versioning": b.versioning}).encode())
         self.files.setdefault(b.name, set())
 
     def delete_bucket(self, name: str) -> None:
@@ -93,11 +117,24 @@ class Persistence:
         _atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"), json.dumps(self._meta(obj)).encode())
         self.files.setdefault(bucket, set()).add(obj.name)
 
-    def delete_object(self, bucket: str, obj: Obj) -> None:
+    def delete_object(self, bucket: str, obj: Obj, keep_data: bool = False) -> None:
         # Always a tombstone (not an unlink): the name may be covered by a synthetic batch.
         _atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"),
                       json.dumps({"name": obj.name, "deleted": True}).encode())
         self.files.setdefault(bucket, set()).add(obj.name)
+        if obj.path and not keep_data:  # kept: the body of a generation that stays noncurrent
+            _unlink(obj.path)
+
+    def _version_path(self, bucket: str, obj: Obj) -> str:
+        return self._bdir(bucket, "versions", f"{_h(obj.name)}-{obj.generation}.json")
+
+    def save_noncurrent(self, bucket: str, obj: Obj) -> None:
+        """Record a noncurrent generation (its body file, if any, is already under data/)."""
+        meta = {**self._meta(obj), "time_deleted": obj.deleted}
+        _atomic_write(self._version_path(bucket, obj), json.dumps(meta).encode())
+
+    def delete_noncurrent(self, bucket: str, obj: Obj) -> None:
+        _unlink(self._version_path(bucket, obj))
         if obj.path:
             _unlink(obj.path)
 
@@ -138,11 +175,12 @@ class Persistence:
                     binfo = json.load(f)
             except (FileNotFoundError, ValueError):
                 continue
-            b = Bucket(bname, created=binfo.get("created", 0.0), labels=binfo.get("labels"))
+            b = Bucket(bname, created=binfo.get("created", 0.0), labels=binfo.get("labels"),
+                       versioning=binfo.get("versioning"))
             buckets[bname] = b
             names: Set[str] = set()
             self.files[bname] = names
-            for sub in ("objects", "data", "synthetic"):
+            for sub in _SUBDIRS:
                 os.makedirs(self._bdir(bname, sub), exist_ok=True)
             batches = []
             for fn in os.listdir(self._bdir(bname, "synthetic")):
@@ -164,18 +202,33 @@ class Persistence:
                 if m.get("deleted"):
                     new.pop(m["name"], None)
                     continue
-                o = Obj(m["name"], m["size"], m["generation"], content_type=m["content_type"],
-                        metadata=m["metadata"], created=m["created"], md5=m["md5"], crc=m["crc"],
-                        component_count=m["component_count"], extra=m["extra"],
-                        metageneration=m["metageneration"], seed=m.get("seed"),
-                        path=self._bdir(bname, "data", m["data"]) if m.get("data") else None)
-                o.updated = m["updated"]
-                if o.path is None and o.seed is None:
-                    o.data = b""
+                o = self._obj(bname, m)
                 new[o.name] = o
                 last_gen = max(last_gen, o.generation)
             b.objects.update(new)
+            for fn in os.listdir(self._bdir(bname, "versions")):
+                if fn.endswith(".json"):
+                    with open(self._bdir(bname, "versions", fn), "rb") as f:
+                        m = json.load(f)
+                    o = self._obj(bname, m)
+                    o.deleted = m["time_deleted"]
+                    b.noncurrent.setdefault(o.name, []).append(o)
+                    last_gen = max(last_gen, o.generation)
+            for gens in b.noncurrent.values():
+                gens.sort(key=lambda o: o.generation)
             for fn in os.listdir(self._bdir(bname, "data")):
                 if fn.startswith(".tmp-"):
                     _unlink(self._bdir(bname, "data", fn))
         return buckets, last_gen
+
+    def _obj(self, bname: str, m: Dict) -> Obj:
+        """An object record from its saved metadata."""
+        o = Obj(m["name"], m["size"], m["generation"], content_type=m["content_type"],
+                metadata=m["metadata"], created=m["created"], md5=m["md5"], crc=m["crc"],
+                component_count=m["component_count"], extra=m["extra"],
+                metageneration=m["metageneration"], seed=m.get("seed"),
+                path=self._bdir(bname, "data", m["data"]) if m.get("data") else None)
+        o.updated = m["updated"]
+        if o.path is None and o.seed is None:
+            o.data = b""
+        return o

@@ -38,8 +38,12 @@ DEFAULTS: Dict[str, Any] = {
     "omit_zero_fields": False,  # JSON resources leave out zero-valued fields (size "0", false, "")
     "error_style": "gcs",       # JSON API error bodies: "gcs" {"error": {code, message, errors[]}}, "bare" (no
                                 # errors[]), "nested" (message is itself a JSON-encoded error), "text" (plain)
+    "resumable_ttl_s": 7 * 24 * 3600.0,  # a resumable session ends this long after it starts (GCS: a week)
+    "xml_multipart": True,      # False: XML multipart initiates are answered 501, as by servers without it
     "lose_replies": 0,          # the next N requests (of fail_ops) are carried out, then the connection
                                 # closes without an answer: the client cannot tell whether they happened
+    "cut_replies": 0,           # the next N successful answers with a body (of fail_ops) are carried out and
+                                # sent with the body cut in half: a truncated, unparsable answer
 }
 
 
@@ -80,7 +84,7 @@ class Profile:
         for k, v in settings.items():
             if k == "profile":
                 continue
-            if k in ("latency_ms", "bandwidth_mbps", "rate_limit", "fail_rate", "reset_rate"):
+            if k in ("latency_ms", "bandwidth_mbps", "rate_limit", "fail_rate", "reset_rate", "resumable_ttl_s"):
                 v = float(v or 0)
                 if v < 0 or (k in ("fail_rate", "reset_rate") and v > 1):
                     raise ValueError(f"{k} out of range: {v}")
@@ -98,7 +102,7 @@ class Profile:
                 v = int(v)
             elif k == "require_token":
                 v = str(v) if v else None
-            elif k in ("min_part_size", "lose_replies"):
+            elif k in ("min_part_size", "lose_replies", "cut_replies"):
                 v = int(v)
                 if v < 0:
                     raise ValueError(f"{k} must not be negative: {v}")
@@ -106,7 +110,7 @@ class Profile:
                 v = int(v)
                 if v < 1:
                     raise ValueError(f"{k} must be at least 1: {v}")
-            elif k == "omit_zero_fields":
+            elif k in ("omit_zero_fields", "xml_multipart"):
                 v = bool(v)
             elif k == "error_style":
                 if v not in ERROR_STYLES:
@@ -151,6 +155,16 @@ class Profile:
         if ops is not None and op not in ops:
             return False
         self.s["lose_replies"] -= 1
+        return True
+
+    def cut_reply(self, op: str) -> bool:
+        """Whether to send this (successful, non-empty) answer with its body cut in half."""
+        if not self.s["cut_replies"]:
+            return False
+        ops = self.s["fail_ops"]
+        if ops is not None and op not in ops:
+            return False
+        self.s["cut_replies"] -= 1
         return True
 
     def fault(self, op: str) -> Tuple[Optional[int], bool]:

@@ -21,6 +21,7 @@ from .objects import EXTRA_FIELDS, Obj, SynthBatch, b64
 from .persist import Persistence
 from .preconditions import check_preconditions
 from .synthetic import SizeSpec
+from . import versions
 
 
 def prefix_successor(p: str) -> str:
@@ -50,14 +51,15 @@ class Store:
             return g
 
     # -- buckets --
-    def create_bucket(self, name: str, labels: Optional[Dict[str, str]] = None, exist_ok: bool = False) -> Bucket:
+    def create_bucket(self, name: str, labels: Optional[Dict[str, str]] = None, exist_ok: bool = False,
+                      versioning: Optional[bool] = None) -> Bucket:
         validate_bucket_name(name)
         if name in self.buckets:
             if exist_ok:
                 return self.buckets[name]
             raise ServerError(409, f"Your previous request to create the named bucket succeeded and you already "
                                    f"own it: {name}", "conflict", "BucketAlreadyOwnedByYou")
-        b = Bucket(name, labels=labels)
+        b = Bucket(name, labels=labels, versioning=versioning)
         self.buckets[name] = b
         if self.persist:
             self.persist.save_bucket(b)
@@ -69,9 +71,21 @@ class Store:
             raise ServerError(404, f"The specified bucket does not exist: {name}", "notFound", "NoSuchBucket")
         return b
 
+    def update_bucket(self, name: str, changes: Dict[str, Any]) -> Bucket:
+        """Apply a buckets.patch/update: ``labels`` and ``versioning`` ({"enabled": bool})."""
+        b = self.bucket(name)
+        if "labels" in changes:
+            b.labels = changes["labels"] or None
+        if "versioning" in changes:
+            b.versioning = bool((changes["versioning"] or {}).get("enabled"))
+        b.metageneration += 1
+        if self.persist:
+            self.persist.save_bucket(b)
+        return b
+
     def delete_bucket(self, name: str) -> None:
         b = self.bucket(name)
-        if b.objects:
+        if b.objects or b.noncurrent:
             raise ServerError(409, f"The bucket you tried to delete is not empty: {name}", "conflict",
                               "BucketNotEmpty")
         del self.buckets[name]
@@ -80,8 +94,11 @@ class Store:
 
     # -- objects --
     def get(self, bucket: str, name: str, generation: Optional[int] = None) -> Obj:
-        obj = self.bucket(bucket).lookup(name)
-        if obj is None or (generation is not None and obj.generation != generation):
+        b = self.bucket(bucket)
+        obj = b.lookup(name)
+        if generation is not None and (obj is None or obj.generation != generation):
+            obj = versions.find(b, name, generation)  # a noncurrent generation (versioned buckets)
+        if obj is None:
             raise ServerError(404, f"No such object: {bucket}/{name}", "notFound", "NoSuchKey")
         return obj
 
@@ -116,19 +133,36 @@ class Store:
         obj = Obj(name, len(data), self.next_generation(), content_type=content_type or "application/octet-stream",
                   metadata=metadata or None, data=data, md5=md5, crc=crc, component_count=component_count,
                   extra=extra or None)
+        keep = b.versioning and old is not None  # the replaced generation stays, noncurrent
         if self.persist:
-            self.persist.save_object(bucket, obj, old)  # moves the body to disk (obj.data -> obj.path)
+            self.persist.save_object(bucket, obj, None if keep else old)  # the body moves to disk (data -> path)
+        if keep:
+            self._retire(bucket, b, old)
         b.objects[name] = obj
         return obj
+
+    def _retire(self, bucket: str, b: Bucket, old: Obj) -> None:
+        versions.retire(b, old)
+        if self.persist:
+            self.persist.save_noncurrent(bucket, old)
 
     def delete(self, bucket: str, name: str, generation: Optional[int] = None,
                preconditions: Optional[Dict[str, Optional[int]]] = None) -> None:
         b = self.bucket(bucket)
         obj = self.get(bucket, name, generation)
         check_preconditions(obj, **(preconditions or {}))
+        if obj.deleted is not None:  # a noncurrent generation, named by its number: gone for good
+            versions.forget(b, obj)
+            if self.persist:
+                self.persist.delete_noncurrent(bucket, obj)
+            return
         del b.objects[name]
+        # Versioned buckets keep a deleted live object as noncurrent, unless its generation was named.
+        keep = bool(b.versioning) and generation is None
         if self.persist:
-            self.persist.delete_object(bucket, obj)
+            self.persist.delete_object(bucket, obj, keep_data=keep)
+        if keep:
+            self._retire(bucket, b, obj)
 
     def patch(self, bucket: str, name: str, changes: Dict[str, Any], generation: Optional[int] = None,
               preconditions: Optional[Dict[str, Optional[int]]] = None) -> Obj:
@@ -161,7 +195,10 @@ class Store:
         obj.updated = time.time()
         obj._json = None
         if self.persist:
-            self.persist.save_meta(bucket, obj)
+            if obj.deleted is not None:
+                self.persist.save_noncurrent(bucket, obj)
+            else:
+                self.persist.save_meta(bucket, obj)
         return obj
 
     def list(self, bucket: str, prefix: str = "", delimiter: str = "", start_offset: str = "",
@@ -218,6 +255,13 @@ class Store:
                 n += 1
             if not jumped:
                 return items, prefixes, None
+
+    def list_versions(self, bucket: str, prefix: str = "", delimiter: str = "", start_offset: str = "",
+                      end_offset: str = "", resume: Optional[Tuple[str, int]] = None, max_results: int = 1000
+                      ) -> Tuple[List[Any], List[str], Optional[Tuple[str, int]]]:
+        """One page of a ``versions=true`` listing: every generation, as (name, Obj or SynthBatch) entries."""
+        return versions.list_versions(self.bucket(bucket), prefix, delimiter, start_offset, end_offset, resume,
+                                      max_results)
 
     def generate(self, bucket: str, count: int, size: SizeSpec = 1024, prefix: str = "", seed: int = 0) -> int:
         """Create ``count`` synthetic objects ``{prefix}{i:08d}`` in bulk (no bodies stored)."""

@@ -66,6 +66,31 @@ class Resumable:
         self.buf = bytearray()
         self.created = time.time()
 
+    def saved(self) -> Dict[str, Any]:
+        """What `pending` keeps of the session (its bytes go to a file of their own)."""
+        return {"bucket": self.bucket, "name": self.name, "meta": self.meta, "q": self.q, "created": self.created}
+
+
+def restore_sessions(srv) -> None:
+    """Sessions saved under the server's root (``--root``), unless expired."""
+    for uid, s, data in srv.pending.load_resumable(srv.profile.s["resumable_ttl_s"]):
+        sess = Resumable(s["bucket"], s["name"], s["meta"], s["q"])
+        sess.buf += data
+        sess.created = s["created"]
+        srv.resumable[uid] = sess
+
+
+def _append(srv, uid: str, sess: Resumable, data) -> None:
+    """Bytes received for a session: on disk (with a root) before they are acknowledged."""
+    if srv.pending is not None and len(data):
+        srv.pending.append_resumable(uid, bytes(data))
+    sess.buf += data
+
+
+def _drop(srv, uid: str) -> None:
+    if srv.resumable.pop(uid, None) is not None and srv.pending is not None:
+        srv.pending.drop_resumable(uid)
+
 
 def _store_upload(srv, request, q, bucket, name, meta, data, status=200) -> Reply:
     ctype, md, extra = meta_from(meta)
@@ -111,7 +136,10 @@ async def upload_start(srv, request: web.Request, q: Dict[str, str], bucket: str
         # Fail fast on preconditions (GCS checks them at initiation and again at finalization).
         check_preconditions(srv.store.peek(bucket, name), **preconds(q))
         uid = secrets.token_urlsafe(18)
-        srv.resumable[uid] = Resumable(bucket, name, meta, q)
+        sess = Resumable(bucket, name, meta, q)
+        if srv.pending is not None:
+            srv.pending.start_resumable(uid, sess.saved())
+        srv.resumable[uid] = sess
         loc = f"{base_url(request)}/upload/storage/v1/b/{quote(bucket, safe='')}/o?uploadType=resumable&upload_id={uid}"
         return Reply(200, b"", {"Location": loc, "X-GUploader-UploadID": uid, "Content-Type": "text/plain"})
     if kind == "json":  # metadata-only objects.insert: an empty object
@@ -129,6 +157,9 @@ _RANGE_RE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)$")
 async def resumable_chunk(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     uid = q["upload_id"]
     sess = srv.resumable.get(uid)
+    if sess is not None and time.time() - sess.created > srv.profile.s["resumable_ttl_s"]:
+        _drop(srv, uid)  # GCS: a session URI expires a week after it was started
+        sess = None
     if sess is None or sess.bucket != bucket:
         raise ServerError(404, f"No such resumable upload session: {uid}", "notFound")
     data = await srv.body(request)
@@ -137,7 +168,7 @@ async def resumable_chunk(srv, request: web.Request, q: Dict[str, str], bucket: 
     if cr is None:  # the whole object in one request
         if have:
             raise ServerError(400, "Content-Range is required after the first chunk.", "invalid")
-        sess.buf += data
+        _append(srv, uid, sess, data)
         return _finish(srv, request, uid, sess)
     m = _RANGE_RE.match(cr.strip())
     if not m:
@@ -158,7 +189,7 @@ async def resumable_chunk(srv, request: web.Request, q: Dict[str, str], bucket: 
         raise ServerError(400, f"Chunk starts at {start} but only {have} bytes were received; resume at {have}.",
                           "invalid")
     if end + 1 > have:  # bytes before `have` were already persisted: ignore the overlap
-        sess.buf += data[have - start:]
+        _append(srv, uid, sess, memoryview(data)[have - start:])
     if total is not None:
         if len(sess.buf) > total:
             raise ServerError(400, f"Received {len(sess.buf)} bytes, more than the declared {total}.", "invalid")
@@ -179,13 +210,14 @@ def _finish(srv, request, uid, sess) -> Reply:
         reply = _store_upload(srv, request, sess.q, sess.bucket, sess.name, sess.meta, bytes(sess.buf))
     except ServerError as e:
         if e.code in (400, 412):  # a failed final check ends the session, nothing stored
-            srv.resumable.pop(uid, None)
+            _drop(srv, uid)
         raise
-    srv.resumable.pop(uid, None)
+    _drop(srv, uid)
     return reply
 
 
 async def resumable_cancel(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
-    if srv.resumable.pop(q["upload_id"], None) is None:
+    if q["upload_id"] not in srv.resumable:
         raise ServerError(404, "No such resumable upload session.", "notFound")
+    _drop(srv, q["upload_id"])
     return Reply(499, b"")

@@ -62,6 +62,27 @@ class Multipart:
         self.content_type, self.metadata, self.extra = content_type, metadata, extra
         self.created = time.time()
 
+    def saved(self) -> Dict[str, Any]:
+        """What `pending` keeps of the upload (its parts are files of their own)."""
+        return {"bucket": self.bucket, "key": self.key, "content_type": self.content_type,
+                "metadata": self.metadata, "extra": self.extra, "created": self.created}
+
+
+def restore_uploads(srv) -> None:
+    """Multipart uploads saved under the server's root (``--root``), with their parts."""
+    for uid, u, parts in srv.pending.load_multipart():
+        up = Multipart(u["bucket"], u["key"], u["content_type"], u["metadata"], u["extra"])
+        up.created = u["created"]
+        for n, (p, data) in parts.items():
+            up.parts[n] = Part([data], p["size"], p["etag"], p["uploaded"], p["crc"])
+        srv.multipart[uid] = up
+
+
+def _forget(srv, uid: str) -> None:
+    """The upload is completed or aborted: gone from memory and from disk."""
+    if srv.multipart.pop(uid, None) is not None and srv.pending is not None:
+        srv.pending.drop_multipart(uid)
+
 
 def route(method: str, path: str, q: Dict[str, str]) -> Tuple[str, Callable[..., Any]]:
     """Map (method, raw path) to (op name, handler)."""
@@ -216,11 +237,15 @@ def _upload(srv, q, bucket, key) -> Multipart:
 
 
 async def initiate(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
+    if not srv.profile.s["xml_multipart"]:  # a server without XML multipart upload (configure(xml_multipart=False))
+        raise ServerError(501, "XML multipart upload is not implemented by this server.", xml_code="NotImplemented")
     srv.store.bucket(bucket)
     await srv.body(request)
     uid = secrets.token_urlsafe(24)
-    srv.multipart[uid] = Multipart(bucket, key, request.headers.get("Content-Type"), _meta_headers(request),
-                                   _field_headers(request))
+    up = Multipart(bucket, key, request.headers.get("Content-Type"), _meta_headers(request), _field_headers(request))
+    if srv.pending is not None:
+        srv.pending.start_multipart(uid, up.saved())
+    srv.multipart[uid] = up
     return _xml(f"<InitiateMultipartUploadResult{_NS}><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"
                 f"<UploadId>{uid}</UploadId></InitiateMultipartUploadResult>")
 
@@ -246,7 +271,11 @@ async def upload_part(srv, request: web.Request, q: Dict[str, str], bucket: str,
         raise ServerError(400, "The Content-MD5 you specified did not match what we received.", xml_code="BadDigest")
     if want_crc is not None and want_crc != crc:
         raise ServerError(400, "The crc32c you specified did not match what we received.", xml_code="BadDigest")
-    up.parts[n] = Part(chunks, size, md5raw.hex(), time.time(), crc_int)
+    part = Part(chunks, size, md5raw.hex(), time.time(), crc_int)
+    if srv.pending is not None:  # on disk before it is acknowledged (written and fsynced off the event loop)
+        record = {"size": size, "etag": part.etag, "uploaded": part.uploaded, "crc": crc_int}
+        await asyncio.get_running_loop().run_in_executor(None, srv.pending.save_part, q["uploadId"], n, chunks, record)
+    up.parts[n] = part
     return Reply(200, b"", {"ETag": f'"{md5raw.hex()}"', "x-goog-hash": f"crc32c={crc},md5={b64(md5raw)}"})
 
 
@@ -310,7 +339,7 @@ async def complete(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
     # parts', and GCS keeps no MD5 for such an object (only crc32c), so neither do we.
     obj = srv.store.put(bucket, key, Chunked(chunks), content_type=up.content_type, metadata=up.metadata,
                         extra=up.extra, preconditions=_preconds(request), with_md5=False, crc=crc_to_b64(crc))
-    srv.multipart.pop(q["uploadId"], None)
+    _forget(srv, q["uploadId"])
     return _xml(f"<CompleteMultipartUploadResult{_NS}><Location>{_e(request.scheme)}://{_e(request.host)}/{_e(bucket)}/"
                 f"{_e(key)}</Location><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"
                 f"<ETag>\"{object_etag(obj)}\"</ETag></CompleteMultipartUploadResult>", headers=_gen_headers(obj))
@@ -318,5 +347,5 @@ async def complete(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
 
 async def abort(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     _upload(srv, q, bucket, key)
-    srv.multipart.pop(q["uploadId"], None)
+    _forget(srv, q["uploadId"])
     return Reply(204, b"")

@@ -17,7 +17,7 @@ from ..gcs import http, tempnames
 from ..gcs.limits import MAX_COMPONENTS, MAX_COMPOSE_SOURCES
 from ..gcs.checksums import crc32c_combine
 from .bodies import DEFAULT_CONTENT_TYPE
-from .single import check_crc, confirm_written, exists_error, upload_single
+from .single import answer_or_confirm, check_crc, confirm_written, exists_error, upload_single
 from .strategy import BaseUploader
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,7 +60,8 @@ class ComposeUploader(BaseUploader):
                                        what=self.pw.what)
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": len(data)}
 
-    async def _compose(self, sources: list[dict], dest: str, *, create_only: bool = False, final: bool = False) -> dict:
+    async def _compose(self, sources: list[dict], dest: str, *, create_only: bool = False, final: bool = False,
+                       crc: int | None = None, size: int | None = None) -> dict:
         body: dict = {
             "sourceObjects": [{"name": s["name"], "generation": s["generation"]} for s in sources],
             # Temporaries are plain bytes; the destination gets every field of the write.
@@ -70,6 +71,7 @@ class ComposeUploader(BaseUploader):
         if create_only:
             params["ifGenerationMatch"] = "0"
         what = f"{self.bucket}/{dest}"
+        crc, size = (self.pw.crc, self.pw.size) if crc is None else (crc, size)
 
         async def attempt(n: int) -> dict:
             try:
@@ -77,11 +79,11 @@ class ComposeUploader(BaseUploader):
                                                what=what, params=params or None, json=body)
             except PreconditionFailed:
                 if n > 0:  # our earlier attempt landed, its answer was lost
-                    found = await confirm_written(self.fs, self.bucket, dest, self.pw.crc, self.pw.size)
+                    found = await confirm_written(self.fs, self.bucket, dest, crc, size)
                     if found is not None:
                         return found
                 raise exists_error(self.bucket, self.pw.key) from None
-            return resp.json()
+            return await answer_or_confirm(self.fs, resp, self.bucket, dest, crc, size, what)
 
         return await self.fs.retry_policy("compose").run(attempt, what=f"compose {what}")
 
@@ -95,7 +97,7 @@ class ComposeUploader(BaseUploader):
                 crc, size = crc32c_combine(crc, s["crc"], s["size"]), size + s["size"]
             async with sem:
                 key = self._new_temp()
-                resource = await self._compose(group, key)
+                resource = await self._compose(group, key, crc=crc, size=size)
             check_crc(resource, crc, size, f"{self.bucket}/{key}")
             return {"name": key, "generation": resource["generation"], "crc": crc, "size": size}
 

@@ -74,6 +74,11 @@ class PartWriter:
         return bool(getattr(self._make_uploader, "fields_at_complete", False))
 
     @property
+    def max_parts(self) -> int | None:
+        """The part cap in force: the running strategy's (a fallback may lower it), else the chosen one's."""
+        return (self._uploader or self._make_uploader).max_parts
+
+    @property
     def aborted(self) -> bool:
         return self._aborted
 

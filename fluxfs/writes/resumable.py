@@ -12,7 +12,7 @@ from ..errors import PreconditionFailed
 from ..gcs import http
 from ..gcs.checksums import crc_to_b64
 from .bodies import body as sliced
-from .single import confirm_written, exists_error
+from .single import answer_or_confirm, confirm_written, exists_error
 from .strategy import BaseUploader
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,7 +86,9 @@ class ResumableUploader(BaseUploader):
                                                ok=(308,) if total is None else (200, 201))
             except PreconditionFailed:
                 raise exists_error(self.pw.bucket, self.pw.key) from None
-            return resp.json() if total is not None else None
+            if total is None:
+                return None
+            return await answer_or_confirm(self.fs, resp, self.pw.bucket, self.pw.key, crc, total, what)
 
         result = await self.fs.retry_policy("write").run(attempt, what=f"upload {what}")
         self.offset = end

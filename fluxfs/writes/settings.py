@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Callable
 
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE, XML_MIN_PART_SIZE
 from .compose import ComposeUploader
+from .fallback import XmlOrComposeUploader, xml_unsupported
 from .resumable import ResumableUploader
-from .xml import XmlUploader
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # Part size and concurrency defaults, and how they were measured: fluxfs/options.py.
 
 STRATEGIES: dict[str, Callable[["PartWriter"], "Uploader"]] = {
-    "xml": XmlUploader, "compose": ComposeUploader, "off": ResumableUploader,
+    "xml": XmlOrComposeUploader, "compose": ComposeUploader, "off": ResumableUploader,
 }
 
 
@@ -31,10 +31,13 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
     ``block_size`` given to ``open()`` (gcsfs callers pass 256 KiB) is instead rounded up to what the
     strategy needs: the write succeeds, its memory bound by about concurrency x that part size.
     Fields the XML API's headers cannot carry unchanged (non-ASCII metadata values, upper-case
-    metadata keys) send an ``xml`` write through one JSON resumable session instead.
+    metadata keys) send an ``xml`` write through one JSON resumable session instead. A server found
+    to lack XML multipart upload (`fallback.py`) gets ``compose`` writes instead.
     """
     option = fs.options.multipart
     strategy = "off" if option == "xml" and fields is not None and not fields.xml_safe else option
+    if strategy == "xml" and xml_unsupported(fs):
+        strategy = "compose"
     conc = fs.options.write_concurrency
     if block_size is None:
         part = int(fs.options.part_size)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import aiohttp
 
-from ..errors import ChecksumMismatch, PreconditionFailed
+from ..errors import ChecksumMismatch, FluxError, PreconditionFailed
 from ..gcs import http
 from ..gcs.checksums import crc_to_b64
 from .bodies import body
@@ -71,6 +71,27 @@ async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int,
     return None
 
 
+async def answer_or_confirm(fs: "FluxFileSystem", resp: http.Response, bucket: str, key: str, crc: int, size: int,
+                            what: str) -> dict:
+    """The object resource a final upload request (or compose) answered with. An answer cut off or
+    garbled on the way comes after the request was carried out: the stored object is then read back
+    and accepted only if its size and crc32c are what was sent; otherwise a FluxError says so."""
+    try:
+        resource = resp.json()
+    except ValueError as exc:  # orjson.JSONDecodeError: a truncated or garbled body
+        problem = f"{type(exc).__name__}: {exc}"
+    else:
+        if isinstance(resource, dict):
+            return resource
+        problem = f"a JSON {type(resource).__name__}, not an object resource"
+    found = await confirm_written(fs, bucket, key, crc, size)
+    if found is not None:
+        return found
+    raise FluxError(f"{what}: the answer to the final upload request was unreadable ({problem}), and "
+                    f"{bucket}/{key} does not hold the {size} bytes with crc32c {crc_to_b64(crc)} that were sent: "
+                    "the write did not complete")
+
+
 async def upload_single(
     fs: "FluxFileSystem", bucket: str, key: str, data: bytes, crc: int, *,
     create_only: bool = False, fields: ObjectFields | None = None,
@@ -106,7 +127,7 @@ async def upload_single(
                 if found is not None:
                     return found
             raise exists_error(bucket, key) from None
-        resource = resp.json()
+        resource = await answer_or_confirm(fs, resp, bucket, key, crc, len(data), what)
         try:
             check_crc(resource, crc, len(data), what)
         except ChecksumMismatch:

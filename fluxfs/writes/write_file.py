@@ -271,7 +271,7 @@ class FluxWriteFile(io.IOBase):
 
     def _part_limit(self) -> int:
         """Size of the next part: growing with the part number so a 5 TiB write stays under the cap."""
-        cap = self._uploader.max_parts
+        cap = self._writer.max_parts
         if cap is None:
             return self.part_size
         return scheduled_part_size(self._writer.parts + 1, self.part_size, cap, self._uploader.max_object_size)

@@ -71,3 +71,31 @@ def test_memory_default_forgets(tmp_path):
     with run() as srv:
         assert request(srv.url, "GET", "/storage/v1/b/mem").status == 404
     assert os.listdir(tmp_path) == []
+
+
+_FIELDS = "generation,size,crc32c,md5Hash,timeDeleted,updated"
+
+
+def test_restart_keeps_noncurrent_generations(tmp_path):
+    """A versioned bucket under --root: its setting, noncurrent generations (bodies, timeDeleted) and
+    generation deletes all survive a restart."""
+    root = str(tmp_path / "store")
+    with run(root=root) as srv:
+        body = json.dumps({"name": "ver", "versioning": {"enabled": True}}).encode()
+        r = request(srv.url, "POST", "/storage/v1/b", body, {"Content-Type": "application/json"})
+        assert r.status == 200
+        gens = [upload(srv.url, "ver", "a", body).json()["generation"] for body in (b"one", b"two", b"three")]
+        assert request(srv.url, "DELETE", obj_path("ver", "a"), params={"generation": gens[1]}).status == 204
+        assert request(srv.url, "DELETE", obj_path("ver", "a")).status == 204  # live -> noncurrent
+        before = request(srv.url, "GET", obj_path("ver", "a"), params={"generation": gens[0], "fields": _FIELDS}).json()
+    with run(root=root) as srv:
+        assert request(srv.url, "GET", "/storage/v1/b/ver").json()["versioning"] == {"enabled": True}
+        items = request(srv.url, "GET", "/storage/v1/b/ver/o", params={"versions": "true"}).json()["items"]
+        assert [i["generation"] for i in items] == [gens[0], gens[2]]
+        assert all("timeDeleted" in i for i in items)
+        assert request(srv.url, "GET", obj_path("ver", "a"), params={"generation": gens[0], "fields": _FIELDS}).json() == before
+        for g, body in ((gens[0], b"one"), (gens[2], b"three")):
+            got = request(srv.url, "GET", obj_path("ver", "a"), params={"generation": g, "alt": "media"})
+            assert got.body == body
+        assert request(srv.url, "GET", obj_path("ver", "a")).status == 404
+        assert request(srv.url, "GET", obj_path("ver", "a"), params={"generation": gens[1]}).status == 404
