@@ -6,10 +6,11 @@ stores each member's offset and size beside the shard so one sample is one range
 from __future__ import annotations
 
 from .catalog import MissingIndexWarning, ShardCatalog, ShardInfo
+from .dataset import FluxShardDataset
 from .errors import ShardError
 from .index import ShardIndex, index_path
 from .samples import SampleSpan, group_samples, sample_dict, split_key
 from .tarformat import Member, TarScanner, member_bytes, scan
 
-__all__ = ["MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardError", "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
+__all__ = ["FluxShardDataset", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardError", "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
            "split_key", "Member", "TarScanner", "member_bytes", "scan"]
