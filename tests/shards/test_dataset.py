@@ -136,3 +136,17 @@ def test_shard_replaced_during_the_epoch_is_reported(bucket, options, fs, indexe
     fs.pipe(f"{bucket}/r/b.tar", shard_bytes(shard_keys(1, 3)))
     with pytest.raises(ShardError, match=r"r/b\.tar at byte \d+: the shard was replaced during the epoch"):
         list(it)
+
+
+def test_set_epoch_reaches_persistent_workers(shard_bucket, options):
+    ds = make(shard_bucket, options, shuffle=True, seed=4)
+
+    def epoch_keys(loader, epoch):
+        ds.set_epoch(epoch)
+        return keys_of(loader)
+
+    persistent = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
+    got = [epoch_keys(persistent, e) for e in (0, 1, 2)]
+    fresh = [epoch_keys(DataLoader(ds, batch_size=None, num_workers=2), e) for e in (0, 1, 2)]
+    assert got == fresh
+    assert got[0] != got[1] != got[2] and sorted(got[0]) == sorted(all_sample_keys())
