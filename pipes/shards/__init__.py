@@ -8,9 +8,10 @@ from __future__ import annotations
 from .catalog import MissingIndexWarning, ShardCatalog, ShardInfo
 from .dataset import FluxShardDataset
 from .errors import ShardError
+from .node import ReadShards
 from .index import ShardIndex, index_path
 from .samples import SampleSpan, group_samples, sample_dict, split_key
 from .tarformat import Member, TarScanner, member_bytes, scan
 
-__all__ = ["FluxShardDataset", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardError", "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
+__all__ = ["FluxShardDataset", "ReadShards", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardError", "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
            "split_key", "Member", "TarScanner", "member_bytes", "scan"]
