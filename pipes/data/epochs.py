@@ -134,3 +134,29 @@ def runs_to_state(runs: Optional[Sequence[Run]]) -> Optional[list]:
 
 def runs_from_state(value: Optional[Sequence]) -> Optional[list[Run]]:
     return None if value is None else [Run.from_list(v) for v in value]
+
+
+_SNAPSHOT, _WORKERS, _LAG, _DATASET = "_snapshot", "_worker_snapshots", "_steps_since_snapshot", "dataset_state"
+
+
+def reader_states(*loader_states: dict) -> list[dict]:
+    """Every reader's dataset state in `StatefulDataLoader` state dicts (one per rank), for a resume on another layout.
+
+    Pass each old rank's ``loader.state_dict()`` (saved per rank, or gathered with
+    ``torch.distributed.all_gather_object``); the result goes to ``dataset.load_state_dict({"readers": ...})``.
+    """
+    out: list[dict] = []
+    for state in loader_states:
+        if _SNAPSHOT in state:  # DataLoader workers: one snapshot each
+            if state.get(_LAG):
+                raise ValueError(f"this loader state is {state[_LAG]} steps past its last snapshot: save states "
+                                 f"with snapshot_every_n_steps=1 (the default) to resume on another layout")
+            workers = state[_SNAPSHOT][_WORKERS]
+            out += [workers[k][_DATASET] for k in sorted(workers, key=lambda k: int(k.rsplit("_", 1)[1]))]
+        elif _DATASET in state:  # num_workers=0
+            out.append(state[_DATASET])
+        else:  # a dataset's own state_dict()
+            out.append(state)
+    if any(s is None for s in out):
+        raise ValueError("a loader state holds no dataset state (was its dataset resumable?)")
+    return out

@@ -173,9 +173,14 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
                     f"or num_workers, give every old reader's state: ds.load_state_dict({{'readers': "
                     f"reader_states(old_loader_states)}}) and do not load the new loader's state")
             return dict(state)
-        olds = [s for s in state[self.READERS_KEY] if s.get(self.CURSOR_KEY) is not None]
-        if not olds:
-            return fresh
+        olds = state[self.READERS_KEY]
+        if any(s.get(self.CURSOR_KEY) is None for s in olds):
+            raise ValueError("a reader state was saved before that reader started: its share is unknown")
+        counts = {s[self.READER_KEY][1] for s in olds}
+        seen = sorted(s[self.READER_KEY][0] for s in olds)
+        if len(counts) != 1 or seen != list(range(counts.pop())):
+            raise ValueError(f"states of readers {seen} (of {sorted({s[self.READER_KEY][1] for s in olds})}) do not "
+                             f"make one complete layout: pass every rank's loader state, each once")
         planned = {s[self.PLANNED_KEY] for s in olds}
         if len(planned) != 1:
             raise ValueError(f"reader states were planned for different reader counts {sorted(planned)}")

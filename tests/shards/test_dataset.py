@@ -1,6 +1,7 @@
 """FluxShardDataset: exactly-once sharding over ranks x workers, shuffling, resume, and bad shards."""
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections import Counter
 
@@ -150,3 +151,43 @@ def test_set_epoch_reaches_persistent_workers(shard_bucket, options):
     fresh = [epoch_keys(DataLoader(ds, batch_size=None, num_workers=2), e) for e in (0, 1, 2)]
     assert got == fresh
     assert got[0] != got[1] != got[2] and sorted(got[0]) == sorted(all_sample_keys())
+
+
+@pytest.mark.parametrize("old,new", [((1, 0), (2, 3)), ((2, 2), (3, 1)), ((3, 1), (1, 2)), ((2, 3), (2, 0))])
+@pytest.mark.parametrize("which", ["all", "two"])
+def test_elastic_resume_reads_every_remaining_sample_once(shard_bucket, options, old, new, which):
+    """Checkpointed at world size A x workers W, resumed at B x V: every sample of the epoch exactly once."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from fluxfs.pipes.data.epochs import reader_states
+
+    kwargs = dict(shuffle=True, seed=9, shuffle_buffer=3)
+    head, states = [], []
+    for rank in range(old[0]):
+        ds = make(shard_bucket, options, which, rank=rank, world_size=old[0], **kwargs)
+        ds.set_epoch(2)
+        loader = StatefulDataLoader(ds, batch_size=None, num_workers=old[1])
+        it = iter(loader)
+        head += keys_of(itertools.islice(it, rank + 2))  # ranks stop at different points
+        states.append(loader.state_dict())
+        del it
+    gathered = {"readers": reader_states(*states)}
+    rest = []
+    for rank in range(new[0]):
+        ds = make(shard_bucket, options, which, rank=rank, world_size=new[0], **kwargs)
+        ds.load_state_dict(gathered)
+        rest += loader_keys(ds, new[1])
+    assert Counter(head + rest) == Counter(EXPECTED[which])
+    ds.set_epoch(3)  # the next epoch starts whole on the new layout
+    assert Counter(sum((loader_keys(make(shard_bucket, options, which, rank=r, world_size=new[0], **kwargs), new[1])
+                        for r in range(new[0])), [])) == Counter(EXPECTED[which])
+
+
+def test_incomplete_gathered_state_is_refused(shard_bucket, options):
+    ds = make(shard_bucket, options, rank=0, world_size=2)
+    it = iter(ds)
+    next(it)
+    other = make(shard_bucket, options)
+    other.load_state_dict({"readers": [ds.state_dict()]})
+    with pytest.raises(ValueError, match=r"states of readers \[0\] \(of \[2\]\) do not make one complete layout"):
+        iter(other)
