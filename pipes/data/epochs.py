@@ -160,3 +160,14 @@ def reader_states(*loader_states: dict) -> list[dict]:
     if any(s is None for s in out):
         raise ValueError("a loader state holds no dataset state (was its dataset resumable?)")
     return out
+
+
+def check_complete(readers: Sequence[Optional[Sequence[int]]]) -> None:
+    """Gathered states must be those of every reader of one layout ([index, count] each), once."""
+    if any(r is None for r in readers):
+        raise ValueError("a reader state was saved before that reader started: its share is unknown")
+    counts = sorted({r[1] for r in readers})  # type: ignore[index]
+    seen = sorted(r[0] for r in readers)  # type: ignore[index]
+    if len(counts) != 1 or seen != list(range(counts[0])):
+        raise ValueError(f"states of readers {seen} (of {counts}) do not make one complete layout: "
+                         f"pass every rank's loader state, each once")

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 import numpy as np
 import torch.utils.data
 
-from ..data.epochs import EpochCell, Run, iter_slots, reader_runs, remaining, runs_from_state, runs_to_state, share
+from ..data.epochs import EpochCell, Run, check_complete, iter_slots, reader_runs, remaining, runs_from_state, runs_to_state, share
 from ..data.sharding import current_shard, distributed_rank, epoch_order
 from ..options import merge_storage_options, split_keywords
 from .catalog import ShardCatalog
@@ -174,13 +174,7 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
                     f"reader_states(old_loader_states)}}) and do not load the new loader's state")
             return dict(state)
         olds = state[self.READERS_KEY]
-        if any(s.get(self.CURSOR_KEY) is None for s in olds):
-            raise ValueError("a reader state was saved before that reader started: its share is unknown")
-        counts = {s[self.READER_KEY][1] for s in olds}
-        seen = sorted(s[self.READER_KEY][0] for s in olds)
-        if len(counts) != 1 or seen != list(range(counts.pop())):
-            raise ValueError(f"states of readers {seen} (of {sorted({s[self.READER_KEY][1] for s in olds})}) do not "
-                             f"make one complete layout: pass every rank's loader state, each once")
+        check_complete([s.get(self.READER_KEY) if s.get(self.CURSOR_KEY) is not None else None for s in olds])
         planned = {s[self.PLANNED_KEY] for s in olds}
         if len(planned) != 1:
             raise ValueError(f"reader states were planned for different reader counts {sorted(planned)}")

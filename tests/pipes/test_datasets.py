@@ -263,3 +263,39 @@ def test_set_epoch_reaches_persistent_workers(data_bucket, storage_options):
     fresh = [epoch_keys(DataLoader(ds, batch_size=16, num_workers=2), e) for e in (0, 1, 2)]
     assert got == fresh
     assert got[0] != got[1] != got[2] and sorted(got[0]) == sorted(got[2])
+
+
+@pytest.mark.parametrize("old,new", [((1, 0), (2, 3)), ((2, 2), (3, 1)), ((3, 1), (1, 2))])
+def test_elastic_resume_reads_every_remaining_object_once(data_bucket, storage_options, old, new):
+    """Checkpointed at world size A x workers W, resumed at B x V: every object of the epoch exactly once."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from fluxfs.pipes.data.epochs import reader_states
+
+    def make(rank, world_size):
+        return FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                               shuffle=True, seed=4, rank=rank, world_size=world_size, read_batch=8)
+
+    head, states = [], []
+    for rank in range(old[0]):
+        loader = StatefulDataLoader(make(rank, old[0]), batch_size=10, num_workers=old[1])
+        batches = iter(loader)
+        head += [k for _ in range(rank + 2) for k in next(batches)[0]]  # ranks stop at different points
+        states.append(loader.state_dict())
+        del batches
+    rest = []
+    for rank in range(new[0]):
+        ds = make(rank, new[0])
+        ds.load_state_dict({"readers": reader_states(*states)})
+        rest += [k for keys, _ in DataLoader(ds, batch_size=10, num_workers=new[1]) for k in keys]
+    assert Counter(head + rest) == all_keys("small/", N_SMALL)
+
+
+def test_resume_on_another_layout_without_gathering_is_refused(data_bucket, storage_options):
+    ds = FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                         rank=0, world_size=2)
+    next(iter(ds))
+    other = FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options)
+    other.load_state_dict(ds.state_dict())
+    with pytest.raises(ValueError, match=r"saved by reader 0 of 2 .*this is reader 0 of 1\. To resume on another"):
+        iter(other)
