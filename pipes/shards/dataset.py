@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 import numpy as np
 import torch.utils.data
 
-from ..data.epochs import EpochCell, Run, check_complete, iter_slots, reader_runs, remaining, runs_from_state, runs_to_state, share
+from ..data.epochs import (EpochCell, Run, check_complete, iter_slots, reader_runs, remaining, runs_from_state,
+                           runs_to_state, share)
 from ..data.sharding import current_shard, distributed_rank, epoch_order
 from ..options import merge_storage_options, split_keywords
 from .catalog import ShardCatalog
@@ -36,9 +37,10 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
 
     Resume: with ``StatefulDataLoader`` on the same world size and num_workers, load the loader's
     state as usual. On another layout, gather every reader's state from the old loaders' states
-    (every rank's: ``pipes.data.epochs.reader_states``), give it to a fresh dataset with
-    ``ds.load_state_dict({"readers": states})`` and do not load the new loader's state: each new
-    reader reads its share of what is left, every remaining sample exactly once.
+    (``states = fluxfs.pipes.reader_states(*every_rank_loader_state)``), give it to a fresh dataset
+    with ``ds.load_state_dict({"readers": states})`` and do not load the new loader's state: each new
+    reader reads its share of what is left, every remaining sample exactly once. Ranks can save their
+    loader states beside the checkpoint, or gather them with ``torch.distributed.all_gather_object``.
     """
 
     EPOCH_KEY = "epoch"
@@ -216,7 +218,8 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
             uid = int(order[slot])
             i = uid // parts
             info = self.catalog.shards[i]
-            return UnitRead(info, info.url(self.catalog.protocol), uid % parts, parts, first, take), self.catalog.index(i)
+            read = UnitRead(info, info.url(self.catalog.protocol), uid % parts, parts, first, take)
+            return read, self.catalog.index(i)
 
         runs = self._runs(state)
         rng = np.random.default_rng([self.seed, state[self.EPOCH_KEY], *state[self.READER_KEY],

@@ -191,3 +191,13 @@ def test_incomplete_gathered_state_is_refused(shard_bucket, options):
     other.load_state_dict({"readers": [ds.state_dict()]})
     with pytest.raises(ValueError, match=r"states of readers \[0\] \(of \[2\]\) do not make one complete layout"):
         iter(other)
+
+
+def test_shard_deleted_during_the_epoch_is_named(bucket, options, fs):
+    for name in ("a", "b"):
+        put_shard(fs, f"{bucket}/d/{name}.tar", shard_bytes(shard_keys(0, 3)))
+    it = iter(FluxShardDataset.from_prefix(f"flux://{bucket}/d/", storage_options=options))
+    next(it)
+    fs.rm(f"{bucket}/d/b.tar")
+    with pytest.raises(FileNotFoundError, match=rf"flux://{bucket}/d/b\.tar was deleted during the epoch"):
+        list(it)
