@@ -59,6 +59,8 @@ class _Received:
 
     def cut(self, lo: int, hi: int) -> tuple[bytes, int]:
         """(bytes covering [lo, hi), the offset they start at); a view of one piece when it holds them all."""
+        if hi <= lo:  # a sample whose members are all empty
+            return b"", lo
         parts = [(a, d) for a, d in self.pieces if a < hi and a + len(d) > lo]
         if len(parts) == 1:
             return parts[0][1], parts[0][0]
@@ -150,6 +152,8 @@ class ShardReader:
                 yield ordinal, self._sample(span, unit.url, piece, base)
             if pending:
                 received.drop_before(pending[0][1].start)
+        for ordinal, span in pending:  # only samples of empty members are left (no bytes to wait for)
+            yield ordinal, self._sample(span, unit.url, b"", span.start)
 
     def _streamed(self, unit: UnitRead) -> Iterator[tuple[int, dict]]:
         """The whole shard from byte 0, members found by `TarScanner`; stops once the part's count is reached."""

@@ -201,3 +201,15 @@ def test_shard_deleted_during_the_epoch_is_named(bucket, options, fs):
     fs.rm(f"{bucket}/d/b.tar")
     with pytest.raises(FileNotFoundError, match=rf"flux://{bucket}/d/b\.tar was deleted during the epoch"):
         list(it)
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_samples_of_empty_members(bucket, options, fs, indexed):
+    def fields(key):
+        return {"txt": b""} if key.endswith(("0", "2")) else {"txt": b"x" * 700}
+
+    put_shard(fs, f"{bucket}/z/a.tar", shard_bytes(shard_keys(0, 3), fields), index=indexed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingIndexWarning)
+        got = list(FluxShardDataset.from_prefix(f"flux://{bucket}/z/", storage_options=options))
+    assert [(s["__key__"], s["txt"]) for s in got] == [("s0/0000", b""), ("s0/0001", b"x" * 700), ("s0/0002", b"")]
