@@ -18,6 +18,7 @@ from fluxfs.gcs import fork
 from ..data.manifests import manifest_infos
 from ..data.object_store import list_objects, lookup_objects
 from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
+from .errors import ShardError
 from .index import INDEX_SUFFIX, ShardIndex, index_path
 
 SHARD_SUFFIX = ".tar"
@@ -126,16 +127,21 @@ def warn_missing_indexes(shards: Sequence[ShardInfo], protocol: str, stacklevel:
             f"first byte; build indexes with `fluxfs shard index`", MissingIndexWarning, stacklevel=stacklevel)
 
 
-def read_index(fs: Any, shard: ShardInfo) -> Optional[ShardIndex]:
+def read_index(fs: Any, shard: ShardInfo, must_exist: bool = False) -> Optional[ShardIndex]:
     """The shard's index, checked against the shard's size and generation; None when it has none.
 
-    A stale index (the shard replaced after indexing) is a ShardError naming the shard.
+    A stale index (the shard replaced after indexing) is a ShardError naming the shard. `must_exist`:
+    the index was listed, so its absence now is an error too (readers splitting a shard by its index
+    must all see it).
     """
     if not shard.has_index:
         return None
     try:
         data = fs.cat_file(index_path(shard.path))
     except FileNotFoundError:
+        if must_exist:
+            raise ShardError(index_path(shard.path), None, "the index was deleted after the shards were listed") \
+                from None
         return None
     index = ShardIndex.from_bytes(shard.path, data)
     index.check_current(shard.size, shard.generation)
@@ -217,6 +223,6 @@ class ShardCatalog:
     def index(self, i: int) -> Optional[ShardIndex]:
         """Shard `i`'s index (loaded once per process), or None when it has none."""
         if i not in self._indexes:
-            self._indexes[i] = read_index(self.fs, self.shards[i])
+            self._indexes[i] = read_index(self.fs, self.shards[i], must_exist=True)
         return self._indexes[i]
 

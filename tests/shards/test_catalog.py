@@ -68,3 +68,12 @@ def test_stale_index_is_refused_naming_the_shard(fs, bucket, options):
     cat = ShardCatalog("prefix", f"flux://{bucket}/", storage_options=options)
     with pytest.raises(ShardError, match=r"s\.tar: the shard was replaced after it was indexed"):
         cat.index(0)
+
+
+def test_index_deleted_after_listing_is_an_error(fs, bucket, options):
+    put_shard(fs, f"{bucket}/s.tar", shard_bytes(shard_keys(0, 3)))
+    cat = ShardCatalog("prefix", f"flux://{bucket}/", storage_options=options)
+    assert cat.shards[0].has_index
+    fs.rm(f"{bucket}/s.tar.idx")
+    with pytest.raises(ShardError, match=r"s\.tar\.idx: the index was deleted after the shards were listed"):
+        cat.index(0)
