@@ -250,18 +250,21 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
     def _inputs(self, runs: list[Run], state: dict, unit, reader: ShardReader) -> Iterator[tuple[list, Sample]]:
         """([slot, sample], sample) of the reader's share from its cursor on; the cursor moves past each."""
         pos0, item0 = state[self.CURSOR_KEY]
-        for pos, slot, skip, take in iter_slots(runs, pos0):
-            first = skip
-            if pos == pos0 and item0 > skip:
-                take = None if take is None else take - (item0 - skip)
-                first = item0
-            if take is not None and take <= 0:
-                continue
-            read, index = unit(slot, first, take)
-            for ordinal, sample in reader.samples(read, index):
-                state[self.CURSOR_KEY] = [pos, ordinal + 1]
-                yield [slot, ordinal], sample
-            state[self.CURSOR_KEY] = [pos + 1, 0]
+
+        def units() -> Iterator[tuple]:
+            for pos, slot, skip, take in iter_slots(runs, pos0):
+                first = skip
+                if pos == pos0 and item0 > skip:
+                    take = None if take is None else take - (item0 - skip)
+                    first = item0
+                if take is not None and take <= 0:
+                    continue
+                yield (pos, slot), *unit(slot, first, take)
+
+        for (pos, slot), ordinal, sample in reader.stream_units(units()):
+            state[self.CURSOR_KEY] = [pos, ordinal + 1]
+            yield [slot, ordinal], sample
+        state[self.CURSOR_KEY] = [len(list(iter_slots(runs))), 0]
 
     def _refill(self, refs: list, unit, reader: ShardReader) -> list:
         """The shuffle buffer of a restored state: its samples read again, in buffer order."""

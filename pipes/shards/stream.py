@@ -8,9 +8,10 @@ shard replaced during the epoch is an error naming it, never a mix of two versio
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from ..in_flight import in_order
 from .catalog import ShardInfo
@@ -105,13 +106,20 @@ class ShardReader:
         return ShardError(url, offset, f"the shard was replaced during the epoch (read generation {shard.generation}, "
                                        f"now generation {now.get('generation')}, {now.get('size')} bytes)")
 
-    def _bytes(self, shard: ShardInfo, url: str, lo: int, hi: int) -> Iterator[tuple[int, bytes]]:
-        """(offset, bytes) of [lo, hi) in order, `in_flight` ranged GETs ahead of the consumer."""
-        jobs = ((shard, url, a, min(a + self.range_size, hi)) for a in range(lo, hi, self.range_size))
-        reads = in_order(jobs, self._fetch, self.in_flight, "fluxfs-shard")
-        with contextlib.closing(reads):
-            for job, data in reads:
-                yield job[2], data
+    def _read(self, job: tuple) -> bytes:
+        _, shard, url, lo, hi = job
+        return b"" if shard is None else self._fetch((shard, url, lo, hi))
+
+    def _extent(self, unit: UnitRead, index: Optional[ShardIndex]) -> tuple[int, int, Optional[list[SampleSpan]]]:
+        """(first byte, end, the samples to cut) of a unit: its samples' bytes, or the whole shard without an index."""
+        if index is None:
+            return 0, unit.shard.size, None
+        lo, hi = part_bounds(len(index.samples), unit.part, unit.parts)
+        lo += unit.first
+        if unit.count is not None:
+            hi = min(hi, lo + max(0, unit.count))
+        spans = index.samples[lo:hi]
+        return (spans[0].start, spans[-1].end, spans) if spans else (0, 0, spans)
 
     # -- samples ----------------------------------------------------------------------------
 
@@ -128,23 +136,45 @@ class ShardReader:
 
     def samples(self, unit: UnitRead, index: Optional[ShardIndex]) -> Iterator[tuple[int, dict]]:
         """(ordinal within the part, sample) for the part's samples from `unit.first`, in shard order."""
-        if unit.count is not None and unit.count <= 0:
-            return iter(())
-        if index is not None:
-            return self._indexed(unit, index)
-        return self._streamed(unit)
+        for _, ordinal, sample in self.stream_units([(None, unit, index)]):
+            yield ordinal, sample
 
-    def _indexed(self, unit: UnitRead, index: ShardIndex) -> Iterator[tuple[int, dict]]:
-        lo, hi = part_bounds(len(index.samples), unit.part, unit.parts)
-        lo += unit.first
-        if unit.count is not None:
-            hi = min(hi, lo + unit.count)
-        spans = index.samples[lo:hi]
-        if not spans:
-            return
+    def stream_units(self, units: Iterable[tuple[Any, UnitRead, Optional[ShardIndex]]]
+                     ) -> Iterator[tuple[Any, int, dict]]:
+        """(tag, ordinal, sample) of each (tag, unit, index) in turn; the next units' ranged GETs start while
+        this one's samples are cut, so a shard boundary costs no round trip."""
+        plans: deque = deque()
+
+        def jobs() -> Iterator[tuple]:
+            for n, (tag, unit, index) in enumerate(units):
+                lo, hi, spans = self._extent(unit, index)
+                plans.append((tag, unit, spans))
+                if (unit.count is not None and unit.count <= 0) or hi <= lo:
+                    yield (n, None, None, 0, 0)  # nothing to read: a marker, so the unit still has its turn
+                    continue
+                for a in range(lo, hi, self.range_size):
+                    yield (n, unit.shard, unit.url, a, min(a + self.range_size, hi))
+
+        reads = in_order(jobs(), self._read, self.in_flight, "fluxfs-shard")
+        with contextlib.closing(reads):
+            for _, group in itertools.groupby(reads, key=lambda r: r[0][0]):
+                tag, unit, spans = plans.popleft()
+                received = ((job[3], data) for job, data in group if job[1] is not None)
+                if unit.count is not None and unit.count <= 0:
+                    cut: Iterator = iter(())
+                elif spans is not None:
+                    cut = self._indexed(unit, spans, received)
+                else:
+                    cut = self._streamed(unit, received)
+                for ordinal, sample in cut:
+                    yield tag, ordinal, sample
+
+    def _indexed(self, unit: UnitRead, spans: list[SampleSpan], arriving: Iterator[tuple[int, bytes]]
+                 ) -> Iterator[tuple[int, dict]]:
+        """The unit's samples `spans`, each cut once the bytes of its last member have arrived."""
         received = _Received()
         pending = deque(enumerate(spans, start=unit.first))
-        for at, data in self._bytes(unit.shard, unit.url, spans[0].start, spans[-1].end):
+        for at, data in arriving:
             received.add(at, data)
             while pending and pending[0][1].end <= received.end:
                 ordinal, span = pending.popleft()
@@ -155,7 +185,7 @@ class ShardReader:
         for ordinal, span in pending:  # only samples of empty members are left (no bytes to wait for)
             yield ordinal, self._sample(span, unit.url, b"", span.start)
 
-    def _streamed(self, unit: UnitRead) -> Iterator[tuple[int, dict]]:
+    def _streamed(self, unit: UnitRead, arriving: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, dict]]:
         """The whole shard from byte 0, members found by `TarScanner`; stops once the part's count is reached."""
         url, size = unit.url, unit.shard.size
         scanner = TarScanner(url)
@@ -177,7 +207,7 @@ class ShardReader:
                     piece, base = received.cut(span.start, span.end)
                     yield ordinal, self._sample(span, url, piece, base)
 
-        for at, data in self._bytes(unit.shard, url, 0, size):
+        for at, data in arriving:
             received.add(at, data)
             for member in scanner.feed(data, at):
                 if run and split_key(member.name)[0] != split_key(run[0].name)[0]:

@@ -69,9 +69,11 @@ def test_shuffle_is_fixed_by_seed_and_epoch_and_differs_across_epochs(shard_buck
     assert keys_of(make(shard_bucket, options)) == all_sample_keys()  # no shuffle: shard order
 
 
+@pytest.mark.parametrize("range_size", [2**20, 512])  # one GET per shard; many, in flight across shards
 @pytest.mark.parametrize("which", ["all", "two"])
-def test_resume_at_every_position_yields_exactly_the_rest(shard_bucket, options, which):
-    kwargs = dict(shuffle=True, seed=3, shuffle_buffer=4, rank=1, world_size=3)
+def test_resume_at_every_position_yields_exactly_the_rest(shard_bucket, options, which, range_size):
+    kwargs = dict(shuffle=True, seed=3, shuffle_buffer=4, rank=1, world_size=3, range_size=range_size,
+                  ranges_in_flight=3)
     full = keys_of(make(shard_bucket, options, which, **kwargs))
     assert full
     for k in range(len(full) + 1):
@@ -131,7 +133,9 @@ def test_shard_replaced_during_the_epoch_is_reported(bucket, options, fs, indexe
         put_shard(fs, f"{bucket}/r/{name}.tar", shard_bytes(shard_keys(0, 3)), index=indexed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MissingIndexWarning)
-        ds = FluxShardDataset.from_prefix(f"flux://{bucket}/r/", storage_options=options)
+        # one small range in flight: b's reads start after a's last range, so after the replacement
+        ds = FluxShardDataset.from_prefix(f"flux://{bucket}/r/", storage_options=options, range_size=512,
+                                          ranges_in_flight=1)
     it = iter(ds)
     assert next(it)["__key__"] == "s0/0000"
     fs.pipe(f"{bucket}/r/b.tar", shard_bytes(shard_keys(1, 3)))
@@ -196,7 +200,8 @@ def test_incomplete_gathered_state_is_refused(shard_bucket, options):
 def test_shard_deleted_during_the_epoch_is_named(bucket, options, fs):
     for name in ("a", "b"):
         put_shard(fs, f"{bucket}/d/{name}.tar", shard_bytes(shard_keys(0, 3)))
-    it = iter(FluxShardDataset.from_prefix(f"flux://{bucket}/d/", storage_options=options))
+    it = iter(FluxShardDataset.from_prefix(f"flux://{bucket}/d/", storage_options=options, range_size=512,
+                                           ranges_in_flight=1))
     next(it)
     fs.rm(f"{bucket}/d/b.tar")
     with pytest.raises(FileNotFoundError, match=rf"flux://{bucket}/d/b\.tar was deleted during the epoch"):
@@ -213,3 +218,9 @@ def test_samples_of_empty_members(bucket, options, fs, indexed):
         warnings.simplefilter("ignore", MissingIndexWarning)
         got = list(FluxShardDataset.from_prefix(f"flux://{bucket}/z/", storage_options=options))
     assert [(s["__key__"], s["txt"]) for s in got] == [("s0/0000", b""), ("s0/0001", b"x" * 700), ("s0/0002", b"")]
+
+
+@pytest.mark.parametrize("in_flight", [1, 2, 5])
+def test_small_ranges_in_flight_across_shards(shard_bucket, options, in_flight):
+    ds = make(shard_bucket, options, range_size=300, ranges_in_flight=in_flight)
+    assert keys_of(ds) == all_sample_keys()
