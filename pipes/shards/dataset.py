@@ -173,7 +173,7 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
                     f"state was saved by reader {state[self.READER_KEY][0]} of {state[self.READER_KEY][1]} "
                     f"(rank x DataLoader worker); this is reader {index} of {count}. To resume on another world size "
                     f"or num_workers, give every old reader's state: ds.load_state_dict({{'readers': "
-                    f"reader_states(old_loader_states)}}) and do not load the new loader's state")
+                    f"reader_states(*old_loader_states)}}) and do not load the new loader's state")
             return dict(state)
         olds = state[self.READERS_KEY]
         check_complete([s.get(self.READER_KEY) if s.get(self.CURSOR_KEY) is not None else None for s in olds])
