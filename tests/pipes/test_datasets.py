@@ -299,3 +299,19 @@ def test_resume_on_another_layout_without_gathering_is_refused(data_bucket, stor
     other.load_state_dict(ds.state_dict())
     with pytest.raises(ValueError, match=r"saved by reader 0 of 2 .*this is reader 0 of 1\. To resume on another"):
         iter(other)
+
+
+def test_iterable_resume_at_many_positions_yields_exactly_the_rest(data_bucket, storage_options):
+    def make():
+        return FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                               shuffle=True, seed=8, rank=1, world_size=2, read_batch=8)
+
+    full = order_of(make())
+    assert len(full) == N_SMALL // 2
+    for k in list(range(0, 20)) + list(range(20, len(full) + 1, 9)):
+        ds = make()
+        it = iter(ds)
+        head = [next(it)[0] for _ in range(k)]
+        again = make()
+        again.load_state_dict(ds.state_dict())
+        assert head + order_of(again) == full, f"resumed after {k}"

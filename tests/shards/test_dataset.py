@@ -10,6 +10,8 @@ from torch.utils.data import DataLoader
 
 from fluxfs.pipes.shards import FluxShardDataset, MissingIndexWarning, ShardError
 
+from fluxfs.pipes.shards import member_bytes
+
 from .conftest import COUNTS, all_sample_keys, payload, put_shard, sample_fields, shard_bytes, shard_keys
 
 
@@ -224,3 +226,16 @@ def test_samples_of_empty_members(bucket, options, fs, indexed):
 def test_small_ranges_in_flight_across_shards(shard_bucket, options, in_flight):
     ds = make(shard_bucket, options, range_size=300, ranges_in_flight=in_flight)
     assert keys_of(ds) == all_sample_keys()
+
+
+def test_corrupt_shard_names_shard_and_offset(bucket, options, fs):
+    good = shard_bytes(shard_keys(0, 2))
+    bad = bytearray(good)
+    second = len(bytes(member_bytes("s0/0000.bin", payload("s0/0000"))[0])) + len(payload("s0/0000"))
+    second = -(-second // 512) * 512  # the second member's header, after the first member's padded data
+    bad[second:second + 512] = b"\x07" * 512
+    fs.pipe(f"{bucket}/c/a.tar", bytes(bad))
+    with pytest.warns(MissingIndexWarning):
+        ds = FluxShardDataset.from_prefix(f"flux://{bucket}/c/", storage_options=options)
+    with pytest.raises(ShardError, match=rf"flux://{bucket}/c/a\.tar at byte {second}: not a tar header"):
+        list(ds)
