@@ -77,3 +77,14 @@ def test_index_deleted_after_listing_is_an_error(fs, bucket, options):
     fs.rm(f"{bucket}/s.tar.idx")
     with pytest.raises(ShardError, match=r"s\.tar\.idx: the index was deleted after the shards were listed"):
         cat.index(0)
+
+
+def test_both_servers_list_and_read_shards(any_fs, any_bucket, gcs_server):
+    from fluxfs.pipes.shards import FluxShardDataset
+
+    put_shard(any_fs, f"{any_bucket}/p/a.tar", shard_bytes(shard_keys(0, 4)))
+    with pytest.warns(MissingIndexWarning):
+        any_fs.pipe(f"{any_bucket}/p/b.tar", shard_bytes(shard_keys(1, 2)))
+        ds = FluxShardDataset.from_prefix(f"flux://{any_bucket}/p/", range_size=700,
+                                          storage_options={"endpoint_url": gcs_server.url, "token": "anon"})
+    assert [s["__key__"] for s in ds] == shard_keys(0, 4) + shard_keys(1, 2)

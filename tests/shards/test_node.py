@@ -47,3 +47,17 @@ def test_read_shards_resumes_at_every_batch(shard_bucket, flux_server):
         again = pipeline(shard_bucket, flux_server.url)
         again.load_state_dict(state)
         assert head + [k for batch in again for k in batch] == full, f"resumed after {stop} batches"
+
+
+def test_read_shards_names_a_truncated_shard(fs, bucket, flux_server):
+    from fluxfs.pipes.shards import ShardError
+
+    from .conftest import shard_bytes, shard_keys
+
+    data = shard_bytes(shard_keys(0, 3))
+    fs.pipe(f"{bucket}/n/a.tar", data[:-1400])
+    node = ReadShards(IterableWrapper([f"flux://{bucket}/n/a.tar"]),
+                      storage_options={"endpoint_url": flux_server.url, "token": "anon"})
+    with pytest.warns(MissingIndexWarning):
+        with pytest.raises(ShardError, match=rf"{bucket}/n/a\.tar at byte \d+: truncated"):
+            list(Loader(node))
