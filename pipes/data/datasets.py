@@ -168,7 +168,10 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
     Every object is read exactly once per epoch across all ranks and workers (``drop_uneven=True``
     instead gives every shard the same count, leaving out up to shards-1 objects per epoch, different
     ones each epoch when shuffled). The object list is resolved when the dataset is built. `state_dict` /
-    `load_state_dict` let ``torchdata.stateful_dataloader.StatefulDataLoader`` resume mid-epoch.
+    `load_state_dict` let ``torchdata.stateful_dataloader.StatefulDataLoader`` resume mid-epoch; on another
+    world size or num_workers, give a fresh dataset every old rank's loader state instead:
+    ``ds.load_state_dict({"readers": reader_states(*states)})`` (`pipes.data.epochs`). `set_epoch` reaches
+    persistent workers.
     """
 
     EPOCH_KEY = "epoch"
