@@ -22,6 +22,9 @@ from .errors import ShardError
 from .index import INDEX_SUFFIX, ShardIndex, index_path
 
 SHARD_SUFFIX = ".tar"
+# Indexes a process keeps loaded: a reader needs the one of the shard it reads (and of the few it reads
+# ahead, or re-reads to resume); all of a large dataset's would be millions of members in memory.
+INDEXES_KEPT = 16
 
 
 class MissingIndexWarning(UserWarning):
@@ -221,8 +224,13 @@ class ShardCatalog:
         return len(self.shards)
 
     def index(self, i: int) -> Optional[ShardIndex]:
-        """Shard `i`'s index (loaded once per process), or None when it has none."""
-        if i not in self._indexes:
-            self._indexes[i] = read_index(self.fs, self.shards[i], must_exist=True)
-        return self._indexes[i]
+        """Shard `i`'s index, or None when it has none; the last INDEXES_KEPT loaded stay in memory."""
+        if i in self._indexes:
+            self._indexes[i] = self._indexes.pop(i)  # most recently used last
+            return self._indexes[i]
+        index = read_index(self.fs, self.shards[i], must_exist=True)
+        self._indexes[i] = index
+        while len(self._indexes) > INDEXES_KEPT:
+            del self._indexes[next(iter(self._indexes))]
+        return index
 

@@ -88,3 +88,21 @@ def test_both_servers_list_and_read_shards(any_fs, any_bucket, gcs_server):
         ds = FluxShardDataset.from_prefix(f"flux://{any_bucket}/p/", range_size=700,
                                           storage_options={"endpoint_url": gcs_server.url, "token": "anon"})
     assert [s["__key__"] for s in ds] == shard_keys(0, 4) + shard_keys(1, 2)
+
+
+def test_only_the_last_indexes_used_stay_loaded(shard_bucket, options, flux_server, monkeypatch):
+    monkeypatch.setattr("fluxfs.pipes.shards.catalog.INDEXES_KEPT", 2)
+    with pytest.warns(MissingIndexWarning):
+        cat = ShardCatalog("prefix", f"flux://{shard_bucket}/ds/", storage_options=options)
+        cat.shards  # noqa: B018
+
+    def reads(*shards):
+        flux_server.reset_stats()
+        for i in shards:
+            cat.index(i)
+        return flux_server.stats()["requests"].get("read", 0)
+
+    assert reads(0, 1) == 2
+    assert reads(1, 0) == 0  # both kept
+    assert reads(3) == 1  # loads 3, drops 1 (used longest ago)
+    assert reads(0, 3) == 0 and reads(1) == 1
