@@ -1,13 +1,15 @@
 """fluxfs.pipes: feed PyTorch from flux:// (torchdata Nodes, datasets) and checkpoint back to it.
 
-Two subpackages, one job each: `fluxfs.pipes.data` (Nodes, datasets, sharding, read-ahead) and
+Three subpackages, one job each: `fluxfs.pipes.data` (Nodes, datasets, sharding, read-ahead),
+`fluxfs.pipes.shards` (tar shards: format, index, `FluxShardDataset`, `ReadShards`) and
 `fluxfs.pipes.checkpoint` (torch.save checkpoints, torch.distributed.checkpoint storage, Lightning).
 Their public names are re-exported here.
 """
 from __future__ import annotations
 
-from .data import FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, ReadObjects
+from .data import FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, ReadObjects, reader_states
 from .lazy import lazy_exports
+from .shards import FluxShardDataset, ReadShards
 
 # Checkpoint classes are imported on first use (they pull in torch.distributed.checkpoint, which a
 # data pipeline does not need).
@@ -17,6 +19,7 @@ _LAZY = {
     "FluxStorageReader": ".checkpoint",
 }
 
-__all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta", *_LAZY]
+__all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
+           "FluxShardDataset", "ReadShards", "reader_states", *_LAZY]
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Optional, Sequence, Union
 
+import numpy as np
 import torch.utils.data
 
 from fluxfs.gcs import fork
@@ -16,8 +17,9 @@ from fluxfs.gcs import fork
 from ..in_flight import in_order
 from ..options import merge_storage_options, split_keywords
 from .objects import Transform, key_and_bytes
+from .epochs import EpochCell, Run, check_complete, reader_runs, remaining, runs_from_state, runs_to_state, share
 from .readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
-from .sharding import Shard, current_shard, distributed_rank, epoch_order, shard_indices
+from .sharding import Shard, current_shard, distributed_rank, epoch_order
 from .source import ObjectSource
 
 # Batched reads kept in flight by the iterable dataset, per DataLoader worker (ReadObjects keeps
@@ -166,7 +168,10 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
     Every object is read exactly once per epoch across all ranks and workers (``drop_uneven=True``
     instead gives every shard the same count, leaving out up to shards-1 objects per epoch, different
     ones each epoch when shuffled). The object list is resolved when the dataset is built. `state_dict` /
-    `load_state_dict` let ``torchdata.stateful_dataloader.StatefulDataLoader`` resume mid-epoch.
+    `load_state_dict` let ``torchdata.stateful_dataloader.StatefulDataLoader`` resume mid-epoch; on another
+    world size or num_workers, give a fresh dataset every old rank's loader state instead:
+    ``ds.load_state_dict({"readers": reader_states(*states)})`` (`pipes.data.epochs`). `set_epoch` reaches
+    persistent workers.
     """
 
     EPOCH_KEY = "epoch"
@@ -175,6 +180,9 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
     SEED_KEY = "seed"
     SHUFFLE_KEY = "shuffle"
     COUNT_KEY = "num_objects"
+    PLANNED_KEY = "planned_readers"  # readers the epoch was dealt to at its start
+    RUNS_KEY = "runs"  # this reader's share after a resume on another layout (None: its fresh share)
+    READERS_KEY = "readers"  # a gathered state: every old reader's state
 
     def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
                  shuffle: bool = False, seed: int = 0, rank: Optional[int] = None,
@@ -191,14 +199,19 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
         self.shuffle, self.seed, self.drop_uneven = bool(shuffle), int(seed), bool(drop_uneven)
         self.read_batch, self.prefetch = read_batch, prefetch
         self._rank, self._world_size = rank, world_size
-        self._epoch = 0
+        self._epoch = EpochCell(0)  # shared: set_epoch reaches persistent DataLoader workers
         self._position = 0
         self._shard: Optional[Shard] = None
+        self._runs: Optional[list[Run]] = None
+        self._planned: Optional[int] = None
         self._resume: Optional[dict] = None
 
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch: with ``shuffle=True`` each epoch has its own order, fixed by (seed, epoch)."""
-        self._epoch = int(epoch)
+        """Choose the epoch: with ``shuffle=True`` each epoch has its own order, fixed by (seed, epoch).
+
+        It reaches every DataLoader worker, persistent ones (``persistent_workers=True``) included.
+        """
+        self._epoch.set(epoch)
 
     def __getstate__(self) -> dict:
         # DataLoader workers started by spawn/forkserver cannot see the parent's process group:
@@ -215,33 +228,70 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
             return dict(self._resume)
         shard = self._shard
         return {
-            self.EPOCH_KEY: self._epoch,
+            self.EPOCH_KEY: self._epoch.get(),
             self.POSITION_KEY: self._position,
             self.SHARD_KEY: None if shard is None else [shard.index, shard.count],
             self.SEED_KEY: self.seed,
             self.SHUFFLE_KEY: self.shuffle,
             self.COUNT_KEY: self.num_objects,
+            self.PLANNED_KEY: self._planned,
+            self.RUNS_KEY: runs_to_state(self._runs),
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Resume from `state` at the next `iter()`: same epoch, continuing after the last sample consumed."""
-        if state[self.SEED_KEY] != self.seed or state[self.SHUFFLE_KEY] != self.shuffle:
-            raise ValueError(f"state was saved with seed={state[self.SEED_KEY]}, shuffle={state[self.SHUFFLE_KEY]}; "
-                             f"this dataset has seed={self.seed}, shuffle={self.shuffle}")
-        self._epoch = int(state[self.EPOCH_KEY])
+        """Resume at the next `iter()`, continuing after the last sample consumed.
+
+        `state`: this reader's `state_dict()` (what StatefulDataLoader restores; same world size and
+        num_workers), or ``{"readers": reader_states(*every_old_rank_loader_state)}`` to resume on
+        another layout (give it to a fresh dataset and do not load the new loader's state).
+        """
+        states = state[self.READERS_KEY] if self.READERS_KEY in state else [state]
+        for s in states:
+            if s[self.SEED_KEY] != self.seed or s[self.SHUFFLE_KEY] != self.shuffle:
+                raise ValueError(f"state was saved with seed={s[self.SEED_KEY]}, shuffle={s[self.SHUFFLE_KEY]}; "
+                                 f"this dataset has seed={self.seed}, shuffle={self.shuffle}")
+        epochs = {s[self.EPOCH_KEY] for s in states}
+        if len(epochs) != 1:
+            raise ValueError(f"reader states come from different epochs {sorted(epochs)}")
+        self._epoch.set(epochs.pop())
         self._resume = dict(state)
 
-    def _start(self, shard: Shard, count: int) -> int:
-        """Where this iteration starts in the shard: 0, or the restored position (checked against the shard)."""
+    def _slots(self, count: int, planned: int) -> int:
+        # equal shares (DDP steps in lockstep): drop this epoch's last count % readers
+        return count - count % planned if self.drop_uneven else count
+
+    def _reader_runs(self, state: dict, count: int) -> list[Run]:
+        index, readers = state[self.SHARD_KEY]
+        explicit = runs_from_state(state.get(self.RUNS_KEY))
+        planned = state.get(self.PLANNED_KEY) or readers
+        return explicit if explicit is not None else reader_runs(index, readers, self._slots(count, planned))
+
+    def _start(self, shard: Shard, count: int) -> tuple[list[Run], int, int]:
+        """(this reader's runs of the epoch order, the reader count they were planned for, where to start)."""
         state, self._resume = self._resume, None
-        if state is None:
-            return 0
-        if state[self.COUNT_KEY] != count:
-            raise ValueError(f"state was saved over {state[self.COUNT_KEY]} objects; the dataset now has {count}")
-        if state[self.SHARD_KEY] is not None and state[self.SHARD_KEY] != [shard.index, shard.count]:
-            raise ValueError(f"state was saved by shard {state[self.SHARD_KEY]} (index, count); this is "
-                             f"shard {[shard.index, shard.count]}: resume with the same ranks and num_workers")
-        return int(state[self.POSITION_KEY])
+        here = [shard.index, shard.count]
+        fresh = reader_runs(shard.index, shard.count, self._slots(count, shard.count)), shard.count, 0
+        states = state[self.READERS_KEY] if state is not None and self.READERS_KEY in state else [state]
+        for s in states:
+            if s is not None and s[self.COUNT_KEY] != count:
+                raise ValueError(f"state was saved over {s[self.COUNT_KEY]} objects; the dataset now has {count}")
+        if state is None or (self.READERS_KEY not in state and state[self.SHARD_KEY] is None):
+            return fresh
+        if self.READERS_KEY not in state:
+            if state[self.SHARD_KEY] != here:
+                raise ValueError(
+                    f"state was saved by reader {state[self.SHARD_KEY][0]} of {state[self.SHARD_KEY][1]} (rank x "
+                    f"DataLoader worker); this is reader {shard.index} of {shard.count}. To resume on another world "
+                    f"size or num_workers, give every old reader's state: ds.load_state_dict({{'readers': "
+                    f"reader_states(*old_loader_states)}}) and do not load the new loader's state")
+            planned = state.get(self.PLANNED_KEY) or shard.count
+            return self._reader_runs(state, count), planned, int(state[self.POSITION_KEY])
+        check_complete([s[self.SHARD_KEY] for s in states])
+        left: list[Run] = []
+        for s in sorted(states, key=lambda s: s[self.SHARD_KEY]):
+            left += remaining(self._reader_runs(s, count), int(s[self.POSITION_KEY]))
+        planned = states[0].get(self.PLANNED_KEY) or states[0][self.SHARD_KEY][1]
+        return share(left, shard.index, shard.count), planned, 0
 
     # -- iteration -------------------------------------------------------------------------
 
@@ -249,12 +299,11 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
         # Set up eagerly (not inside the generator) so state_dict() is right before the first next().
         shard = current_shard(*distributed_rank(self._rank, self._world_size))
         count = self.num_objects
-        start = self._start(shard, count)
-        self._shard, self._position = shard, start
-        order = epoch_order(count, self.shuffle, self.seed, self._epoch)
-        if self.drop_uneven:  # equal shares (DDP steps in lockstep): drop this epoch's last count % shards
-            order = order[: count - count % shard.count]
-        order = shard_indices(order, shard)
+        runs, planned, start = self._start(shard, count)
+        self._shard, self._position, self._runs, self._planned = shard, start, runs, planned
+        order = epoch_order(count, self.shuffle, self.seed, self._epoch.get())
+        slots = [np.arange(r.start, r.stop, r.step) for r in runs]
+        order = order[np.concatenate(slots)] if slots else order[:0]
         return self._generate(order, start)
 
     def _generate(self, order, start: int) -> Iterator[Any]:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import numpy as np
 import torch.utils.data
 
+from .epochs import EpochCell
 from .sharding import epoch_order
 
 logger = logging.getLogger(__name__)
@@ -41,11 +42,16 @@ class FluxSampler(torch.utils.data.Sampler[int]):
     def __init__(self, num_objects: int, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH):
         if read_ahead < 0:
             raise ValueError(f"read_ahead must be >= 0 batches, not {read_ahead}")
-        self.num_objects, self.shuffle, self.seed, self.epoch = int(num_objects), bool(shuffle), int(seed), 0
+        self.num_objects, self.shuffle, self.seed = int(num_objects), bool(shuffle), int(seed)
         self.read_ahead = int(read_ahead)
+        self._epoch = EpochCell(0)  # shared, so persistent workers' read-ahead follows set_epoch
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch.get()
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        self._epoch.set(epoch)
 
     def order(self, epoch: Optional[int] = None) -> np.ndarray:
         return epoch_order(self.num_objects, self.shuffle, self.seed, self.epoch if epoch is None else epoch)

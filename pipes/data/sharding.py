@@ -1,13 +1,13 @@
 """Which objects a (rank, DataLoader worker) pair reads, and in what order.
 
 The global order (sorted, or a permutation seeded by `seed` and the epoch) is the same on every
-rank and worker, so striding it by a global shard index gives every object to exactly one of
-them per epoch.
+rank and worker, so dealing it by a global reader index (`epochs.reader_runs`) gives every object
+to exactly one of them per epoch.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import torch.distributed as dist
@@ -54,7 +54,3 @@ def epoch_order(n: int, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
         return np.arange(n, dtype=np.int64)
     return np.random.default_rng([seed, epoch]).permutation(n)
 
-
-def shard_indices(order: Sequence[int] | np.ndarray, shard: Shard) -> np.ndarray:
-    """The slice of `order` that `shard` reads, every count-th element starting at its index."""
-    return np.asarray(order)[shard.index :: shard.count]

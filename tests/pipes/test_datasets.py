@@ -247,3 +247,71 @@ def test_reads_survive_injected_faults_and_leave_no_temporary_objects(flux_serve
     assert flux_server.stats()["faults"], "no fault was injected: the test proved nothing"
     flux_server.configure(profile="local")
     assert [n for n in flux_server.list_names(data_bucket) if not n.startswith(("data/", "small/", "manifests/"))] == []
+
+
+def test_set_epoch_reaches_persistent_workers(data_bucket, storage_options):
+    """With persistent_workers=True each epoch still has its own order: the one fresh workers would read."""
+    ds = FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                         shuffle=True, seed=2)
+
+    def epoch_keys(loader, epoch):
+        ds.set_epoch(epoch)
+        return [k for keys, _ in loader for k in keys]
+
+    persistent = DataLoader(ds, batch_size=16, num_workers=2, persistent_workers=True)
+    got = [epoch_keys(persistent, e) for e in (0, 1, 2)]
+    fresh = [epoch_keys(DataLoader(ds, batch_size=16, num_workers=2), e) for e in (0, 1, 2)]
+    assert got == fresh
+    assert got[0] != got[1] != got[2] and sorted(got[0]) == sorted(got[2])
+
+
+@pytest.mark.parametrize("old,new", [((1, 0), (2, 3)), ((2, 2), (3, 1)), ((3, 1), (1, 2))])
+def test_elastic_resume_reads_every_remaining_object_once(data_bucket, storage_options, old, new):
+    """Checkpointed at world size A x workers W, resumed at B x V: every object of the epoch exactly once."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from fluxfs.pipes.data.epochs import reader_states
+
+    def make(rank, world_size):
+        return FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                               shuffle=True, seed=4, rank=rank, world_size=world_size, read_batch=8)
+
+    head, states = [], []
+    for rank in range(old[0]):
+        loader = StatefulDataLoader(make(rank, old[0]), batch_size=10, num_workers=old[1])
+        batches = iter(loader)
+        head += [k for _ in range(rank + 2) for k in next(batches)[0]]  # ranks stop at different points
+        states.append(loader.state_dict())
+        del batches
+    rest = []
+    for rank in range(new[0]):
+        ds = make(rank, new[0])
+        ds.load_state_dict({"readers": reader_states(*states)})
+        rest += [k for keys, _ in DataLoader(ds, batch_size=10, num_workers=new[1]) for k in keys]
+    assert Counter(head + rest) == all_keys("small/", N_SMALL)
+
+
+def test_resume_on_another_layout_without_gathering_is_refused(data_bucket, storage_options):
+    ds = FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                         rank=0, world_size=2)
+    next(iter(ds))
+    other = FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options)
+    other.load_state_dict(ds.state_dict())
+    with pytest.raises(ValueError, match=r"saved by reader 0 of 2 .*this is reader 0 of 1\. To resume on another"):
+        iter(other)
+
+
+def test_iterable_resume_at_many_positions_yields_exactly_the_rest(data_bucket, storage_options):
+    def make():
+        return FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                               shuffle=True, seed=8, rank=1, world_size=2, read_batch=8)
+
+    full = order_of(make())
+    assert len(full) == N_SMALL // 2
+    for k in list(range(0, 20)) + list(range(20, len(full) + 1, 9)):
+        ds = make()
+        it = iter(ds)
+        head = [next(it)[0] for _ in range(k)]
+        again = make()
+        again.load_state_dict(ds.state_dict())
+        assert head + order_of(again) == full, f"resumed after {k}"
