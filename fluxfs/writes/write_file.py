@@ -19,6 +19,7 @@ from ..gcs.checksums import crc32c
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
 from .fields import ObjectFields, object_fields
 from .parts import PartWriter
+from .schedule import beyond_reach, max_part, reach
 from .schedule import part_size as scheduled_part_size
 from .settings import object_path, upload_settings
 from .single import exists_error, get_resource
@@ -211,6 +212,7 @@ class FluxWriteFile(io.IOBase):
                 if self._buffered >= self._part_limit() and not self._writer.started:
                     self._settle_fields()  # may pick another strategy, with a part size above the buffer
                 if self._buffered >= self._part_limit():
+                    self._check_reach(self._writer.size + self._buffered + (n - pos))
                     part = self._take_buffer()
                     bridge.run(self.fs, self._writer.add_part, part, crc32c(part))
         except BaseException as exc:
@@ -274,7 +276,18 @@ class FluxWriteFile(io.IOBase):
         cap = self._writer.max_parts
         if cap is None:
             return self.part_size
-        return scheduled_part_size(self._writer.parts + 1, self.part_size, cap, self._uploader.max_object_size)
+        return scheduled_part_size(self._writer.parts + 1, self.part_size, cap, self._uploader.max_object_size,
+                                   max_part(self.fs))
+
+    def _check_reach(self, size: int) -> None:
+        """Refuse a part past the cap when write_memory, not GCS's object limit, is what stops the write."""
+        cap = self._writer.max_parts
+        if cap is None or self._writer.parts < cap:
+            return
+        limit = self._uploader.max_object_size
+        if reach(self.part_size, cap, limit, max_part(self.fs)) < limit:
+            raise ValueError(beyond_reach(self.path, size, cap, max_part(self.fs), self.fs.options.write_memory,
+                                          self._writer.cap_setting))
 
     def _take_buffer(self) -> bytes:
         chunks, self._chunks, self._buffered = self._chunks, [], 0
@@ -291,6 +304,8 @@ class FluxWriteFile(io.IOBase):
             raise
         tail = self._take_buffer() if self._chunks else b""
         try:
+            if tail:
+                self._check_reach(self._writer.size + len(tail))
             info = bridge.run(self.fs, self._writer.finish, tail, crc32c(tail), commit=self.autocommit)
         except BaseException as exc:
             self._failed(exc)
