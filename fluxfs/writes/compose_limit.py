@@ -42,14 +42,14 @@ async def probe(up: "ComposeUploader") -> None:
     """Compose a zero-byte temporary into one of PROBE_AT + 1 components; a refusal fails the write."""
     fs = up.fs
     target = PROBE_AT + 1
+    doubles: list[dict] = []   # doubles[k]: a temporary of 2**k components
     try:
-        zero = await up.upload_temp(b"", 0)
-        doubles = [zero]   # doubles[k] has 2**k components
+        doubles.append(await up.upload_temp(b"", 0))
         while 2 ** len(doubles) <= target:
             doubles.append(await up.compose_temp([doubles[-1], doubles[-1]]))
         await up.compose_temp([d for k, d in enumerate(doubles) if target >> k & 1])
     except HttpError as exc:
-        if exc.status != 400:
+        if exc.status != 400 or not doubles:
             raise
         accepted = 2 ** (len(doubles) - 1)   # the largest composite the server made
         fs._compose_component_probed = True

@@ -10,14 +10,15 @@ possible. The peak never exceeds `max_part` (half of write_memory: one part uplo
 when that cap keeps a schedule from reaching 5 TiB, `reach` says how far it goes and the write fails
 there, naming the settings to raise. With 5 TiB and the default 2 GiB write_memory (peak <= 1 GiB):
 
-=========================  ======  =========  ====  ===================================================
-strategy, start            cap     doublings  step  peak part: memory bound is write_concurrency x it
-=========================  ======  =========  ====  ===================================================
-xml, 8 MiB (the default)   10,000  7          812   1 GiB, from part 5,685 (after ~806 GiB written)
-xml, 5 MiB (the minimum)   10,000  7          300   640 MiB, from part 2,101 (after ~186 GiB)
-compose, 8 MiB (default)   1,024   10         42    8 GiB, from part 421 (after ~336 GiB)
-compose, 256 KiB           1,024   15         27    8 GiB, from part 406 (after ~216 GiB)
-=========================  ======  =========  ====  ===================================================
+=============================  ======  =========  =====  ==============================================
+strategy, start                cap     doublings  step   peak part (never above half of write_memory)
+=============================  ======  =========  =====  ==============================================
+xml, 8 MiB (the default)       10,000  7          812    1 GiB, from part 5,685 (after ~806 GiB written)
+xml, 5 MiB (the minimum)       10,000  7          300    640 MiB, from part 2,101 (after ~186 GiB)
+compose, 8 MiB (default)       32,768  5          3,048  256 MiB, from part 15,241 (after ~738 GiB)
+compose, 256 KiB               32,768  10         1,365  256 MiB, from part 13,651 (after ~341 GiB)
+compose, 8 MiB, server: 1,024  1,024   7          1      1 GiB from part 8; holds ~1,018 GiB, not 5 TiB
+=============================  ======  =========  =====  ==============================================
 
 Parts never shrink below `start`, so a strategy's minimum part size (settings.min_part_size) holds.
 Whole-object uploads (pipe_file, put_file) know their size and use equal parts instead (`fixed_part_size`).

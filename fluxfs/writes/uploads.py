@@ -24,7 +24,7 @@ async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Calla
     if cap is not None:  # equal parts, as few as the cap allows (XML: 10,000; compose: compose_max_components)
         part = fixed_part_size(size, part, cap)
         largest = max_part(fs)
-        if part > max(largest, int(fs.options.part_size)):
+        if part > largest:
             raise ValueError(beyond_reach(path, size, cap, largest, fs.options.write_memory,
                                           getattr(uploader, "cap_setting", None)))
     pw = PartWriter(fs, bucket, key, uploader, concurrency=conc, create_only=create_only, fields=fields)
