@@ -41,6 +41,8 @@ class FluxFileSystem(GCSFileSystem):
         multipart: str | None = None,
         part_size: int | None = None,
         write_concurrency: int | None = None,
+        write_memory: int | None = None,
+        compose_max_components: int | None = None,
         retry: Any = None,
         read_timeout: float | None = None,
         job_id: str | None = None,
@@ -60,7 +62,8 @@ class FluxFileSystem(GCSFileSystem):
             list_concurrency=list_concurrency, list_page_size=list_page_size, compose=compose,
             max_composite_size=max_composite_size, compose_threshold=compose_threshold,
             read_concurrency=read_concurrency, multipart=multipart, part_size=part_size,
-            write_concurrency=write_concurrency, retry=retry, read_timeout=read_timeout, job_id=job_id,
+            write_concurrency=write_concurrency, write_memory=write_memory,
+            compose_max_components=compose_max_components, retry=retry, read_timeout=read_timeout, job_id=job_id,
             progress=progress)
         super().__init__(*args, **kwargs)
         self._auto_job_id = tempnames.new_job_id()

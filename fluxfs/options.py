@@ -34,6 +34,14 @@ DEFAULT_READ_CONCURRENCY = 64
 # >= 5 MiB parts. (Dataflux uses 32 MiB x 8 threads, after staging the whole checkpoint in memory.)
 DEFAULT_PART_SIZE = 8 * 2**20
 DEFAULT_WRITE_CONCURRENCY = 16
+# What one write handle may hold: parts in flight plus the part being filled. Parts grow with the write
+# (writes/schedule.py) up to half of it, so 2 GiB allows the 1 GiB parts XML multipart needs to reach
+# 5 TiB in 10,000 parts; it is reached only past ~800 GiB written (a 10 GiB write peaks near 160 MiB).
+DEFAULT_WRITE_MEMORY = 2 * 2**30
+# Components a compose write may have: GCS documents no limit today, so this is chosen for memory: 32,768
+# (three levels of 32-source composes) holds 5 TiB with parts of at most 256 MiB. A server that keeps a
+# lower limit (older deployments: 1,024) is detected during the write (writes/compose_limit.py).
+DEFAULT_COMPOSE_MAX_COMPONENTS = 32_768
 
 DEFAULT_LIST_CONCURRENCY = 64
 STRATEGIES = ("xml", "compose", "off")
@@ -52,6 +60,8 @@ class FluxOptions:
     multipart: str = "xml"                              # upload strategy: "xml", "compose" or "off"
     part_size: int = DEFAULT_PART_SIZE
     write_concurrency: int = DEFAULT_WRITE_CONCURRENCY
+    write_memory: int = DEFAULT_WRITE_MEMORY            # bytes one write holds at most (parts grow up to half)
+    compose_max_components: int = DEFAULT_COMPOSE_MAX_COMPONENTS  # parts of one compose write
     retry: Mapping[str, RetryPolicy] = dataclasses.field(default_factory=lambda: resolve_policies(None))
     read_timeout: float = 60.0                          # seconds without progress before a request fails
     job_id: Optional[str] = None                        # names this job's temporary objects; None: generated
@@ -70,9 +80,15 @@ class FluxOptions:
             raise ValueError(f"multipart must be 'xml', 'compose' or 'off', not {self.multipart!r}")
         if not 1 <= self.list_page_size <= 1000:
             raise ValueError(f"list_page_size must be between 1 and 1000 (GCS's cap), not {self.list_page_size}")
-        for name in ("list_concurrency", "read_concurrency", "write_concurrency", "part_size"):
+        for name in ("list_concurrency", "read_concurrency", "write_concurrency", "part_size", "write_memory",
+                     "compose_max_components"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        for name in ("write_memory", "compose_max_components"):  # from env / -o they arrive as strings
+            object.__setattr__(self, name, int(getattr(self, name)))
+        if self.write_memory < 2 * int(self.part_size):
+            raise ValueError(f"write_memory {self.write_memory} must hold two parts of part_size {self.part_size} "
+                             "(one uploading, one being filled); raise write_memory or lower part_size")
         if self.max_composite_size < 0 or self.compose_threshold < 0:
             raise ValueError("max_composite_size and compose_threshold must not be negative")
         if not self.read_timeout > 0:

@@ -9,7 +9,7 @@ import random
 import time
 from typing import Any, Dict, Iterable, Optional, Tuple
 
-from ..gcs.limits import MAX_COMPONENTS, XML_MAX_PARTS
+from ..gcs.limits import XML_MAX_PARTS
 
 OPS = ("list", "read", "write", "compose", "delete", "copy", "metadata", "bucket")
 
@@ -33,7 +33,8 @@ DEFAULTS: Dict[str, Any] = {
     "require_token": None,     # bearer token required on data-plane requests
     "min_part_size": 5 * 1024 * 1024,  # XML multipart: every part but the last must be this big
     "max_parts": XML_MAX_PARTS,         # XML multipart: the highest part number (tests lower it)
-    "max_components": MAX_COMPONENTS,   # components of one composite object (tests lower it)
+    "max_components": None,   # components of one composite object: None = no limit, as GCS documents today;
+                              # a number emulates a server that has one (older GCS deployments: 1024)
     # Behaving like servers we did not write:
     "omit_zero_fields": False,  # JSON resources leave out zero-valued fields (size "0", false, "")
     "error_style": "gcs",       # JSON API error bodies: "gcs" {"error": {code, message, errors[]}}, "bare" (no
@@ -106,6 +107,8 @@ class Profile:
                 v = int(v)
                 if v < 0:
                     raise ValueError(f"{k} must not be negative: {v}")
+            elif k == "max_components" and v in (None, "", "none", "None"):
+                v = None  # no limit
             elif k in ("max_parts", "max_components"):
                 v = int(v)
                 if v < 1:

@@ -20,7 +20,8 @@ from .. import temporaries
 from ..errors import ChecksumMismatch, PreconditionFailed
 from ..gcs import http, tempnames
 from ..gcs.checksums import crc32c_combine, crc_from_b64, crc_to_b64
-from ..gcs.limits import MAX_COMPONENTS
+# Appends flatten at the legacy limit: harmless on GCS (a copy every 1,024 appends), needed on servers keeping it.
+from ..gcs.limits import LEGACY_MAX_COMPONENTS as MAX_COMPONENTS
 from .fields import FIXED_KEYS, ObjectFields, object_fields
 from .uploads import _upload_chunks
 

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from .. import temporaries
 from ..errors import PreconditionFailed
 from ..gcs import http, tempnames
-from ..gcs.limits import MAX_COMPONENTS, MAX_COMPOSE_SOURCES
+from ..gcs.limits import MAX_COMPOSE_SOURCES
 from ..gcs.checksums import crc32c_combine
+from . import compose_limit
 from .bodies import DEFAULT_CONTENT_TYPE
 from .single import answer_or_confirm, check_crc, confirm_written, exists_error, upload_single
 from .strategy import BaseUploader
@@ -24,14 +25,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .parts import PartWriter
 
 
-
-
 class ComposeUploader(BaseUploader):
     """Parts as temporary objects, composed at completion."""
 
     # Every part is one component of the final composite, whatever the tree of 32-source steps: part
-    # sizes grow to stay under the component limit (writes/schedule.py); tests lower both.
-    max_parts = MAX_COMPONENTS
+    # sizes grow to stay under the cap (writes/schedule.py), the filesystem's (compose_limit.py).
+    max_parts: "int | None" = None  # per write: `part_cap`
+    cap_setting = "compose_max_components"
     fields_at_complete = True
     drain_on_abort = True  # a cancelled part upload may still land on the server: wait, then delete
 
@@ -41,6 +41,11 @@ class ComposeUploader(BaseUploader):
         # Every temporary we may have created (registered before its request is sent, so a part
         # cancelled mid-flight is still deleted on abort).
         self.temps: list[str] = []
+        self.max_parts = self.part_cap(self.fs)
+
+    @classmethod
+    def part_cap(cls, fs) -> int:
+        return compose_limit.component_cap(fs)
 
     def _new_temp(self) -> str:
         key = tempnames.temp_key(self.fs.job_id, "upload")
@@ -53,12 +58,28 @@ class ComposeUploader(BaseUploader):
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> dict:
         if number > self.max_parts:  # refused before uploading, not by the final compose
-            raise ValueError(f"{self.pw.what}: more than {self.max_parts} parts, the most components a composite "
-                             f"object may have: the object is larger than GCS's {self.max_object_size}-byte limit")
+            raise ValueError(f"{self.pw.what}: more than {self.max_parts} parts, the most components this compose "
+                             f"upload takes: the object is larger than GCS's {self.max_object_size}-byte limit")
+        if compose_limit.needs_probe(self.fs, number):  # past 1,024: does the server allow more components?
+            await compose_limit.probe(self)
+        return await self.upload_temp(data, crc)
+
+    async def upload_temp(self, data: bytes, crc: int) -> dict:
+        """`data` as a new temporary object; its source entry for a compose."""
         key = self._new_temp()
         resource = await upload_single(self.fs, self.bucket, key, data, crc, stop=lambda: self.pw.aborted,
                                        what=self.pw.what)
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": len(data)}
+
+    async def compose_temp(self, group: list[dict]) -> dict:
+        """`group` composed into a new temporary (checked by crc32c); its source entry."""
+        crc, size = group[0]["crc"], group[0]["size"]
+        for s in group[1:]:
+            crc, size = crc32c_combine(crc, s["crc"], s["size"]), size + s["size"]
+        key = self._new_temp()
+        resource = await self._compose(group, key, crc=crc, size=size)
+        check_crc(resource, crc, size, f"{self.bucket}/{key}")
+        return {"name": key, "generation": resource["generation"], "crc": crc, "size": size}
 
     async def _compose(self, sources: list[dict], dest: str, *, create_only: bool = False, final: bool = False,
                        crc: int | None = None, size: int | None = None) -> dict:
@@ -92,14 +113,8 @@ class ComposeUploader(BaseUploader):
         sem = asyncio.Semaphore(max(1, self.pw.concurrency))
 
         async def one(group: list[dict]) -> dict:
-            crc, size = group[0]["crc"], group[0]["size"]
-            for s in group[1:]:
-                crc, size = crc32c_combine(crc, s["crc"], s["size"]), size + s["size"]
             async with sem:
-                key = self._new_temp()
-                resource = await self._compose(group, key, crc=crc, size=size)
-            check_crc(resource, crc, size, f"{self.bucket}/{key}")
-            return {"name": key, "generation": resource["generation"], "crc": crc, "size": size}
+                return await self.compose_temp(group)
 
         groups = [level[i:i + MAX_COMPOSE_SOURCES] for i in range(0, len(level), MAX_COMPOSE_SOURCES)]
         return list(await asyncio.gather(*(one(g) for g in groups)))

@@ -80,6 +80,7 @@ class XmlOrComposeUploader(XmlUploader):
             logger.info("writing %s as a compose upload: %s", self.pw.what, exc)
             self._instead = ComposeUploader(self.pw)
             self.max_parts = self._instead.max_parts  # the parts still to come grow under compose's cap
+            self.cap_setting = self._instead.cap_setting
             await self._instead.start()
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> Any:

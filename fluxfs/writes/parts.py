@@ -29,10 +29,11 @@ START_GRACE_S = 5.0  # how long an abort waits for an upload start still in flig
 class PartWriter:
     """Uploads numbered parts concurrently (at most `concurrency` in flight), then completes atomically.
 
-    `add_part` returns once the part is in flight, waiting for free slots first: that wait is the
-    back-pressure that bounds memory. A slot is worth the first part's size, and a larger part (parts
-    grow with the write, `schedule.py`) takes as many slots as it is worth, at most all of them: parts
-    in flight never hold more than about concurrency x first part size, or one part when parts are larger.
+    `add_part` returns once the part is in flight, waiting for room first: that wait is the
+    back-pressure that bounds memory. Parts in flight hold at most `in_flight_limit` bytes: concurrency x
+    the first part's size, and never more than write_memory minus its largest part (half of it: the part
+    the caller fills meanwhile); a part larger than that room (parts grow with the write, `schedule.py`)
+    goes alone. So parts in flight plus the one being filled stay within the write_memory budget.
     """
 
     def __init__(self, fs: "FluxFileSystem", bucket: str, key: str,
@@ -46,8 +47,12 @@ class PartWriter:
         self.fields = fields
         self._uploader: Uploader | None = None
         self._started: asyncio.Future | None = None
-        self._slots: asyncio.Semaphore | None = None
-        self._slot_bytes = 1   # the first part's size: what one slot is worth
+        self._freed: asyncio.Event | None = None  # set whenever a part in flight finishes
+        self.in_flight_limit = 0   # bytes parts in flight may hold, set by the first part
+        self.in_flight = 0         # bytes of parts in flight now
+        self.peak_in_flight = 0    # the most they ever held (tests check the budget with it)
+        self._running = 0          # parts in flight now
+        self.largest_part = 0
         self._tasks: dict[int, asyncio.Task] = {}
         self._results: dict[int, Any] = {}
         self._error: BaseException | None = None
@@ -76,7 +81,14 @@ class PartWriter:
     @property
     def max_parts(self) -> int | None:
         """The part cap in force: the running strategy's (a fallback may lower it), else the chosen one's."""
-        return (self._uploader or self._make_uploader).max_parts
+        if self._uploader is not None:
+            return self._uploader.max_parts
+        return self._make_uploader.part_cap(self.fs)
+
+    @property
+    def cap_setting(self) -> str | None:
+        """The option that sets `max_parts`, if any (compose_max_components)."""
+        return getattr(self._uploader or self._make_uploader, "cap_setting", None)
 
     @property
     def aborted(self) -> bool:
@@ -94,30 +106,29 @@ class PartWriter:
         if crc is None:
             crc = crc32c(data)
         if self._uploader is None:
-            self._slots = asyncio.Semaphore(self.concurrency)
+            self._freed = asyncio.Event()
             self._uploader = self._make_uploader(self)
             # Started in the background: the caller fills the next parts meanwhile instead of
             # waiting a round trip (~35 ms on the cloud profile) before the first part can go.
             self._started = asyncio.ensure_future(self._uploader.start())
-            self._slot_bytes = max(1, len(data))
-        weight = min(self.concurrency, -(-len(data) // self._slot_bytes))
-        taken = 0
-        try:
-            for _ in range(weight):  # one producer: taking slots one by one cannot deadlock
-                await self._slots.acquire()
-                taken += 1
+            memory = self.fs.options.write_memory
+            self.in_flight_limit = min(self.concurrency * max(1, len(data)), memory - memory // 2)
+        size = len(data)
+        while self._running and (self._running >= self.concurrency or self.in_flight + size > self.in_flight_limit):
+            self._freed.clear()   # one producer: nobody else takes the room freed meanwhile
+            await self._freed.wait()
             self._check()
-        except BaseException:
-            for _ in range(taken):
-                self._slots.release()
-            raise
+        self._running += 1
+        self.in_flight += size
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        self.largest_part = max(self.largest_part, size)
         self.parts += 1
         self.crc = crc32c_combine(self.crc, crc, len(data))
         self.size += len(data)
         n = self.parts
-        self._tasks[n] = asyncio.ensure_future(self._run_part(n, data, crc, weight))
+        self._tasks[n] = asyncio.ensure_future(self._run_part(n, data, crc))
 
-    async def _run_part(self, n: int, data: bytes, crc: int, weight: int) -> None:
+    async def _run_part(self, n: int, data: bytes, crc: int) -> None:
         try:
             await asyncio.shield(self._started)  # shielded: one cancelled part must not cancel the start
             self._results[n] = await self._uploader.upload_part(n, data, crc)
@@ -127,8 +138,9 @@ class PartWriter:
             if self._error is None:
                 self._error = exc
         finally:
-            for _ in range(weight):
-                self._slots.release()
+            self._running -= 1
+            self.in_flight -= len(data)
+            self._freed.set()
 
     async def finish(self, tail: bytes, tail_crc: int | None = None, commit: bool = True) -> dict | None:
         """Upload what is left, wait for every part, and (if `commit`) complete and verify the object."""

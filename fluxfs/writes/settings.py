@@ -27,7 +27,8 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
     """(part size, concurrency, uploader class) of one write, validated.
 
     The part size is the ``part_size`` option, which must suit the strategy (XML multipart: at least
-    5 MiB; ``multipart="off"``: a multiple of 256 KiB) or the write fails at open, naming it. A
+    5 MiB; ``multipart="off"``: a multiple of 256 KiB) and twice it must fit ``write_memory``, or the
+    write fails at open, naming it. A
     ``block_size`` given to ``open()`` (gcsfs callers pass 256 KiB) is instead rounded up to what the
     strategy needs: the write succeeds, its memory bound by about concurrency x that part size.
     Fields the XML API's headers cannot carry unchanged (non-ASCII metadata values, upper-case
@@ -53,6 +54,9 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
         if part < 1:
             raise ValueError(f"block_size must be positive, not {block_size}")
     part = min_part_size(part, strategy)
+    if 2 * part > fs.options.write_memory:
+        raise ValueError(f"parts of {part} bytes do not fit write_memory {fs.options.write_memory} twice (one "
+                         "uploading, one being filled); raise write_memory or use smaller parts")
     if strategy == "off":
         conc = 1  # one resumable session takes its chunks in order
     return part, conc, STRATEGIES[strategy]

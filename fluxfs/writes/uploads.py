@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from .fields import ObjectFields, object_fields
 from .parts import PartWriter
-from .schedule import fixed_part_size
+from .schedule import beyond_reach, fixed_part_size, max_part
 from .settings import object_path, upload_settings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,8 +20,13 @@ async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Calla
     """Upload `size` bytes obtained part by part from `read(n)`; aborts everything on any failure."""
     bucket, key = object_path(fs, path)
     part, conc, uploader = upload_settings(fs, fields=fields)
-    if uploader.max_parts is not None:  # equal parts, as few as the cap allows (XML: 10,000; compose: 1,024)
-        part = fixed_part_size(size, part, uploader.max_parts)
+    cap = uploader.part_cap(fs)
+    if cap is not None:  # equal parts, as few as the cap allows (XML: 10,000; compose: compose_max_components)
+        part = fixed_part_size(size, part, cap)
+        largest = max_part(fs)
+        if part > largest:
+            raise ValueError(beyond_reach(path, size, cap, largest, fs.options.write_memory,
+                                          getattr(uploader, "cap_setting", None)))
     pw = PartWriter(fs, bucket, key, uploader, concurrency=conc, create_only=create_only, fields=fields)
     try:
         done = 0

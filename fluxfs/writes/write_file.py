@@ -2,7 +2,8 @@
 
 Atomic: the object appears only when the file closes cleanly. An exception inside ``with``,
 a KeyboardInterrupt, a failed part or a crc32c mismatch aborts the upload and removes every
-part and temporary. Memory is bounded: `write` blocks while `concurrency` parts are in flight.
+part and temporary. Memory is bounded by the ``write_memory`` option: `write` blocks while parts in flight
+hold their share of it, and parts grow with the write to at most half of it (writes/schedule.py).
 The strategy is the filesystem's ``multipart`` option: "xml", "compose" or "off".
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..gcs.checksums import crc32c
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
 from .fields import ObjectFields, object_fields
 from .parts import PartWriter
+from .schedule import beyond_reach, max_part, reach
 from .schedule import part_size as scheduled_part_size
 from .settings import object_path, upload_settings
 from .single import exists_error, get_resource
@@ -211,6 +213,7 @@ class FluxWriteFile(io.IOBase):
                 if self._buffered >= self._part_limit() and not self._writer.started:
                     self._settle_fields()  # may pick another strategy, with a part size above the buffer
                 if self._buffered >= self._part_limit():
+                    self._check_reach(self._writer.size + self._buffered + (n - pos))
                     part = self._take_buffer()
                     bridge.run(self.fs, self._writer.add_part, part, crc32c(part))
         except BaseException as exc:
@@ -274,7 +277,18 @@ class FluxWriteFile(io.IOBase):
         cap = self._writer.max_parts
         if cap is None:
             return self.part_size
-        return scheduled_part_size(self._writer.parts + 1, self.part_size, cap, self._uploader.max_object_size)
+        return scheduled_part_size(self._writer.parts + 1, self.part_size, cap, self._uploader.max_object_size,
+                                   max_part(self.fs))
+
+    def _check_reach(self, size: int) -> None:
+        """Refuse a part past the cap when write_memory, not GCS's object limit, is what stops the write."""
+        cap = self._writer.max_parts
+        if cap is None or self._writer.parts < cap:
+            return
+        limit = self._uploader.max_object_size
+        if reach(self.part_size, cap, limit, max_part(self.fs)) < limit:
+            raise ValueError(beyond_reach(self.path, size, cap, max_part(self.fs), self.fs.options.write_memory,
+                                          self._writer.cap_setting))
 
     def _take_buffer(self) -> bytes:
         chunks, self._chunks, self._buffered = self._chunks, [], 0
@@ -291,6 +305,8 @@ class FluxWriteFile(io.IOBase):
             raise
         tail = self._take_buffer() if self._chunks else b""
         try:
+            if tail:
+                self._check_reach(self._writer.size + len(tail))
             info = bridge.run(self.fs, self._writer.finish, tail, crc32c(tail), commit=self.autocommit)
         except BaseException as exc:
             self._failed(exc)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from fluxfs.gcs.limits import MAX_COMPONENTS, XML_MAX_PARTS
+from fluxfs.gcs.limits import LEGACY_MAX_COMPONENTS, XML_MAX_PARTS
 
 from .raw import obj_path, request, upload
 from .test_multipart import _initiate, _part
@@ -22,8 +22,22 @@ def _compose(srv, bkt, dest, sources):
 
 def test_defaults_are_the_shared_constants(srv):
     s = srv.configure()
-    assert s["max_components"] == MAX_COMPONENTS == 1024
+    assert s["max_components"] is None  # GCS documents no component limit today
     assert s["max_parts"] == XML_MAX_PARTS == 10_000
+
+
+def test_compose_beyond_1024_components_by_default(srv, bkt):
+    """As GCS today: no component limit (1 to 32 sources per compose is the only rule)."""
+    _put(srv, bkt, "one")
+    assert _compose(srv, bkt, "c32", ["one"] * 32).json()["componentCount"] == 32
+    assert _compose(srv, bkt, "c1024", ["c32"] * 32).json()["componentCount"] == LEGACY_MAX_COMPONENTS
+    r = _compose(srv, bkt, "c1025", ["c1024", "one"])
+    assert r.status == 200 and r.json()["componentCount"] == LEGACY_MAX_COMPONENTS + 1
+    srv.configure(max_components=LEGACY_MAX_COMPONENTS)  # emulating a server that keeps the old limit
+    r = _compose(srv, bkt, "c1025b", ["c1024", "one"])
+    assert r.status == 400 and "1025 components; the limit is 1024" in r.body.decode()
+    srv.configure(max_components=None)
+    assert _compose(srv, bkt, "c1025c", ["c1024", "one"]).status == 200
 
 
 def test_component_count_limit(srv, bkt):

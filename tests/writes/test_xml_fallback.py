@@ -64,12 +64,11 @@ def test_fallback_parts_fit_the_compose_cap(flux_server, bucket, monkeypatch):
     from .util import KiB
     part, cap, limit = 256 * KiB, 16, 40 * 256 * KiB
     monkeypatch.setattr(XmlUploader, "max_parts", 40)
-    monkeypatch.setattr(ComposeUploader, "max_parts", cap)
     for cls in (XmlUploader, ComposeUploader):
         monkeypatch.setattr(cls, "max_object_size", limit)
     monkeypatch.setattr(settings, "XML_MIN_PART_SIZE", part)
     flux_server.configure(xml_multipart=False, max_components=cap)
-    fs = make_fs(flux_server, part_size=part, write_concurrency=2)
+    fs = make_fs(flux_server, part_size=part, write_concurrency=2, compose_max_components=cap)
     data = payload(limit, seed=9)
     with pytest.warns(RuntimeWarning, match="XML multipart"):
         with fs.open(f"{bucket}/big", "wb") as f:
@@ -82,12 +81,9 @@ def test_fallback_parts_fit_the_compose_cap(flux_server, bucket, monkeypatch):
 def test_known_size_write_cut_for_xml_fails_clearly_then_succeeds(flux_server, bucket, monkeypatch):
     """pipe_file cuts a known size into equal parts before the fallback is known: past compose's cap the
     first write fails naming why (nothing left behind), and the same write then succeeds."""
-    from fluxfs.writes.compose import ComposeUploader
-
     from .util import KiB
-    monkeypatch.setattr(ComposeUploader, "max_parts", 4)
     flux_server.configure(xml_multipart=False, max_components=4)
-    fs = make_fs(flux_server, part_size=XML_PART, write_concurrency=2)
+    fs = make_fs(flux_server, part_size=XML_PART, write_concurrency=2, compose_max_components=4)
     data = payload(5 * XML_PART + 3 * KiB, seed=4)
     with pytest.warns(RuntimeWarning, match="XML multipart"):
         with pytest.raises(ValueError, match=r"/big: the server has no XML multipart upload, and the compose "
