@@ -29,8 +29,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         with cli_logging(args.debug):
             return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("fluxfs: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a command may say how far it got (cp: the files copied)
+        print(f"fluxfs: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of our stdout went away (`| head`): not an error worth a message.

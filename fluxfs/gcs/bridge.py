@@ -4,11 +4,13 @@ fsspec's `sync` leaves a coroutine running when its caller is interrupted; here 
 any exception while waiting) cancels the coroutine and waits for its cleanup, so `finally`
 blocks delete the temporary objects they made before the interrupt is re-raised.
 Sync methods are one-liners made by `sync_method`, as fsspec's `sync_wrapper` makes them.
+Ctrl-C reaches only the main thread: work on other threads is stopped through a `CancelScope`.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import threading
@@ -16,6 +18,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterator,
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+_current = threading.local()  # the CancelScope the calling thread works in, if any
 
 
 def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
@@ -47,9 +50,15 @@ class Pending:
     def __init__(self, fs: Any, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any):
         self._done = threading.Event()
         self._box: dict[str, Any] = {}
+        self._loop = fs.loop
+        self._task: asyncio.Task | None = None
+        self._cancel_asked = False  # set on the loop's thread only, as is _task
 
         async def runner() -> None:
             try:
+                self._task = asyncio.current_task()
+                if self._cancel_asked:  # cancelled before it started: nothing to clean up
+                    raise asyncio.CancelledError()
                 self._box["result"] = await fn(*args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
                 self._box["error"] = exc
@@ -57,6 +66,9 @@ class Pending:
                 self._done.set()
 
         self._future = submit(fs, runner(), getattr(fn, "__name__", "call").lstrip("_"))
+        scope = getattr(_current, "scope", None)
+        if scope is not None:
+            scope._track(self)
 
     def result(self, timeout: float | None = None) -> Any:
         """The coroutine's result; after `timeout` seconds it is cancelled and TimeoutError raised."""
@@ -79,13 +91,68 @@ class Pending:
             pass
 
     def cancel(self) -> None:
-        """Cancel without waiting (callable from the loop's own thread)."""
-        self._future.cancel()
+        """Cancel without waiting (callable from the loop's own thread).
+
+        The task itself is cancelled on the loop, never the future: a cancelled future would
+        stop the coroutine before its first line, leaving `wait_cleanup` nothing to wait for.
+        """
+        if not self._done.is_set():
+            self._loop.call_soon_threadsafe(self._cancel_on_loop)
+
+    def _cancel_on_loop(self) -> None:
+        if self._task is None:
+            self._cancel_asked = True
+        elif not self._task.done():
+            self._task.cancel()
 
     def wait_cleanup(self, timeout: float = 60) -> None:
         """After `cancel`: wait until the coroutine has finished its cleanup."""
         if not self._done.wait(timeout):
             logger.warning("cleanup after interrupt did not finish within %g s; leftovers go at exit", timeout)
+
+
+class CancelScope:
+    """Blocking calls made on any thread inside `with scope.entered():`, cancelled together by `cancel()`.
+
+    Only the main thread sees Ctrl-C; a command running work on worker threads calls `cancel()`
+    from there, and every call then in flight stops as an interrupted one does (its cleanup runs,
+    the waiting thread gets `asyncio.CancelledError`). Calls started after `cancel()` (cleanups such
+    as an upload's abort) run normally: work checks `cancelled` before starting a new step.
+    """
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self._lock = threading.Lock()
+        self._live: set[Pending] = set()
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator["CancelScope"]:
+        """Within this block the calling thread's blocking calls belong to the scope."""
+        outer = getattr(_current, "scope", None)
+        _current.scope = self
+        try:
+            yield self
+        finally:
+            _current.scope = outer
+
+    def cancel(self) -> None:
+        """Cancel every call of the scope in flight, without waiting (their threads wait for the cleanup)."""
+        with self._lock:
+            self.cancelled.set()
+            live, self._live = list(self._live), set()
+        for pending in live:
+            pending.cancel()
+
+    def _track(self, pending: Pending) -> None:
+        with self._lock:
+            if self.cancelled.is_set():
+                return
+            self._live.add(pending)
+        pending._future.add_done_callback(lambda _f: self._forget(pending))  # the runner never raises
+
+    def _forget(self, pending: Pending) -> None:
+        with self._lock:
+            self._live.discard(pending)
 
 
 def run(fs: Any, fn: Callable[..., Awaitable[T]], *args: Any, timeout: float | None = None, **kwargs: Any) -> T:
