@@ -14,6 +14,7 @@ from .copying import cmd_cat, cmd_cp
 from .launch import cmd_bench, cmd_demo, cmd_serve
 from .listing import cmd_du, cmd_ls, cmd_manifest
 from .maintenance import cmd_cleanup, cmd_mb
+from .samples import add_arguments as add_sample_arguments, cmd_sample_images
 
 EPILOG = """\
 URLs are flux://BUCKET/PATH (gs:// and gcs:// are accepted as synonyms).
@@ -119,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("mb", cmd_mb, "make a bucket (handy on `fluxfs serve`; on GCS it needs a project: -o project=...)")
     p.add_argument("url", help="flux://BUCKET")
+
+    p = add("sample-images", cmd_sample_images, "write a small labelled image dataset (JPEGs of coloured shapes, "
+            "DEST/<class>/<n>.jpg) to a new local directory or a flux:// prefix, to try fluxfs with")
+    add_sample_arguments(p)
 
     p = add("cleanup", cmd_cleanup, "delete fluxfs temporary objects left behind by crashed jobs")
     p.add_argument("url", help="flux://BUCKET")

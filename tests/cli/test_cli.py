@@ -452,3 +452,26 @@ def test_cp_reports_an_object_named_like_a_directory_that_holds_data(cli, fs, bu
     r = cli("-q", "cp", "-r", f"flux://{bucket}/ds", f"flux://{bucket}/copy")  # object to object: as is
     assert r.code == 0, r.err
     assert fs.cat(f"{bucket}/copy/odd/") == b"12 bytes...." and fs.cat(f"{bucket}/copy/sub/") == b""
+
+
+# -- sample-images --------------------------------------------------------------------------
+
+def test_sample_images_writes_labelled_images_that_pil_opens(cli, fs, bucket, tmp_path):
+    from PIL import Image
+
+    r = cli("sample-images", "--count", "12", str(tmp_path / "images"))
+    assert r.code == 0 and "wrote 12 JPEG images of 4 classes" in r.err, r.err
+    files = sorted(p.relative_to(tmp_path / "images").as_posix() for p in (tmp_path / "images").rglob("*.jpg"))
+    assert len(files) == 12 and {f.split("/")[0] for f in files} == {"circle", "cross", "square", "triangle"}
+    with Image.open(tmp_path / "images" / files[0]) as im:
+        assert im.format == "JPEG" and im.size == (64, 64)
+
+    r = cli("-q", "sample-images", "--count", "8", "--format", "png", f"flux://{bucket}/png/")
+    assert r.code == 0, r.err
+    names = sorted(fs.find(f"{bucket}/png"))
+    assert len(names) == 8 and all(fs.cat(n)[:8] == b"\x89PNG\r\n\x1a\n" for n in names)
+
+    before = (tmp_path / "images" / files[0]).read_bytes()
+    assert_clean_failure(cli("sample-images", str(tmp_path / "images")), 2, "is not an empty directory")
+    assert (tmp_path / "images" / files[0]).read_bytes() == before
+    assert_clean_failure(cli("sample-images", "flux://no-such-bucket-x9/images/"), 3, "does not exist")
