@@ -7,7 +7,7 @@ EXTRAS ?= test,bench,lightning,notebook
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench notebook notebook-outputs venv clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	@echo "==> [1/4] creating the virtualenv $(VENV) (first run only; the steps below take about 3 minutes)"
@@ -35,6 +35,25 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) -m bench all --profile cloud --json-dir bench/results
 	$(PY) -m bench.report
+
+# Jupyter (JupyterLab or the classic notebook) if installed in $(VENV), else the notebook executed to HTML.
+notebook: $(VENV)/.installed
+	@if $(PY) -c "import jupyterlab" 2>/dev/null; then \
+		echo "==> starting JupyterLab on notebooks/explore.ipynb (Ctrl-C stops it)"; \
+		$(VENV)/bin/jupyter lab notebooks/explore.ipynb; \
+	elif $(PY) -c "import notebook" 2>/dev/null; then \
+		echo "==> starting Jupyter on notebooks/explore.ipynb (Ctrl-C stops it)"; \
+		$(VENV)/bin/jupyter notebook notebooks/explore.ipynb; \
+	else \
+		echo "==> Jupyter is not installed ($(PY) -m pip install jupyterlab): executing the notebook to notebooks/explore.html"; \
+		$(VENV)/bin/jupyter nbconvert --to html --execute notebooks/explore.ipynb --output-dir notebooks && \
+		echo "==> open notebooks/explore.html in a browser"; \
+	fi
+
+# After editing the notebook: run it and store its outputs in the file (tests/test_notebook.py checks them).
+notebook-outputs: $(VENV)/.installed
+	@echo "==> executing notebooks/explore.ipynb and storing its outputs in it"
+	nice $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace notebooks/explore.ipynb
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
