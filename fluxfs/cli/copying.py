@@ -18,6 +18,8 @@ from .base import EXIT_ERROR, UsageError, human, is_remote, local_path, remote_p
 from .storage import list_objects, make_fs, require_bucket
 from .transfers import COPY_CHUNK, Transfer, run_transfers
 
+SHOW_SKIPPED = 10  # destinations named in the "skipped" report (cp -n); the rest are counted
+
 
 # -- cat ------------------------------------------------------------------------------------
 
@@ -212,5 +214,3 @@ def cmd_cp(args: argparse.Namespace) -> int:
         print(f"fluxfs cp: not copied: {message}", file=sys.stderr)
     return EXIT_ERROR if plan.unwritable else 0
 
-
-SHOW_SKIPPED = 10  # destinations named in the "skipped" report; the rest are counted

@@ -106,6 +106,11 @@ class _Run:
                 except FileExistsError:
                     self.outcome.skip(t)
                     return
+                except OSError:  # no hard links here (some network or FUSE filesystems): check, then rename
+                    if os.path.lexists(dst):
+                        self.outcome.skip(t)
+                        return
+                    os.replace(tmp, dst)
             else:
                 os.replace(tmp, dst)
         except OSError as exc:

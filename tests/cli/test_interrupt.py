@@ -1,7 +1,9 @@
 """Ctrl-C stops a long `fluxfs` command within about a second, leaving nothing half-done.
 
 Each test runs the installed `fluxfs` script as a subprocess against the embedded server slowed
-down (latency and per-request bandwidth) so the command is still busy when SIGINT arrives.
+down (latency and per-request bandwidth) so the command is still busy when SIGINT arrives. The
+server runs in a process of its own, so its work after the interrupt (the deletes of composites)
+does not wait for the test's own thread.
 """
 from __future__ import annotations
 
@@ -13,12 +15,36 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from fluxfs.gcs import bridge
 from fluxfs.server.synthetic import synthetic_bytes
 from fluxfs.temporaries import list_incomplete_uploads
+from tests.conftest import make_fs, new_bucket_name
 
 FLUXFS = str(Path(sys.executable).parent / "fluxfs")
 STOP_WITHIN = 2.0  # seconds from SIGINT to exit
+
+
+@pytest.fixture(scope="module")
+def server():
+    from fluxfs.server import run
+
+    with run(in_process=False) as srv:
+        yield srv
+
+
+@pytest.fixture
+def bucket(server):
+    name = new_bucket_name()
+    server.create_bucket(name)
+    yield name
+    server.configure(profile="local")
+
+
+@pytest.fixture
+def fs(server):
+    return make_fs(server)
 
 
 def interrupt_when(cmd: list[str], ready, env_url: str, timeout: float = 30.0) -> tuple[int, str, float]:
@@ -45,16 +71,16 @@ def interrupt_when(cmd: list[str], ready, env_url: str, timeout: float = 30.0) -
         proc.stderr.close()
 
 
-def test_ctrl_c_stops_a_download_at_once_and_leaves_no_partial_file(flux_server, bucket, fs, tmp_path):
-    flux_server.generate(bucket, 2000, 20_000, prefix="ds/")
-    flux_server.configure(latency_ms=20, bandwidth_mbps=0.1)  # a 640 KB composite GET takes ~6 s
-    flux_server.reset_stats()
+def test_ctrl_c_stops_a_download_at_once_and_leaves_no_partial_file(server, bucket, fs, tmp_path):
+    server.generate(bucket, 2000, 20_000, prefix="ds/")
+    server.configure(latency_ms=20, bandwidth_mbps=0.1)  # a 640 KB composite GET takes ~6 s
+    server.reset_stats()
     out = tmp_path / "out"
 
     def reading() -> bool:  # composites are being read: the copy is under way
-        return flux_server.stats().get("requests", {}).get("compose", 0) >= 4
+        return server.stats().get("requests", {}).get("compose", 0) >= 4
 
-    code, err, took = interrupt_when([FLUXFS, "cp", "-r", f"flux://{bucket}/ds", str(out)], reading, flux_server.url)
+    code, err, took = interrupt_when([FLUXFS, "cp", "-r", f"flux://{bucket}/ds", str(out)], reading, server.url)
     assert code == 130, err
     assert took < STOP_WITHIN, f"took {took:.1f} s to stop after Ctrl-C"
     m = re.search(r"fluxfs: interrupted: copied (\d+) of 2000 file\(s\)", err)
@@ -64,28 +90,28 @@ def test_ctrl_c_stops_a_download_at_once_and_leaves_no_partial_file(flux_server,
     assert not [p for p in files if "fluxfs-tmp" in p.name]  # no temporary download left
     for p in files:  # every file there is whole
         assert p.read_bytes() == synthetic_bytes(f"ds/{p.name}", 20_000, 0), p
-    flux_server.configure(profile="local")
+    server.configure(profile="local")
     assert sorted(fs.find(bucket)) == [f"{bucket}/ds/{i:08d}" for i in range(2000)]  # composites deleted
 
 
-def test_ctrl_c_stops_an_upload_and_leaves_no_partial_object(flux_server, bucket, fs, tmp_path):
+def test_ctrl_c_stops_an_upload_and_leaves_no_partial_object(server, bucket, fs, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     for i in range(40):
         (src / f"f{i:02d}").write_bytes(os.urandom(6 * 1024 * 1024))  # a multipart upload each
-    flux_server.configure(latency_ms=20, bandwidth_mbps=2)
-    flux_server.reset_stats()
+    server.configure(latency_ms=20, bandwidth_mbps=2)
+    server.reset_stats()
 
     def writing() -> bool:
-        return flux_server.stats().get("requests", {}).get("write", 0) >= 8
+        return server.stats().get("requests", {}).get("write", 0) >= 8
 
     code, err, took = interrupt_when([FLUXFS, "-o", "part_size=5242880", "cp", "-r", str(src), f"flux://{bucket}/up"],
-                                     writing, flux_server.url)
+                                     writing, server.url)
     assert code == 130, err
     assert took < STOP_WITHIN, f"took {took:.1f} s to stop after Ctrl-C"
     m = re.search(r"fluxfs: interrupted: copied (\d+) of 40 file\(s\)", err)
     assert m, err
-    flux_server.configure(profile="local")
+    server.configure(profile="local")
     fs.invalidate_cache()
     names = fs.find(bucket)
     assert len(names) == int(m.group(1)) < 40 and all(n.startswith(f"{bucket}/up/f") for n in names), names
@@ -94,12 +120,12 @@ def test_ctrl_c_stops_an_upload_and_leaves_no_partial_object(flux_server, bucket
     assert bridge.run(fs, list_incomplete_uploads, fs, bucket) == []  # every started upload aborted
 
 
-def test_ctrl_c_stops_a_long_listing(flux_server, bucket):
-    flux_server.generate(bucket, 20_000, 10, prefix="many/")
-    flux_server.configure(latency_ms=3000)  # each page takes 3 s
+def test_ctrl_c_stops_a_long_listing(server, bucket):
+    server.generate(bucket, 20_000, 10, prefix="many/")
+    server.configure(latency_ms=3000)  # each page takes 3 s
 
     started = time.monotonic()
     code, err, took = interrupt_when([FLUXFS, "ls", "-r", f"flux://{bucket}/many/"],
-                                     lambda: time.monotonic() - started > 4.0, flux_server.url)
+                                     lambda: time.monotonic() - started > 4.0, server.url)
     assert code == 130 and "interrupted" in err and "Traceback" not in err, err
     assert took < STOP_WITHIN, f"took {took:.1f} s to stop after Ctrl-C"
