@@ -151,6 +151,7 @@ class _Run:
             with open(t.src, "rb") as src, self.fs.open(t.dst, "xb" if self.no_clobber else "wb") as dst:
                 for chunk in self.chunks(src):
                     dst.write(chunk)
+                self.check()  # cancelled after the last chunk: leaving with _Stop aborts instead of finishing
         except FileExistsError:
             if not self.no_clobber:
                 raise

@@ -50,15 +50,9 @@ class Pending:
     def __init__(self, fs: Any, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any):
         self._done = threading.Event()
         self._box: dict[str, Any] = {}
-        self._loop = fs.loop
-        self._task: asyncio.Task | None = None
-        self._cancel_asked = False  # set on the loop's thread only, as is _task
 
         async def runner() -> None:
             try:
-                self._task = asyncio.current_task()
-                if self._cancel_asked:  # cancelled before it started: nothing to clean up
-                    raise asyncio.CancelledError()
                 self._box["result"] = await fn(*args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
                 self._box["error"] = exc
@@ -67,7 +61,7 @@ class Pending:
 
         self._future = submit(fs, runner(), getattr(fn, "__name__", "call").lstrip("_"))
         scope = getattr(_current, "scope", None)
-        if scope is not None:
+        if scope is not None and not getattr(_current, "cleanup", False):
             scope._track(self)
 
     def result(self, timeout: float | None = None) -> Any:
@@ -91,19 +85,8 @@ class Pending:
             pass
 
     def cancel(self) -> None:
-        """Cancel without waiting (callable from the loop's own thread).
-
-        The task itself is cancelled on the loop, never the future: a cancelled future would
-        stop the coroutine before its first line, leaving `wait_cleanup` nothing to wait for.
-        """
-        if not self._done.is_set():
-            self._loop.call_soon_threadsafe(self._cancel_on_loop)
-
-    def _cancel_on_loop(self) -> None:
-        if self._task is None:
-            self._cancel_asked = True
-        elif not self._task.done():
-            self._task.cancel()
+        """Cancel without waiting (callable from the loop's own thread)."""
+        self._future.cancel()
 
     def wait_cleanup(self, timeout: float = 60) -> None:
         """After `cancel`: wait until the coroutine has finished its cleanup."""
@@ -116,8 +99,8 @@ class CancelScope:
 
     Only the main thread sees Ctrl-C; a command running work on worker threads calls `cancel()`
     from there, and every call then in flight stops as an interrupted one does (its cleanup runs,
-    the waiting thread gets `asyncio.CancelledError`). Calls started after `cancel()` (cleanups such
-    as an upload's abort) run normally: work checks `cancelled` before starting a new step.
+    the waiting thread gets `asyncio.CancelledError`), and so does any call started after it, except
+    the ones made inside `cleanup()` (an upload's abort: undoing work must still run).
     """
 
     def __init__(self) -> None:
@@ -145,7 +128,8 @@ class CancelScope:
 
     def _track(self, pending: Pending) -> None:
         with self._lock:
-            if self.cancelled.is_set():
+            if self.cancelled.is_set():  # new work after cancel(): stopped before it does anything
+                pending.cancel()
                 return
             self._live.add(pending)
         pending._future.add_done_callback(lambda _f: self._forget(pending))  # the runner never raises
@@ -153,6 +137,17 @@ class CancelScope:
     def _forget(self, pending: Pending) -> None:
         with self._lock:
             self._live.discard(pending)
+
+
+@contextlib.contextmanager
+def cleanup() -> Iterator[None]:
+    """Calls made inside this block undo work (abort an upload): a cancelled `CancelScope` lets them run."""
+    outer = getattr(_current, "cleanup", False)
+    _current.cleanup = True
+    try:
+        yield
+    finally:
+        _current.cleanup = outer
 
 
 def run(fs: Any, fn: Callable[..., Awaitable[T]], *args: Any, timeout: float | None = None, **kwargs: Any) -> T:
