@@ -1,7 +1,8 @@
 """The commands that move bytes: ``cat`` (objects to stdout) and ``cp`` (local <-> flux://, flux:// -> flux://).
 
-``cp`` plans every transfer and checks it (unsafe names, collisions, ``-n``) before a byte moves,
-then runs them ``--jobs`` at a time: small downloads in compose-backed batches, the rest one by one.
+``cp`` plans every transfer and checks it (unsafe names, collisions) before a byte moves, then
+`fluxfs.cli.transfers` runs them ``--jobs`` at a time. With ``-n`` an existing destination is
+skipped and reported, in both directions (as ``gcloud storage cp -n`` does).
 """
 from __future__ import annotations
 
@@ -10,20 +11,14 @@ import os
 import shutil
 import sys
 import time
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, List, Optional
+from dataclasses import dataclass, field
+from typing import Dict, List
 
-from tqdm import tqdm
-
-from .base import UsageError, human, is_remote, local_path, progress_bar, remote_path, url_of
+from .base import EXIT_ERROR, UsageError, human, is_remote, local_path, remote_path, url_of
 from .storage import list_objects, make_fs, require_bucket
+from .transfers import COPY_CHUNK, Transfer, run_transfers
 
-# Objects up to this size are fetched in compose-backed batches; larger ones are streamed one by one.
-SMALL_OBJECT = 8 * 1024 * 1024
-BATCH_OBJECTS = 256
-BATCH_BYTES = 16 * 1024 * 1024
-COPY_CHUNK = 8 * 1024 * 1024
+SHOW_SKIPPED = 10  # destinations named in the "skipped" report (cp -n); the rest are counted
 
 
 # -- cat ------------------------------------------------------------------------------------
@@ -46,17 +41,6 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 
 # -- cp -------------------------------------------------------------------------------------
-
-@dataclass
-class Transfer:
-    """One file to move: `src` and `dst` are local paths or "bucket/key" paths depending on `kind`."""
-
-    kind: str  # "up" (local -> bucket), "down" (bucket -> local), "copy" (bucket -> bucket)
-    src: str
-    dst: str
-    size: int
-    info: Optional[Dict[str, Any]] = None
-
 
 def safe_local_target(root: str, rel: str, url: str) -> str:
     """`root/rel` for an object's relative name, refusing names that would land outside `root`.
@@ -98,7 +82,16 @@ def _remote_join(base: str, name: str) -> str:
     return f"{base.rstrip('/')}/{name}" if base.rstrip("/") else name
 
 
-def plan_cp(fs, args: argparse.Namespace) -> List[Transfer]:
+@dataclass
+class Plan:
+    """What `cp` will do: the transfers, and what it cannot do and will report."""
+
+    transfers: List[Transfer] = field(default_factory=list)
+    skipped: List[str] = field(default_factory=list)  # destinations that exist already (cp -n)
+    unwritable: List[str] = field(default_factory=list)  # messages for objects a download cannot write
+
+
+def plan_cp(fs, args: argparse.Namespace) -> Plan:
     """Every (source, destination) pair, validated before a single byte moves."""
     if len(args.paths) < 2:
         raise UsageError("cp needs a source and a destination: fluxfs cp SRC... DST")
@@ -110,7 +103,8 @@ def plan_cp(fs, args: argparse.Namespace) -> List[Transfer]:
     if not src_remote[0] and not dst_remote:
         raise UsageError("one side of cp must be a flux:// URL (use cp(1) for local copies)")
     many = len(srcs) > 1
-    transfers: List[Transfer] = []
+    plan = Plan()
+    transfers = plan.transfers
 
     if not src_remote[0]:  # upload
         dpath = remote_path(dst)
@@ -178,125 +172,45 @@ def plan_cp(fs, args: argparse.Namespace) -> List[Transfer]:
             root = (join(dst_base, leaf, s) if dst_dir else dst_base)
             for i in sorted(objects, key=lambda i: i["name"]):
                 rel = i["name"][len(prefix) + 1:]
-                if not rel or rel.endswith("/"):
-                    continue  # a "directory marker" object: nothing to write
                 url = url_of(i["name"], s)
+                if kind == "down" and (not rel or rel.endswith("/")):
+                    size = int(i.get("size") or 0)
+                    if size:  # it would have to be a file and the directory of its siblings at once
+                        plan.unwritable.append(
+                            f"{url} holds {size} bytes but its name ends in '/', which a local file name cannot; "
+                            f"get them with `fluxfs cat {url} > FILE`")
+                    continue  # a zero-byte "directory marker" object: nothing to write
                 transfers.append(Transfer(kind, i["name"], join(root, rel, url), int(i.get("size") or 0), i))
         if kind == "copy":
             require_bucket(fs, dpath, dst)
     _check_no_collisions(transfers)
-    if args.no_clobber and transfers and transfers[0].kind == "down":
-        for t in transfers:
-            if os.path.exists(t.dst):
-                raise FileExistsError(f"{t.dst} exists (cp -n); nothing was copied")
-    return transfers
-
-
-def _write_local(dst: str, chunks: Iterable[bytes]) -> None:
-    """Write through a temporary name and rename, so an interrupted download leaves no partial file."""
-    os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
-    tmp = f"{dst}.fluxfs-tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-        os.replace(tmp, dst)
-    except OSError as exc:
-        if exc.errno is None:
-            raise
-        # Name the destination the user asked for (not our temporary name): "File too large: dst".
-        raise OSError(exc.errno, exc.strerror, dst) from exc
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _read_chunks(f, bar: tqdm) -> Iterator[bytes]:
-    while True:
-        chunk = f.read(COPY_CHUNK)
-        if not chunk:
-            return
-        bar.update(len(chunk))
-        yield chunk
-
-
-def _download_batch(fs, batch: List[Transfer], bar: tqdm) -> None:
-    # One compose-backed batched read; sizes and generations come from the listing already done.
-    data = fs.cat_objects([t.info for t in batch])
-    for t in batch:
-        payload = data[t.src]
-        if isinstance(payload, BaseException):
-            raise payload
-        _write_local(t.dst, [payload])
-        bar.update(len(payload))
-
-
-def _download_one(fs, t: Transfer, bar: tqdm) -> None:
-    with fs.open(t.src, "rb") as f:
-        _write_local(t.dst, _read_chunks(f, bar))
-
-
-def _upload_one(fs, t: Transfer, bar: tqdm, no_clobber: bool) -> None:
-    # Every upload goes through fs.open: the atomic multipart writer (an object appears only when complete).
-    with open(t.src, "rb") as src, fs.open(t.dst, "xb" if no_clobber else "wb") as dst:
-        for chunk in _read_chunks(src, bar):
-            dst.write(chunk)
-
-
-def _copy_one(fs, t: Transfer, bar: tqdm) -> None:
-    fs.cp_file(t.src, t.dst)
-    bar.update(t.size)
-
-
-def run_transfers(fs, transfers: List[Transfer], args: argparse.Namespace) -> None:
-    """Run the transfers `args.jobs` at a time; the first failure cancels what has not started and is raised."""
-    jobs = max(1, int(args.jobs))
-    total = sum(t.size for t in transfers)
-    with progress_bar(args, total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="copying") as bar, \
-            ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="fluxfs-cp") as pool:
-        futures: List[Future] = []
-        batch: List[Transfer] = []
-        batch_bytes = 0
-
-        def flush() -> None:
-            nonlocal batch, batch_bytes
-            if batch:
-                futures.append(pool.submit(_download_batch, fs, batch, bar))
-            batch, batch_bytes = [], 0
-
-        for t in transfers:
-            if t.kind == "down" and t.size <= SMALL_OBJECT:
-                batch.append(t)
-                batch_bytes += t.size
-                if len(batch) >= BATCH_OBJECTS or batch_bytes >= BATCH_BYTES:
-                    flush()
-            elif t.kind == "down":
-                futures.append(pool.submit(_download_one, fs, t, bar))
-            elif t.kind == "up":
-                futures.append(pool.submit(_upload_one, fs, t, bar, args.no_clobber))
-            else:
-                futures.append(pool.submit(_copy_one, fs, t, bar))
-        flush()
-        try:
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            for f in done:
-                if f.exception() is not None:
-                    raise f.exception()
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+    if args.no_clobber and transfers and transfers[0].kind == "down":  # local checks cost nothing: do them now
+        plan.skipped = [t.dst for t in transfers if os.path.lexists(t.dst)]
+        transfers[:] = [t for t in transfers if not os.path.lexists(t.dst)]
+    return plan
 
 
 def cmd_cp(args: argparse.Namespace) -> int:
-    """``fluxfs cp [-r] [-n] [-j N] SRC... DST``: plan, check, copy; a summary line on stderr."""
+    """``fluxfs cp [-r] [-n] [-j N] SRC... DST``: plan, check, copy; a summary on stderr.
+
+    Exit 0 when every source was copied or (``-n``) skipped as existing; 1 when an object could
+    not be written (named on stderr), after copying everything else.
+    """
     fs = make_fs(args)
     t0 = time.perf_counter()
-    transfers = plan_cp(fs, args)
-    run_transfers(fs, transfers, args)
+    plan = plan_cp(fs, args)
+    outcome = run_transfers(fs, plan.transfers, args)
+    skipped = plan.skipped + outcome.skipped
     if not args.quiet:
         dt = time.perf_counter() - t0
-        nbytes = sum(t.size for t in transfers)
-        print(f"copied {len(transfers)} file(s), {human(nbytes)} in {dt:.1f} s "
+        nbytes = outcome.copied_bytes
+        print(f"copied {outcome.copied} file(s), {human(nbytes)} in {dt:.1f} s "
               f"({human(nbytes / dt if dt else 0)}/s)", file=sys.stderr)
-    return 0
+        if skipped:
+            shown = "".join(f"\n  {d}" for d in skipped[:SHOW_SKIPPED])
+            more = f"\n  ... and {len(skipped) - SHOW_SKIPPED} more" if len(skipped) > SHOW_SKIPPED else ""
+            print(f"skipped {len(skipped)} existing destination(s) (cp -n):{shown}{more}", file=sys.stderr)
+    for message in plan.unwritable:
+        print(f"fluxfs cp: not copied: {message}", file=sys.stderr)
+    return EXIT_ERROR if plan.unwritable else 0
+

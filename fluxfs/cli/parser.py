@@ -14,6 +14,7 @@ from .copying import cmd_cat, cmd_cp
 from .launch import cmd_bench, cmd_demo, cmd_serve
 from .listing import cmd_du, cmd_ls, cmd_manifest
 from .maintenance import cmd_cleanup, cmd_mb
+from .samples import add_arguments as add_sample_arguments, cmd_sample_images
 
 EPILOG = """\
 URLs are flux://BUCKET/PATH (gs:// and gcs:// are accepted as synonyms).
@@ -35,6 +36,12 @@ Where copies land (the trailing-slash rule of `gcloud storage cp`):
     cp -r flux://b/images out       ->  out/... (out/images/... if out is an existing directory)
   Unlike gcloud, whether a remote prefix already exists is not looked up: only the '/' counts.
   A '/' at the end of a source changes nothing: ./images/ and flux://b/images/ copy as images.
+-n (no clobber), as in `gcloud storage cp -n`, the same in every direction: a destination that
+  exists is skipped, the rest is copied, and the skipped ones are listed after the summary (exit 0).
+An object whose name ends in '/' and holds data cannot become a local file: a download copies
+  everything else, names it and exits 1 (zero-byte 'dir/' markers are skipped silently).
+Ctrl-C stops a copy within about a second, says how many files were copied, and leaves no
+  partial file or object (exit 130).
 """
 
 
@@ -109,10 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="SRC... DST")
     p.add_argument("-r", "--recursive", action="store_true", help="copy directories / prefixes")
     p.add_argument("-j", "--jobs", type=int, default=16, help="transfers in flight (default 16)")
-    p.add_argument("-n", "--no-clobber", action="store_true", help="fail if a destination already exists")
+    p.add_argument("-n", "--no-clobber", action="store_true", help="skip destinations that already exist, and list them (as gcloud storage cp -n)")
 
     p = add("mb", cmd_mb, "make a bucket (handy on `fluxfs serve`; on GCS it needs a project: -o project=...)")
     p.add_argument("url", help="flux://BUCKET")
+
+    p = add("sample-images", cmd_sample_images, "write a small labelled image dataset (JPEGs of coloured shapes, "
+            "DEST/<class>/<n>.jpg) to a new local directory or a flux:// prefix, to try fluxfs with")
+    add_sample_arguments(p)
 
     p = add("cleanup", cmd_cleanup, "delete fluxfs temporary objects left behind by crashed jobs")
     p.add_argument("url", help="flux://BUCKET")

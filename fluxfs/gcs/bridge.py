@@ -4,11 +4,13 @@ fsspec's `sync` leaves a coroutine running when its caller is interrupted; here 
 any exception while waiting) cancels the coroutine and waits for its cleanup, so `finally`
 blocks delete the temporary objects they made before the interrupt is re-raised.
 Sync methods are one-liners made by `sync_method`, as fsspec's `sync_wrapper` makes them.
+Ctrl-C reaches only the main thread: work on other threads is stopped through a `CancelScope`.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import threading
@@ -16,6 +18,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterator,
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+_current = threading.local()  # the CancelScope the calling thread works in, if any
 
 
 def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
@@ -57,6 +60,9 @@ class Pending:
                 self._done.set()
 
         self._future = submit(fs, runner(), getattr(fn, "__name__", "call").lstrip("_"))
+        scope = getattr(_current, "scope", None)
+        if scope is not None and not getattr(_current, "cleanup", False):
+            scope._track(self)
 
     def result(self, timeout: float | None = None) -> Any:
         """The coroutine's result; after `timeout` seconds it is cancelled and TimeoutError raised."""
@@ -86,6 +92,62 @@ class Pending:
         """After `cancel`: wait until the coroutine has finished its cleanup."""
         if not self._done.wait(timeout):
             logger.warning("cleanup after interrupt did not finish within %g s; leftovers go at exit", timeout)
+
+
+class CancelScope:
+    """Blocking calls made on any thread inside `with scope.entered():`, cancelled together by `cancel()`.
+
+    Only the main thread sees Ctrl-C; a command running work on worker threads calls `cancel()`
+    from there, and every call then in flight stops as an interrupted one does (its cleanup runs,
+    the waiting thread gets `asyncio.CancelledError`), and so does any call started after it, except
+    the ones made inside `cleanup()` (an upload's abort: undoing work must still run).
+    """
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self._lock = threading.Lock()
+        self._live: set[Pending] = set()
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator["CancelScope"]:
+        """Within this block the calling thread's blocking calls belong to the scope."""
+        outer = getattr(_current, "scope", None)
+        _current.scope = self
+        try:
+            yield self
+        finally:
+            _current.scope = outer
+
+    def cancel(self) -> None:
+        """Cancel every call of the scope in flight, without waiting (their threads wait for the cleanup)."""
+        with self._lock:
+            self.cancelled.set()
+            live, self._live = list(self._live), set()
+        for pending in live:
+            pending.cancel()
+
+    def _track(self, pending: Pending) -> None:
+        with self._lock:
+            if self.cancelled.is_set():  # new work after cancel(): stopped before it does anything
+                pending.cancel()
+                return
+            self._live.add(pending)
+        pending._future.add_done_callback(lambda _f: self._forget(pending))  # the runner never raises
+
+    def _forget(self, pending: Pending) -> None:
+        with self._lock:
+            self._live.discard(pending)
+
+
+@contextlib.contextmanager
+def cleanup() -> Iterator[None]:
+    """Calls made inside this block undo work (abort an upload): a cancelled `CancelScope` lets them run."""
+    outer = getattr(_current, "cleanup", False)
+    _current.cleanup = True
+    try:
+        yield
+    finally:
+        _current.cleanup = outer
 
 
 def run(fs: Any, fn: Callable[..., Awaitable[T]], *args: Any, timeout: float | None = None, **kwargs: Any) -> T:

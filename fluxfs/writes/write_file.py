@@ -331,7 +331,8 @@ class FluxWriteFile(io.IOBase):
         _OPEN.discard(self)
         self._chunks, self._buffered = [], 0
         try:
-            bridge.run(self.fs, self._writer.abort, timeout=timeout)
+            with bridge.cleanup():  # runs even when the caller's work was cancelled (CLI Ctrl-C)
+                bridge.run(self.fs, self._writer.abort, timeout=timeout)
         except Exception as exc:
             logger.warning("aborting the upload of %s failed: %s", self.path, exc)
 

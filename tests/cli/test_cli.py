@@ -183,13 +183,16 @@ def test_cp_single_files_both_ways(cli, fs, bucket, tmp_path):
     assert cli("-q", "cp", f"flux://{bucket}/named.bin", str(tmp_path / "out")).code == 0
     assert (tmp_path / "out" / "named.bin").read_bytes() == data
 
-    # -n (no clobber) refuses, and the object already there is left exactly as it was, even
-    # when the refused upload carries the very same bytes.
-    r = cli("cp", "-n", str(tmp_path / "f.bin"), f"flux://{bucket}/named.bin")
-    assert_clean_failure(r, 5, "already exists")
+    # -n (no clobber) skips an existing destination and says so, and the object already there is left
+    # exactly as it was, even when the skipped upload carries other bytes.
+    (tmp_path / "g.bin").write_bytes(b"other bytes")
+    r = cli("cp", "-n", str(tmp_path / "g.bin"), f"flux://{bucket}/named.bin")
+    assert r.code == 0 and f"skipped 1 existing destination(s) (cp -n):\n  flux://{bucket}/named.bin" in r.err
     fs.invalidate_cache()
     assert fs.cat(f"{bucket}/named.bin") == data
-    assert_clean_failure(cli("-q", "cp", "-n", f"flux://{bucket}/named.bin", str(tmp_path / "out")), 5, "exists")
+    fs.pipe(f"{bucket}/other.bin", b"other bytes")
+    r = cli("cp", "-n", f"flux://{bucket}/other.bin", str(tmp_path / "out" / "named.bin"))
+    assert r.code == 0 and "skipped 1 existing" in r.err and (tmp_path / "out" / "named.bin").read_bytes() == data
 
 
 def test_cp_trailing_slash_on_the_destination_nests_as_documented(cli, fs, bucket, tmp_path):
@@ -400,3 +403,75 @@ def test_serve_has_a_fixed_default_port_and_says_where_data_lives(tmp_path):
         proc.wait(timeout=10)
         proc.stdout.close()
         proc.stderr.close()
+
+
+# -- cp -n, directory markers ---------------------------------------------------------------
+
+@pytest.mark.parametrize("direction", ["upload", "download", "bucket-to-bucket"])
+def test_cp_no_clobber_skips_existing_and_reports_them_the_same_way_in_every_direction(
+        cli, fs, flux_server, bucket, tmp_path, direction):
+    new = {f"f{i}": f"new {i}".encode() for i in range(10)}
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, data in new.items():
+        (src / name).write_bytes(data)
+    fs.pipe({f"{bucket}/src/{name}": data for name, data in new.items()})
+    if direction == "upload":
+        dst, args = f"flux://{bucket}/dst", [str(src), f"flux://{bucket}/dst"]
+        fs.pipe(f"{bucket}/dst/f3", b"old")
+        read = lambda name: (fs.invalidate_cache() or fs.cat(f"{bucket}/dst/{name}"))  # noqa: E731
+        shown = f"{dst}/f3"
+    elif direction == "download":
+        dst = tmp_path / "dst"  # exists, so the copy lands in dst/src/
+        (dst / "src").mkdir(parents=True)
+        (dst / "src" / "f3").write_bytes(b"old")
+        args = [f"flux://{bucket}/src", str(dst)]
+        read = lambda name: (dst / "src" / name).read_bytes()  # noqa: E731
+        shown = str(dst / "src" / "f3")
+    else:
+        dst, args = f"flux://{bucket}/dst", [f"flux://{bucket}/src", f"flux://{bucket}/dst"]
+        fs.pipe(f"{bucket}/dst/f3", b"old")
+        read = lambda name: (fs.invalidate_cache() or fs.cat(f"{bucket}/dst/{name}"))  # noqa: E731
+        shown = f"{dst}/f3"
+    r = cli("cp", "-r", "-n", *args)
+    assert r.code == 0, r.err
+    assert "copied 9 file(s)" in r.err and f"skipped 1 existing destination(s) (cp -n):\n  {shown}\n" in r.err
+    assert read("f3") == b"old"  # left as it was
+    assert all(read(name) == data for name, data in new.items() if name != "f3")
+
+
+def test_cp_reports_an_object_named_like_a_directory_that_holds_data(cli, fs, bucket, tmp_path):
+    fs.pipe({f"{bucket}/ds/a": b"a", f"{bucket}/ds/sub/": b"", f"{bucket}/ds/sub/b": b"b",
+             f"{bucket}/ds/odd/": b"12 bytes....", f"{bucket}/ds/odd/c": b"c"})
+    r = cli("cp", "-r", f"flux://{bucket}/ds", str(tmp_path / "out"))
+    assert r.code == 1, r.err
+    assert (f"not copied: flux://{bucket}/ds/odd/ holds 12 bytes but its name ends in '/'" in r.err
+            and f"fluxfs cat flux://{bucket}/ds/odd/ > FILE" in r.err), r.err
+    got = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert got == ["a", "odd/c", "sub/b"]  # everything else was copied; the zero-byte marker silently skipped
+    r = cli("-q", "cp", "-r", f"flux://{bucket}/ds", f"flux://{bucket}/copy")  # object to object: as is
+    assert r.code == 0, r.err
+    assert fs.cat(f"{bucket}/copy/odd/") == b"12 bytes...." and fs.cat(f"{bucket}/copy/sub/") == b""
+
+
+# -- sample-images --------------------------------------------------------------------------
+
+def test_sample_images_writes_labelled_images_that_pil_opens(cli, fs, bucket, tmp_path):
+    from PIL import Image
+
+    r = cli("sample-images", "--count", "12", str(tmp_path / "images"))
+    assert r.code == 0 and "wrote 12 JPEG images of 4 classes" in r.err, r.err
+    files = sorted(p.relative_to(tmp_path / "images").as_posix() for p in (tmp_path / "images").rglob("*.jpg"))
+    assert len(files) == 12 and {f.split("/")[0] for f in files} == {"circle", "cross", "square", "triangle"}
+    with Image.open(tmp_path / "images" / files[0]) as im:
+        assert im.format == "JPEG" and im.size == (64, 64)
+
+    r = cli("-q", "sample-images", "--count", "8", "--format", "png", f"flux://{bucket}/png/")
+    assert r.code == 0, r.err
+    names = sorted(fs.find(f"{bucket}/png"))
+    assert len(names) == 8 and all(fs.cat(n)[:8] == b"\x89PNG\r\n\x1a\n" for n in names)
+
+    before = (tmp_path / "images" / files[0]).read_bytes()
+    assert_clean_failure(cli("sample-images", str(tmp_path / "images")), 2, "is not an empty directory")
+    assert (tmp_path / "images" / files[0]).read_bytes() == before
+    assert_clean_failure(cli("sample-images", "flux://no-such-bucket-x9/images/"), 3, "does not exist")
