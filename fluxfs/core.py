@@ -16,12 +16,14 @@ from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import listing, temporaries
-from .gcs import bridge, fork, http, tempnames, urls
+from .gcs import bridge, fork, http, redact, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import FluxOptions
 from .reads import batched, direct, handle, lookup, stream
 from .writes import FluxWriteFile, object_fields, upload_local_file, write_bytes
+
+redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
 
 
 class FluxFileSystem(GCSFileSystem):
@@ -62,7 +64,8 @@ class FluxFileSystem(GCSFileSystem):
             read_concurrency=read_concurrency, multipart=multipart, part_size=part_size,
             write_concurrency=write_concurrency, retry=retry, read_timeout=read_timeout, job_id=job_id,
             progress=progress)
-        super().__init__(*args, **kwargs)
+        with redact.scrubbing():  # gcsfs's raw-token expiry lookup quotes the token in its errors
+            super().__init__(*args, **kwargs)
         self._auto_job_id = tempnames.new_job_id()
         self._compose_denied = False   # set when the server refuses compose: batched reads go direct
         self._temporaries = temporaries.TempRegistry(self)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import logging
 import re
 import threading
 import time
@@ -34,7 +33,9 @@ from .gcs.timestamps import parse_timestamp
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
 
-logger = logging.getLogger(__name__)
+from .gcs.redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 
 _ALL: "weakref.WeakSet[TempRegistry]" = weakref.WeakSet()
 _ALL_LOCK = threading.Lock()

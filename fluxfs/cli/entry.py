@@ -11,6 +11,8 @@ import sys
 import traceback
 from typing import Iterator, List, Optional
 
+from fluxfs.gcs.redact import RedactFilter, redact, scrub
+
 from .base import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_PERMISSION,
                    EXIT_USAGE, UsageError)
 from .parser import build_parser, parse_bench_passthrough
@@ -39,7 +41,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except BaseException as exc:  # noqa: BLE001 - the one place every failure becomes a message
         if isinstance(exc, SystemExit):
             raise
+        scrub(exc)  # no credentials in the message or the --debug traceback
         code, message = describe_error(exc)
+        message = redact(message)
         if args.debug:
             traceback.print_exc()
         print(f"fluxfs {args.command}: {message}", file=sys.stderr)
@@ -73,6 +77,7 @@ def cli_logging(debug: bool) -> Iterator[None]:
         handler.setLevel(logging.WARNING)
         # gcsfs logs every request it gives up on, with a traceback; the CLI's own message says it once.
         gcsfs_log.setLevel(logging.CRITICAL)
+    handler.addFilter(RedactFilter())  # every record this prints, whichever library logged it
     root.addHandler(handler)
     try:
         yield

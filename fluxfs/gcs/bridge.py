@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import logging
 import threading
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, TypeVar
 
-logger = logging.getLogger(__name__)
+from .redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 T = TypeVar("T")
 
 

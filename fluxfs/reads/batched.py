@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 import time
 import warnings
 from typing import TYPE_CHECKING, Iterable, Optional, Union
@@ -39,7 +38,9 @@ from .plan import ObjectRef, plan, to_objs
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
-logger = logging.getLogger(__name__)
+from ..gcs.redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 
 # Deletes run beside the reads on their own budget; with 64 readers this stays under
 # aiohttp's 100-connection default, so a backlog of deletes never takes a reader's socket.
