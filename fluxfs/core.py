@@ -46,6 +46,7 @@ class FluxFileSystem(GCSFileSystem):
         retry: Any = None,
         read_timeout: float | None = None,
         job_id: str | None = None,
+        temp_prefix: str | None = None,
         progress: bool | None = None,
         **kwargs: Any,
     ):
@@ -63,7 +64,7 @@ class FluxFileSystem(GCSFileSystem):
             max_composite_size=max_composite_size, compose_threshold=compose_threshold,
             read_concurrency=read_concurrency, multipart=multipart, part_size=part_size,
             write_concurrency=write_concurrency, retry=retry, read_timeout=read_timeout, job_id=job_id,
-            progress=progress)
+            temp_prefix=temp_prefix, progress=progress)
         with redact.scrubbing():  # gcsfs's raw-token expiry lookup quotes the token in its errors
             super().__init__(*args, **kwargs)
         self._auto_job_id = tempnames.new_job_id()

@@ -146,7 +146,7 @@ class _Batch:
         if not compose_on(fs):  # compose was turned off meanwhile (403)
             self.fallback(group)
             return
-        key = tempnames.temp_key(fs.job_id, "compose")
+        key = tempnames.temp_key(fs.job_id, "compose", fs.options.temp_prefix)
         tpath = f"{bucket}/{key}"
         # Registered before the compose is sent: if we die mid-request, the atexit hook still knows it.
         self.reg.add(tpath)
@@ -210,7 +210,8 @@ class _Batch:
                  "objectPreconditions": {"ifGenerationMatch": int(o.generation)}}
                 for o in group
             ],
-            "destination": {"contentType": "application/octet-stream"},
+            # The marker lets `cleanup` tell this composite from a user's object under the prefix.
+            "destination": {"contentType": "application/octet-stream", "metadata": tempnames.marker(self.fs.job_id)},
         }
         # Safe to retry: the destination name is unique to this group and the sources are pinned.
         resp = await http.request(self.fs, "POST", self.fs.json_url("b/{}/o/{}/compose", bucket, key),

@@ -17,6 +17,7 @@ from ..gcs import http, tempnames
 from ..gcs.limits import MAX_COMPONENTS, MAX_COMPOSE_SOURCES
 from ..gcs.checksums import crc32c_combine
 from .bodies import DEFAULT_CONTENT_TYPE
+from .fields import ObjectFields
 from .single import check_crc, confirm_written, exists_error, upload_single
 from .strategy import BaseUploader
 
@@ -43,7 +44,7 @@ class ComposeUploader(BaseUploader):
         self.temps: list[str] = []
 
     def _new_temp(self) -> str:
-        key = tempnames.temp_key(self.fs.job_id, "upload")
+        key = tempnames.temp_key(self.fs.job_id, "upload", self.fs.options.temp_prefix)
         self.temps.append(key)
         temporaries.register(self.fs, f"{self.bucket}/{key}")
         return key
@@ -57,14 +58,15 @@ class ComposeUploader(BaseUploader):
                              f"object may have: the object is larger than GCS's {self.max_object_size}-byte limit")
         key = self._new_temp()
         resource = await upload_single(self.fs, self.bucket, key, data, crc, stop=lambda: self.pw.aborted,
-                                       what=self.pw.what)
+                                       what=self.pw.what, fields=ObjectFields(metadata=tempnames.marker(self.fs.job_id)))
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": len(data)}
 
     async def _compose(self, sources: list[dict], dest: str, *, create_only: bool = False, final: bool = False) -> dict:
         body: dict = {
             "sourceObjects": [{"name": s["name"], "generation": s["generation"]} for s in sources],
             # Temporaries are plain bytes; the destination gets every field of the write.
-            "destination": self.pw.fields.resource() if final else {"contentType": DEFAULT_CONTENT_TYPE},
+            "destination": self.pw.fields.resource() if final else
+            {"contentType": DEFAULT_CONTENT_TYPE, "metadata": tempnames.marker(self.fs.job_id)},
         }
         params = dict(self.pw.fields.params()) if final else {}
         if create_only:
