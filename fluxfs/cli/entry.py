@@ -14,7 +14,7 @@ from typing import Iterator, List, Optional
 from fluxfs.gcs.redact import RedactFilter, redact, scrub
 
 from .base import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_PERMISSION,
-                   EXIT_USAGE, UsageError)
+                   EXIT_USAGE, UsageError, printable)
 from .parser import build_parser, parse_bench_passthrough
 
 
@@ -43,7 +43,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise
         scrub(exc)  # no credentials in the message or the --debug traceback
         code, message = describe_error(exc)
-        message = redact(message)
+        message = printable(redact(message))  # object names in it may hold terminal escapes
         if args.debug:
             traceback.print_exc()
         print(f"fluxfs {args.command}: {message}", file=sys.stderr)
@@ -56,7 +56,7 @@ class _NoTracebackFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         record = logging.makeLogRecord(record.__dict__)
         record.exc_info = record.exc_text = record.stack_info = None
-        return super().format(record)
+        return printable(super().format(record))  # object names in warnings may hold terminal escapes
 
 
 @contextlib.contextmanager

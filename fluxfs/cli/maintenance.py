@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .base import UsageError, remote_path
+from .base import UsageError, printable, remote_path
 from .storage import make_fs, require_bucket
 
 _SHOWN = 10  # objects `cleanup` names when it leaves some alone
@@ -48,7 +48,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
         print(f"removed {n} temporary object(s) and aborted {len(aborted)} unfinished upload(s) "
               f"from {args.url}", file=sys.stderr)
     if report.not_ours:  # said even with --quiet: the user should know why these stay
-        shown = ", ".join(report.not_ours[:_SHOWN]) + (f" and {len(report.not_ours) - _SHOWN} more"
+        shown = ", ".join(map(printable, report.not_ours[:_SHOWN])) + (f" and {len(report.not_ours) - _SHOWN} more"
                                                        if len(report.not_ours) > _SHOWN else "")
         print(f"left {len(report.not_ours)} object(s) under {fs.options.temp_prefix} that fluxfs did not create "
               f"(not named and marked as its temporaries): {shown}", file=sys.stderr)
