@@ -112,6 +112,11 @@ class FluxFileSystem(GCSFileSystem):
         """Id for this process's temporary objects; a forked worker gets its own."""
         return self.options.job_id or self._auto_job_id
 
+    async def _call(self, *args: Any, **kwargs: Any) -> Any:
+        """gcsfs's request path (the calls fluxfs leaves to gcsfs), its errors redacted like fluxfs's own."""
+        async with redact.scrubbing():
+            return await super()._call(*args, **kwargs)
+
     def json_url(self, fmt: str, *parts: str) -> str:
         """A JSON API URL: `fmt` like "b/{}/o/{}" with each part percent-encoded."""
         return self.base + fmt.format(*(quote(p, safe="") for p in parts))
