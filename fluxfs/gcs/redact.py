@@ -19,7 +19,8 @@ _PATTERNS = [
     (re.compile(rf"(?i)\b({_PARAMS})=[^&\s'\"<>,;)]+"), rf"\1={MASK}"),
     (re.compile(rf"(?i)([\"']?\b(?:{_PARAMS}|private_key|token)[\"']?\s*:\s*)([\"'])(?:\\.|(?!\2).)+\2"),
      rf"\1\2{MASK}\2"),
-    (re.compile(r"(?i)\b(bearer)\s+[^\s'\",;]+"), rf"\1 {MASK}"),
+    # A bearer credential (RFC 6750 token68 characters), not prose such as "missing bearer token".
+    (re.compile(r"(?i)\b(bearer)\s+(?!tokens?\b)[\w\-.~+/]{8,}=*"), rf"\1 {MASK}"),
     (re.compile(r"\bya29\.[\w.\-]+"), f"ya29.{MASK}"),             # Google OAuth access tokens
     (re.compile(r"\b1//[\w\-]{20,}"), f"1//{MASK}"),                # Google OAuth refresh tokens
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"),

@@ -95,6 +95,7 @@ def test_failing_list_read_write_with_raw_token(flux_server, bucket, monkeypatch
 def test_redact_shapes():
     assert redact("GET /tokeninfo?access_token=ya29.abc&x=1") == "GET /tokeninfo?access_token=[REDACTED]&x=1"
     assert redact("Authorization: Bearer abc.def-ghi") == "Authorization: Bearer [REDACTED]"
+    assert redact("missing or wrong bearer token (HTTP 401)") == "missing or wrong bearer token (HTTP 401)"
     assert redact('{"refresh_token": "1//0gAbc", "client_secret": "s"}') == \
         '{"refresh_token": "[REDACTED]", "client_secret": "[REDACTED]"}'
     assert redact("token ya29.c.Zm9v expired") == "token ya29.[REDACTED] expired"
