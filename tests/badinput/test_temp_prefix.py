@@ -97,3 +97,18 @@ def test_bad_temp_prefix(flux_server, value, message):
 def test_bad_job_id(flux_server):
     with pytest.raises(ValueError, match=r"job_id must be 1-100 letters, digits, '.', '_' or '-' .*not 'a/b'"):
         FluxFileSystem(endpoint_url=flux_server.url, token="anon", skip_instance_cache=True, job_id="a/b")
+
+
+def test_configured_prefix_from_the_command_line(flux_server, bucket, fs):
+    key = tempnames.temp_key("1-host-1-dead", "upload", "scratch/")
+    fs.pipe_file(f"{bucket}/{key}", b"left", metadata=tempnames.marker("1-host-1-dead"))
+    fs.pipe_file(f"{bucket}/scratch/notes.txt", b"mine")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["--endpoint", flux_server.url, "-o", "temp_prefix=scratch/", "cleanup", f"flux://{bucket}",
+                     "--older-than", "0"])
+    assert code == 0, err.getvalue()
+    assert "removed 1 temporary object(s)" in err.getvalue()
+    assert f"left 1 object(s) under scratch/ that fluxfs did not create (not named and marked as its " \
+           f"temporaries): {bucket}/scratch/notes.txt" in err.getvalue()
+    assert flux_server.list_names(bucket) == ["scratch/notes.txt"]
