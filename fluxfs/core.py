@@ -16,12 +16,14 @@ from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import listing, temporaries
-from .gcs import bridge, fork, http, tempnames, urls
+from .gcs import bridge, fork, http, redact, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import FluxOptions
 from .reads import batched, direct, handle, lookup, stream
 from .writes import FluxAppendFile, FluxWriteFile, object_fields, upload_local_file, write_bytes
+
+redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
 
 
 class FluxFileSystem(GCSFileSystem):
@@ -46,6 +48,7 @@ class FluxFileSystem(GCSFileSystem):
         retry: Any = None,
         read_timeout: float | None = None,
         job_id: str | None = None,
+        temp_prefix: str | None = None,
         progress: bool | None = None,
         **kwargs: Any,
     ):
@@ -64,8 +67,9 @@ class FluxFileSystem(GCSFileSystem):
             read_concurrency=read_concurrency, multipart=multipart, part_size=part_size,
             write_concurrency=write_concurrency, write_memory=write_memory,
             compose_max_components=compose_max_components, retry=retry, read_timeout=read_timeout, job_id=job_id,
-            progress=progress)
-        super().__init__(*args, **kwargs)
+            temp_prefix=temp_prefix, progress=progress)
+        with redact.scrubbing():  # gcsfs's raw-token expiry lookup quotes the token in its errors
+            super().__init__(*args, **kwargs)
         self._auto_job_id = tempnames.new_job_id()
         self._compose_denied = False   # set when the server refuses compose: batched reads go direct
         self._temporaries = temporaries.TempRegistry(self)
@@ -110,6 +114,11 @@ class FluxFileSystem(GCSFileSystem):
     def job_id(self) -> str:
         """Id for this process's temporary objects; a forked worker gets its own."""
         return self.options.job_id or self._auto_job_id
+
+    async def _call(self, *args: Any, **kwargs: Any) -> Any:
+        """gcsfs's request path (the calls fluxfs leaves to gcsfs), its errors redacted like fluxfs's own."""
+        async with redact.scrubbing():
+            return await super()._call(*args, **kwargs)
 
     def json_url(self, fmt: str, *parts: str) -> str:
         """A JSON API URL: `fmt` like "b/{}/o/{}" with each part percent-encoded."""

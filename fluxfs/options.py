@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional
 
 import aiohttp
 
+from .gcs import tempnames
 from .gcs.retry import RetryPolicy, resolve_policies
 
 # Batched reads, chosen with bench/reads.py on the cloud profile (30 ms first byte, 100 MB/s per
@@ -65,6 +66,7 @@ class FluxOptions:
     retry: Mapping[str, RetryPolicy] = dataclasses.field(default_factory=lambda: resolve_policies(None))
     read_timeout: float = 60.0                          # seconds without progress before a request fails
     job_id: Optional[str] = None                        # names this job's temporary objects; None: generated
+    temp_prefix: str = tempnames.TEMP_PREFIX            # where temporaries live (only fluxfs-named ones are hidden)
     progress: bool = False                              # progress bars for long listings
 
     @classmethod
@@ -91,6 +93,9 @@ class FluxOptions:
                              "(one uploading, one being filled); raise write_memory or lower part_size")
         if self.max_composite_size < 0 or self.compose_threshold < 0:
             raise ValueError("max_composite_size and compose_threshold must not be negative")
+        tempnames.check_prefix(self.temp_prefix)
+        if self.job_id is not None:
+            tempnames.check_job_id(self.job_id)
         if not self.read_timeout > 0:
             raise ValueError(f"read_timeout must be positive, not {self.read_timeout}")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import logging
+import dataclasses
 import re
 import threading
 import time
@@ -35,7 +35,9 @@ from .gcs.timestamps import parse_timestamp
 if TYPE_CHECKING:  # pragma: no cover
     from .core import FluxFileSystem
 
-logger = logging.getLogger(__name__)
+from .gcs.redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 
 _ALL: "weakref.WeakSet[TempRegistry]" = weakref.WeakSet()
 _ALL_LOCK = threading.Lock()
@@ -223,35 +225,44 @@ def _created(item: dict) -> Optional[float]:
 
 
 async def _list_temp(fs: "FluxFileSystem", bucket: str) -> list[dict]:
-    """Every object under the reserved prefix of `bucket` (a raw listing: the lister hides them)."""
+    """Every object under the reserved prefix of `bucket`, with its custom metadata (a raw listing)."""
     items: list[dict] = []
-    async for page in list_pages(fs, bucket, prefix=tempnames.TEMP_PREFIX,
-                                 fields="items(name,generation,timeCreated,updated),nextPageToken"):
+    async for page in list_pages(fs, bucket, prefix=fs.options.temp_prefix,
+                                 fields="items(name,generation,timeCreated,updated,metadata),nextPageToken"):
         items.extend(page.get("items", []))
     return items
 
 
-async def async_cleanup(fs: "FluxFileSystem", url: str,
-                        older_than: Union[None, int, float, str] = None) -> int:
-    """Delete temporary objects left under `url`'s bucket; returns how many were deleted.
+@dataclasses.dataclass
+class CleanupReport:
+    """What `cleanup` did: how many temporaries it deleted, and the objects under the reserved prefix it
+    left alone because fluxfs did not create them (no temporary's name, or no marker naming its job)."""
 
-    With `older_than` (seconds or "1h"), only objects whose job started (or which were
-    created) longer ago; without it, all of them except those this process still uses.
-    Running jobs elsewhere may lose their temporaries when `older_than` is omitted.
-    """
+    removed: int = 0
+    not_ours: list[str] = dataclasses.field(default_factory=list)
+
+
+async def async_cleanup_report(fs: "FluxFileSystem", url: str,
+                               older_than: Union[None, int, float, str] = None) -> CleanupReport:
+    """Delete fluxfs's temporary objects left in `url`'s bucket; see `cleanup`."""
     age = parse_age(older_than)
     bucket = fs._strip_protocol(url).split("/", 1)[0]
     if not bucket:
         raise ValueError(f"cleanup needs a bucket URL such as flux://bucket, not {url!r}")
+    prefix = fs.options.temp_prefix
     mine = set(registry(fs).snapshot())
     now = time.time()
+    report = CleanupReport()
     victims: dict[str, Optional[str]] = {}
     for item in await _list_temp(fs, bucket):
         path = f"{bucket}/{item['name']}"
+        if not tempnames.is_marked(item["name"], item.get("metadata"), prefix):
+            report.not_ours.append(path)  # a user's object (or one named like ours without our marker)
+            continue
         if path in mine:
             continue
         if age is not None:
-            started = tempnames.job_started_at(item["name"])
+            started = tempnames.job_started_at(item["name"], prefix)
             if started is None:
                 started = _created(item)
             if started is None or now - started < age:
@@ -259,12 +270,31 @@ async def async_cleanup(fs: "FluxFileSystem", url: str,
         victims[path] = None  # any generation: a leftover is a leftover
     for p in victims:
         register(fs, p)
-    return await delete_many(fs, victims)
+    report.removed = await delete_many(fs, victims)
+    return report
+
+
+async def async_cleanup(fs: "FluxFileSystem", url: str,
+                        older_than: Union[None, int, float, str] = None) -> int:
+    """`async_cleanup_report`, returning how many temporaries were deleted."""
+    return (await async_cleanup_report(fs, url, older_than)).removed
 
 
 def cleanup(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None) -> int:
-    """Blocking `async_cleanup`: remove leftovers of crashed jobs under fluxfs's reserved prefix."""
+    """Delete fluxfs's temporary objects left in `url`'s bucket by crashed jobs; returns how many.
+
+    Only objects fluxfs created are deleted: named like a temporary *and* carrying the marker of the
+    job in their name (`tempnames.is_marked`); a user's objects under the prefix are left alone
+    (`cleanup_report` lists them). With `older_than` (seconds or "1h"), only temporaries whose job
+    started (or which were created) longer ago; without it, all of them except those this process
+    still uses: running jobs elsewhere may lose theirs.
+    """
     return bridge.run(fs, async_cleanup, fs, url, older_than)
+
+
+def cleanup_report(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None) -> CleanupReport:
+    """Blocking `async_cleanup_report`: `cleanup`, also naming the objects it left alone."""
+    return bridge.run(fs, async_cleanup_report, fs, url, older_than)
 
 
 # -- unfinished XML multipart uploads --------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .checkpoint.dcp_reader import FluxStorageReader
 from .checkpoint.dcp_writer import FluxStorageWriter
-from .checkpoint.errors import CheckpointChangedError, IncompleteCheckpointError
+from .checkpoint.errors import CheckpointChangedError, IncompleteCheckpointError, UnsafeCheckpointError
 
-__all__ = ["FluxStorageWriter", "FluxStorageReader", "IncompleteCheckpointError", "CheckpointChangedError"]
+__all__ = ["FluxStorageWriter", "FluxStorageReader", "IncompleteCheckpointError", "CheckpointChangedError",
+           "UnsafeCheckpointError"]

@@ -64,6 +64,20 @@ def local_path(url: str) -> str:
     return url[len("file://"):] if url.startswith("file://") else url
 
 
+# Characters a terminal acts on instead of showing: C0/C1 controls (ESC starts ANSI sequences), DEL,
+# and the bidirectional overrides that make a name display as another.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as an escape (``\\x1b``, ``\\u202e``), so an object
+    name cannot move the cursor, recolour or clear the terminal, or disguise itself, when printed."""
+    if not _UNPRINTABLE.search(text):
+        return text
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", text)
+
+
 def url_of(path: str, like: str = "flux://") -> str:
     """A filesystem path back as a URL, in the scheme the user typed."""
     scheme = like.split("://", 1)[0] if "://" in like else "flux"

@@ -12,8 +12,10 @@ import sys
 import traceback
 from typing import Iterator, List, Optional
 
+from fluxfs.gcs.redact import RedactFilter, redact, scrub
+
 from .base import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_PERMISSION,
-                   EXIT_USAGE, UsageError)
+                   EXIT_USAGE, UsageError, printable)
 from .parser import build_parser, parse_bench_passthrough
 
 
@@ -52,7 +54,9 @@ def run(argv: List[str]) -> int:
     except BaseException as exc:  # noqa: BLE001 - the one place every failure becomes a message
         if isinstance(exc, SystemExit):
             raise
+        scrub(exc)  # no credentials in the message or the --debug traceback
         code, message = describe_error(exc)
+        message = printable(redact(message))  # object names in it may hold terminal escapes
         if args.debug:
             traceback.print_exc()
         print(f"fluxfs {args.command}: {message}", file=sys.stderr)
@@ -65,7 +69,7 @@ class _NoTracebackFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         record = logging.makeLogRecord(record.__dict__)
         record.exc_info = record.exc_text = record.stack_info = None
-        return super().format(record)
+        return printable(super().format(record))  # object names in warnings may hold terminal escapes
 
 
 @contextlib.contextmanager
@@ -86,6 +90,7 @@ def cli_logging(debug: bool) -> Iterator[None]:
         handler.setLevel(logging.WARNING)
         # gcsfs logs every request it gives up on, with a traceback; the CLI's own message says it once.
         gcsfs_log.setLevel(logging.CRITICAL)
+    handler.addFilter(RedactFilter())  # every record this prints, whichever library logged it
     root.addHandler(handler)
     try:
         yield

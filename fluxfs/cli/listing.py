@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any, Dict, List
 
-from .base import human, is_remote, local_path, progress_bar, remote_path, url_of
+from .base import human, is_remote, local_path, printable, progress_bar, remote_path, url_of
 from .storage import iter_info_batches, list_objects, make_fs, require_bucket
 
 
@@ -20,7 +20,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     out = sys.stdout
     if not path:  # flux:// -> the buckets
         for b in sorted(fs.ls("", detail=False)):
-            print(url_of(b.strip("/") + "/", args.url), file=out)
+            print(printable(url_of(b.strip("/") + "/", args.url)), file=out)
         return 0
     if args.recursive:
         require_bucket(fs, path, args.url)
@@ -59,7 +59,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def _print_entry(info: Dict[str, Any], args: argparse.Namespace, out) -> None:
     is_dir = info.get("type") == "directory"
-    url = url_of(info["name"].rstrip("/") + ("/" if is_dir else ""), args.url)
+    url = printable(url_of(info["name"].rstrip("/") + ("/" if is_dir else ""), args.url))
     if not args.long:
         print(url, file=out)
     elif is_dir:
@@ -93,8 +93,8 @@ def cmd_du(args: argparse.Namespace) -> int:
     if not args.summarize:
         for child in sorted(per_child):
             size, n = per_child[child]
-            print(f"{fmt(size)}\t{n}\t{url_of(base + '/' + child, args.url)}")
-    print(f"{fmt(total)}\t{count}\t{args.url} (total)")
+            print(f"{fmt(size)}\t{n}\t{printable(url_of(base + '/' + child, args.url))}")
+    print(f"{fmt(total)}\t{count}\t{printable(args.url)} (total)")
     return 0
 
 

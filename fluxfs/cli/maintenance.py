@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .base import UsageError, remote_path
+from .base import UsageError, printable, remote_path
 from .storage import make_fs, require_bucket
+
+_SHOWN = 10  # objects `cleanup` names when it leaves some alone
 
 
 def cmd_mb(args: argparse.Namespace) -> int:
@@ -28,7 +30,7 @@ def cmd_mb(args: argparse.Namespace) -> int:
 def cmd_cleanup(args: argparse.Namespace) -> int:
     """``fluxfs cleanup flux://BUCKET --older-than AGE``: delete stale temporaries, abort stale uploads."""
     from fluxfs.gcs.bridge import run
-    from fluxfs.temporaries import abort_incomplete_uploads, cleanup, parse_age
+    from fluxfs.temporaries import abort_incomplete_uploads, cleanup_report, parse_age
 
     try:
         age = parse_age(args.older_than)
@@ -37,12 +39,17 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     fs = make_fs(args)
     path = remote_path(args.url)
     require_bucket(fs, path, args.url)
-    removed = cleanup(fs, args.url, older_than=age)
-    n = len(removed) if isinstance(removed, (list, tuple, set)) else removed
+    report = cleanup_report(fs, args.url, older_than=age)
+    n = report.removed
     # Unfinished XML multipart uploads (a killed writer's) hold parts that no listing shows.
     bucket, _, prefix = path.partition("/")
     aborted = run(fs, abort_incomplete_uploads, fs, bucket, prefix, age or 0.0)
     if not args.quiet:
         print(f"removed {n} temporary object(s) and aborted {len(aborted)} unfinished upload(s) "
               f"from {args.url}", file=sys.stderr)
+    if report.not_ours:  # said even with --quiet: the user should know why these stay
+        shown = ", ".join(map(printable, report.not_ours[:_SHOWN])) + (f" and {len(report.not_ours) - _SHOWN} more"
+                                                       if len(report.not_ours) > _SHOWN else "")
+        print(f"left {len(report.not_ours)} object(s) under {fs.options.temp_prefix} that fluxfs did not create "
+              f"(not named and marked as its temporaries): {shown}", file=sys.stderr)
     return 0

@@ -12,11 +12,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import logging
 import threading
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, TypeVar
 
-logger = logging.getLogger(__name__)
+from .redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 T = TypeVar("T")
 _current = threading.local()  # the CancelScope the calling thread works in, if any
 

@@ -14,6 +14,7 @@ import aiohttp
 import orjson
 
 from ..errors import RequestTimeout, raise_for_status
+from . import redact
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,7 +52,7 @@ async def request_once(
     request once, silently, when its kept-alive connection drops before the answer (see `count_sends`).
     """
     session = await fs._set_session()
-    async with timeouts_named(fs, what, method):
+    async with timeouts_named(fs, what, method), redact.scrubbing():
         return await _send(session, fs, method, url, what=what, params=params, headers=headers,
                            data=data, json=json, ok=ok, sends=sends)
 

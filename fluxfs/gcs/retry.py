@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import random
 import time
 from typing import Any, Awaitable, Callable, Mapping, TypeVar
@@ -16,7 +15,9 @@ import aiohttp
 
 from ..errors import ChecksumMismatch, RequestTimeout, RetryableError
 
-logger = logging.getLogger(__name__)
+from .redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 T = TypeVar("T")
 
 OPERATIONS = ("list", "read", "compose", "write", "delete", "metadata")

@@ -33,8 +33,8 @@ from sortedcontainers import SortedKeyList
 
 from ..gcs.pager import list_pages
 from ..gcs.timestamps import TimestampCache
-from ..gcs.tempnames import TEMP_PREFIX
-from .keyspace import Alphabets, choose_split, prefix_end
+from ..gcs import tempnames
+from .keyspace import Alphabets, choose_split
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -95,6 +95,8 @@ class Lister:
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=queue_size)
         self.what = f"{bucket}/{prefix}" if prefix else bucket
         self.name_prefix = bucket + "/"
+        # fluxfs's temporaries are left out (by name: `tempnames.is_temporary_name`) unless asked for.
+        self.temp_prefix = None if include_temp else fs.options.temp_prefix
         self.alphabets = Alphabets()
         self.listed = 0
         self.active: set[Span] = set()     # owned by a worker, not done
@@ -111,22 +113,15 @@ class Lister:
 
     @staticmethod
     def _initial_ranges(prefix: str, include_temp: bool) -> list[tuple[str, str | None]]:
-        """The prefix's key range, minus fluxfs's temporary prefix unless asked for.
+        """The prefix's key range (temporaries are filtered by name in `_emit`: a user's own objects
+        under the reserved prefix are listed).
 
         The top of the range is None, not ``prefix_end(prefix)``: the ``prefix`` parameter
         already bounds every request, and spans are estimated and split in the space of key
         suffixes, where a bound outside the prefix has no spelling (it read as the empty
         suffix, so a prefix's one span looked empty and was never split).
         """
-        end = None
-        if include_temp:
-            return [(prefix, end)]
-        if prefix.startswith(TEMP_PREFIX):
-            return []
-        if TEMP_PREFIX.startswith(prefix):
-            # Skip the temporary objects by range instead of filtering them name by name.
-            return [(prefix, TEMP_PREFIX), (prefix_end(TEMP_PREFIX), end)]
-        return [(prefix, end)]
+        return [(prefix, None)]
 
     def _add_span(self, span: Span) -> None:
         if self.sort:
@@ -283,6 +278,12 @@ class Lister:
         # The only per-object work of the lister (~40% of a listing's client CPU), kept to what
         # gcsfs's info shape needs; timestamps are parsed only when asked (`find`), once per
         # distinct string. A field a server leaves out is its default: some omit "size" of 0-byte objects.
+        tp = self.temp_prefix
+        if tp is not None and items and items[0]["name"][:len(tp)] <= tp <= items[-1]["name"][:len(tp)]:
+            # A sorted page that reaches into the reserved prefix: drop what fluxfs named as its own.
+            items = [it for it in items if not tempnames.is_temporary_name(it["name"], tp)]
+            if not items and not self.sort:
+                return
         prefix = self.name_prefix
         mtimes = self.mtimes
         if mtimes is None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 import time
 import warnings
 from typing import TYPE_CHECKING, Iterable, Optional, Union
@@ -39,7 +38,9 @@ from .plan import ObjectRef, plan, to_objs
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
-logger = logging.getLogger(__name__)
+from ..gcs.redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 
 # Deletes run beside the reads on their own budget; with 64 readers this stays under
 # aiohttp's 100-connection default, so a backlog of deletes never takes a reader's socket.
@@ -147,7 +148,7 @@ class _Batch:
         if not compose_on(fs):  # compose was turned off meanwhile (403)
             self.fallback(group)
             return
-        key = tempnames.temp_key(fs.job_id, "compose")
+        key = tempnames.temp_key(fs.job_id, "compose", fs.options.temp_prefix)
         tpath = f"{bucket}/{key}"
         # Registered before the compose is sent: if we die mid-request, the atexit hook still knows it.
         self.reg.add(tpath)
@@ -211,7 +212,8 @@ class _Batch:
                  "objectPreconditions": {"ifGenerationMatch": int(o.generation)}}
                 for o in group
             ],
-            "destination": {"contentType": "application/octet-stream"},
+            # The marker lets `cleanup` tell this composite from a user's object under the prefix.
+            "destination": {"contentType": "application/octet-stream", "metadata": tempnames.marker(self.fs.job_id)},
         }
         # Safe to retry: the destination name is unique to this group and the sources are pinned.
         resp = await http.request(self.fs, "POST", self.fs.json_url("b/{}/o/{}/compose", bucket, key),

@@ -1,4 +1,5 @@
-"""Control endpoints under /_fluxfs/ (exempt from faults, latency and auth) used by ServerHandle.
+"""Control endpoints under /_fluxfs/ (exempt from faults and latency; they need the server's token when it
+requires one, and JSON bodies: guard.py) used by ServerHandle.
 
 POST configure {settings} | GET stats | POST reset_stats | POST bucket {"name"} |
 POST generate {"bucket","count","size","prefix","seed"} | GET names?bucket=&prefix= |
@@ -12,8 +13,12 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from ..gcs.limits import MAX_OBJECT_SIZE
 from .errors import ServerError
 from .store import prefix_successor
+
+# Objects one generate call may create: about 150 bytes of index each, so at most ~1.5 GB of memory.
+MAX_GENERATE = 10_000_000
 
 
 async def _body(request: web.Request) -> Dict[str, Any]:
@@ -48,7 +53,12 @@ async def handle(srv, request: web.Request, path: str, query: str) -> web.Stream
         size = b.get("size", 1024)
         if isinstance(size, list):
             size = tuple(size)
-        n = srv.store.generate(b["bucket"], int(b["count"]), size, b.get("prefix", ""), int(b.get("seed", 0)))
+        count = int(b["count"])
+        if count > MAX_GENERATE:
+            raise ValueError(f"generate: count {count} is over the limit of {MAX_GENERATE:,} objects per call")
+        if max(size if isinstance(size, tuple) else (size,)) > MAX_OBJECT_SIZE:
+            raise ValueError(f"generate: size {size!r} is over GCS's largest object ({MAX_OBJECT_SIZE} bytes)")
+        n = srv.store.generate(b["bucket"], count, size, b.get("prefix", ""), int(b.get("seed", 0)))
         return web.json_response({"count": n})
     if cmd == "names" and m == "GET":
         prefix = q.get("prefix", "")

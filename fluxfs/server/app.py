@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from . import admin, habits, json_routes, uploads, xml_routes
+from . import admin, guard, habits, json_routes, uploads, xml_routes
 from .errors import ServerError
 from .pending import PendingUploads
 from .profile import Profile
@@ -27,6 +27,7 @@ _PACE_CHUNK = 256 * 1024
 # Bodies above this are written in slices of this size: one huge transport.write() makes asyncio
 # copy the whole body into its buffer (measured 300 MB/s vs 1-2 GB/s for 1 MiB slices).
 _WRITE_CHUNK = 1024 * 1024
+_JSON_PATHS = ("/storage/v1/", "/upload/storage/v1/", "/download/storage/v1/", "/batch/storage/v1")
 
 
 @lru_cache(maxsize=1024)
@@ -116,15 +117,23 @@ class Server:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         raw = request.raw_path
         path, _, query = raw.partition("?")
-        if path.startswith("/_fluxfs/"):
+        control = path.startswith("/_fluxfs/")
+        refused = guard.check(request, self.profile.s, control, path.startswith("/storage/v1/"))
+        if refused is not None:
+            if request.can_read_body:
+                await request.read()
+            if control:
+                return web.json_response({"error": {"code": refused.code, "message": refused.message}},
+                                         status=refused.code)
+            return await self.send(request, error_reply(refused, not path.startswith(_JSON_PATHS)), False)
+        if control:
             try:
                 return await admin.handle(self, request, path, query)
             except (ServerError, ValueError, TypeError, KeyError) as e:
                 code = e.code if isinstance(e, ServerError) else 400
                 return web.json_response({"error": {"code": code, "message": str(e)}}, status=code)
         q = parse_query(query) if query else {}
-        is_xml = not path.startswith(("/storage/v1/", "/upload/storage/v1/", "/download/storage/v1/",
-                                      "/batch/storage/v1"))
+        is_xml = not path.startswith(_JSON_PATHS)
         try:
             op, route = (xml_routes.route if is_xml else json_routes.route)(request.method, path, q)
         except ServerError as e:

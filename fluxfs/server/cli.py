@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser, default_port: int = 0) -> arg
     parser.add_argument("--fail-ops", default=None,
                         help="ops faults apply to: list,read,write,compose,delete,copy,metadata,bucket (default all)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the fault injection")
+    parser.add_argument("--allow-host", action="append", default=None, metavar="NAME",
+                        help="also answer requests whose Host header is NAME (default: loopback names and the "
+                             "listening address only, against DNS rebinding); repeatable")
     # Used by run(in_process=False): exit when the parent dies, so no orphan server outlives a crash.
     parser.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     return parser
@@ -40,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser, default_port: int = 0) -> arg
 
 def settings_from(args: argparse.Namespace) -> dict:
     s = {"profile": args.profile}
+    if getattr(args, "allow_host", None):
+        s["allowed_hosts"] = args.allow_host
     for k in ("latency_ms", "bandwidth_mbps", "rate_limit", "fail_rate", "fail_codes", "reset_rate",
               "fail_ops", "seed"):
         v = getattr(args, k, None)
@@ -76,6 +81,8 @@ def serve(args: argparse.Namespace) -> int:
         print(url, flush=True)
         if not args.parent_pid:  # a person started it (not run(in_process=False)): say how to use it
             print(banner(url, args.host, args.root), file=sys.stderr, flush=True)
+        elif not is_loopback(args.host):
+            print(f"fluxfs serve: {exposed_warning(args.host)}", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -93,11 +100,20 @@ def serve(args: argparse.Namespace) -> int:
 def banner(url: str, host: str, root: Optional[str]) -> str:
     """What `fluxfs serve` tells a person on stderr: where the data lives, who may use it, the line to export."""
     data = f"data under --root {root}" if root else "data in memory (lost when it stops; --root DIR keeps it)"
-    loopback = host in ("localhost", "::1") or host.startswith("127.")
-    who = ("for this machine only (loopback): no authentication, not for a network" if loopback else
-           f"WARNING: listening on {host} with no authentication; it is meant for loopback (127.0.0.1) only")
+    who = ("for this machine only (loopback): no authentication, not for a network" if is_loopback(host) else
+           exposed_warning(host))
     return (f"fluxfs serve: {url}, {data}; {who}; Ctrl-C stops it. In another shell:\n"
             f"export STORAGE_EMULATOR_HOST={url} FSSPEC_FLUX_TOKEN=anon")
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def exposed_warning(host: str) -> str:
+    every = " (every interface of this machine)" if host in ("0.0.0.0", "::", "") else ""
+    return (f"WARNING: listening on {host}{every} with no authentication: anyone who can reach this machine "
+            "can read, change and delete every object; it is meant for loopback (127.0.0.1) only")
 
 
 async def _watch_parent(pid: int, stop: asyncio.Event) -> None:

@@ -20,14 +20,20 @@ _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 class ServerHandle:
     """A running server: its URL and the control API (works alike in-process and for a subprocess)."""
 
-    def __init__(self, url: str, closer=None):
+    def __init__(self, url: str, closer=None, token: Optional[str] = None):
         self.url = url
         self._closer = closer
+        # Sent on control calls: the server wants it there too once it requires one. configure()
+        # keeps it in step with the require_token the server has.
+        self.token = token
 
     def _call(self, method: str, cmd: str, body: Optional[Dict[str, Any]] = None, query: str = "") -> Any:
         data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
         req = urllib.request.Request(f"{self.url}/_fluxfs/{cmd}{'?' + query if query else ''}", data=data,
-                                     method=method, headers={"Content-Type": "application/json"})
+                                     method=method, headers=headers)
         try:
             with _opener.open(req, timeout=600) as r:
                 return json.loads(r.read())
@@ -54,7 +60,10 @@ class ServerHandle:
         for k in ("fail_ops", "deny_ops", "fail_codes"):
             if isinstance(settings.get(k), (set, frozenset, tuple)):
                 settings[k] = sorted(settings[k])
-        return self._call("POST", "configure", settings)
+        out = self._call("POST", "configure", settings)
+        if "require_token" in settings or "profile" in settings:  # a profile resets every setting
+            self.token = settings.get("require_token") or None
+        return out
 
     def stats(self) -> Dict[str, Any]:
         """Requests and faults per op, peak concurrency per op, bytes in/out, index keys scanned."""

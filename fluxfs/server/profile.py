@@ -30,7 +30,8 @@ DEFAULTS: Dict[str, Any] = {
     "fail_ops": None,          # ops that faults apply to; None = all
     "seed": 0,
     "deny_ops": frozenset(),   # ops answered 403
-    "require_token": None,     # bearer token required on data-plane requests
+    "require_token": None,     # bearer token required on every request (control endpoints too, but health)
+    "allowed_hosts": (),       # Host names accepted besides loopback names and the listening address (guard.py)
     "min_part_size": 5 * 1024 * 1024,  # XML multipart: every part but the last must be this big
     "max_parts": XML_MAX_PARTS,         # XML multipart: the highest part number (tests lower it)
     "max_components": None,   # components of one composite object: None = no limit, as GCS documents today;
@@ -103,6 +104,10 @@ class Profile:
                 v = int(v)
             elif k == "require_token":
                 v = str(v) if v else None
+            elif k == "allowed_hosts":
+                if isinstance(v, str):
+                    v = [h for h in v.split(",") if h]
+                v = tuple(str(h).strip().lower() for h in (v or ()))
             elif k in ("min_part_size", "lose_replies", "cut_replies"):
                 v = int(v)
                 if v < 0:

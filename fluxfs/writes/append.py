@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import temporaries
-from ..gcs import bridge
+from ..gcs import bridge, tempnames
 from .append_commit import commit_append, current_resource, destination_fields, new_temp
 from .settings import object_path
 from .single import object_info, upload_single
@@ -46,7 +46,9 @@ class FluxAppendFile(io.IOBase):
         self.base: dict | None = bridge.run(fs, current_resource, fs, self.bucket, self.key)
         self._temp = new_temp(fs, self.bucket)
         try:
-            self._part = FluxWriteFile(fs, self._temp, "wb", block_size=block_size, **kwargs)
+            # The part is a temporary: marked as this job's, so cleanup may delete it and nothing else.
+            self._part = FluxWriteFile(fs, self._temp, "wb", block_size=block_size,
+                                       metadata=tempnames.marker(fs.job_id), **kwargs)
         except BaseException:
             temporaries.release(fs, self._temp)  # nothing was created
             raise

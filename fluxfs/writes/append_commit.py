@@ -30,12 +30,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MAX_RACES = 16          # commits lost to concurrent writers before an append gives up (and says so)
 RACE_PAUSE_S = 0.05     # first pause after a lost race; doubles, jittered, up to 1 s
-TEMP_KIND = "append"    # temporaries live under _fluxfs-tmp/append/<job>/
+TEMP_KIND = "append"    # temporaries live under <temp_prefix>append/<job>/, marked as the job's
 
 
 def new_temp(fs: "FluxFileSystem", bucket: str) -> str:
     """A fresh temporary's "bucket/key", registered before anything creates it."""
-    path = f"{bucket}/{tempnames.temp_key(fs.job_id, TEMP_KIND)}"
+    path = f"{bucket}/{tempnames.temp_key(fs.job_id, TEMP_KIND, fs.options.temp_prefix)}"
     temporaries.register(fs, path)
     return path
 
@@ -157,7 +157,8 @@ async def _flatten(fs: "FluxFileSystem", bucket: str, base: dict, made: list[str
         pos += n
         return resp.body
 
-    info = await _upload_chunks(fs, path, int(base.get("size", 0)), read, create_only=False, fields=ObjectFields())
+    info = await _upload_chunks(fs, path, int(base.get("size", 0)), read, create_only=False,
+                               fields=ObjectFields(metadata=tempnames.marker(fs.job_id)))
     if info.get("crc32c") != base.get("crc32c"):
         raise ChecksumMismatch(f"{what}: copy for appending has crc32c={info.get('crc32c')}, "
                                f"the object has {base.get('crc32c')}")

@@ -18,6 +18,7 @@ from ..gcs.limits import MAX_COMPOSE_SOURCES
 from ..gcs.checksums import crc32c_combine
 from . import compose_limit
 from .bodies import DEFAULT_CONTENT_TYPE
+from .fields import ObjectFields
 from .single import answer_or_confirm, check_crc, confirm_written, exists_error, upload_single
 from .strategy import BaseUploader
 
@@ -48,7 +49,7 @@ class ComposeUploader(BaseUploader):
         return compose_limit.component_cap(fs)
 
     def _new_temp(self) -> str:
-        key = tempnames.temp_key(self.fs.job_id, "upload")
+        key = tempnames.temp_key(self.fs.job_id, "upload", self.fs.options.temp_prefix)
         self.temps.append(key)
         temporaries.register(self.fs, f"{self.bucket}/{key}")
         return key
@@ -68,7 +69,7 @@ class ComposeUploader(BaseUploader):
         """`data` as a new temporary object; its source entry for a compose."""
         key = self._new_temp()
         resource = await upload_single(self.fs, self.bucket, key, data, crc, stop=lambda: self.pw.aborted,
-                                       what=self.pw.what)
+                                       what=self.pw.what, fields=ObjectFields(metadata=tempnames.marker(self.fs.job_id)))
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": len(data)}
 
     async def compose_temp(self, group: list[dict]) -> dict:
@@ -86,7 +87,8 @@ class ComposeUploader(BaseUploader):
         body: dict = {
             "sourceObjects": [{"name": s["name"], "generation": s["generation"]} for s in sources],
             # Temporaries are plain bytes; the destination gets every field of the write.
-            "destination": self.pw.fields.resource() if final else {"contentType": DEFAULT_CONTENT_TYPE},
+            "destination": self.pw.fields.resource() if final else
+            {"contentType": DEFAULT_CONTENT_TYPE, "metadata": tempnames.marker(self.fs.job_id)},
         }
         params = dict(self.pw.fields.params()) if final else {}
         if create_only:

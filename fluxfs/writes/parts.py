@@ -8,7 +8,6 @@ final object and the guarantee that a failure leaves nothing visible behind.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ChecksumMismatch
@@ -20,7 +19,9 @@ from .strategy import Uploader
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
-logger = logging.getLogger(__name__)
+from ..gcs.redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 
 
 START_GRACE_S = 5.0  # how long an abort waits for an upload start still in flight

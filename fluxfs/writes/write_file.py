@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import io
-import logging
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,9 @@ from .single import exists_error, get_resource
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
-logger = logging.getLogger(__name__)
+from ..gcs.redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 
 # Handles not yet closed: aborted at interpreter exit, so an unclosed writer never leaves its
 # multipart upload or temporaries behind (a killed process leaves them to `fluxfs cleanup`).

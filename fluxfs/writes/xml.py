@@ -5,7 +5,6 @@ atomic. GCS requires every part but the last to be at least 5 MiB, and at most 1
 """
 from __future__ import annotations
 
-import logging
 import time
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
@@ -23,7 +22,9 @@ from .strategy import BaseUploader
 if TYPE_CHECKING:  # pragma: no cover
     from .parts import PartWriter
 
-logger = logging.getLogger(__name__)
+from ..gcs.redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 
 
 

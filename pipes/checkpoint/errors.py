@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import pickle
 from typing import Any, Iterator
 
-__all__ = ["CheckpointSaveError", "IncompleteCheckpointError", "CheckpointChangedError", "upload_errors"]
+__all__ = ["CheckpointSaveError", "IncompleteCheckpointError", "CheckpointChangedError", "UnsafeCheckpointError",
+           "upload_errors"]
 
 
 class CheckpointSaveError(IOError):
@@ -17,6 +19,10 @@ class IncompleteCheckpointError(FileNotFoundError):
 
 class CheckpointChangedError(RuntimeError):
     """A data file was replaced after its ``.metadata`` was read (a concurrent save to the same URL)."""
+
+
+class UnsafeCheckpointError(pickle.UnpicklingError):
+    """A checkpoint's ``.metadata`` names a callable that DCP metadata never holds: it was refused, not run."""
 
 
 @contextlib.contextmanager

@@ -7,7 +7,6 @@ defaults to ``weights_only=True``: unpickling arbitrary objects needs an explici
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import pickle
 import threading
 from typing import IO, Any
@@ -22,7 +21,9 @@ from ..urls import parse_url, url_protocol
 from .errors import CheckpointSaveError, upload_errors
 from .snapshot import snapshot
 
-logger = logging.getLogger(__name__)
+from fluxfs.gcs.redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 
 __all__ = ["FluxCheckpoint"]
 

@@ -10,7 +10,6 @@ sampler, an unexpected assignment) is read as before, and a guess that proves wr
 """
 from __future__ import annotations
 
-import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -20,7 +19,9 @@ import torch.utils.data
 from .epochs import EpochCell
 from .sharding import epoch_order
 
-logger = logging.getLogger(__name__)
+from fluxfs.gcs.redact import get_logger
+
+logger = get_logger(__name__)  # records redacted: no credentials in logs
 
 # Batches a worker reads ahead, and the bytes that may take at most. Training bench, cloud profile,
 # 20,000 images of 10-100 KB, batches of 64, 2 workers: 1,216-1,624 samples/s without read-ahead,

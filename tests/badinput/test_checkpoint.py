@@ -121,3 +121,67 @@ def test_dcp_save_denied_is_a_permission_error_and_writes_no_metadata(storage_op
     flux_server.configure(deny_ops=set())
     assert flux_server.list_names(bucket) == []
     assert_nothing_left(flux_server, bucket)
+
+
+class _Payload:
+    """What an attacker writes as ``.metadata``: unpickling it runs code (here: it writes a file)."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').write('ran')",)
+
+
+def test_dcp_load_of_metadata_that_runs_code_is_refused(storage_options, fs, bucket, tmp_path):
+    import torch.distributed.checkpoint as dcp
+
+    from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter, UnsafeCheckpointError
+
+    url = f"flux://{bucket}/ckpt"
+    dcp.save({"w": torch.ones(4)}, storage_writer=FluxStorageWriter(url, **storage_options), no_dist=True)
+    marker = tmp_path / "ran"
+    fs.pipe_file(f"{bucket}/ckpt/.metadata", pickle.dumps(_Payload(str(marker))))
+    with pytest.raises(UnsafeCheckpointError) as refused:
+        FluxStorageReader(url, **storage_options).read_metadata()
+    assert str(refused.value) == (
+        f"refusing to load {url}/.metadata: it names builtins.exec, which is not a type of DCP checkpoint "
+        "metadata (a pickle naming other callables can run code on this machine). If you trust everyone who can "
+        "write to this location, load with FluxStorageReader(..., trust_metadata=True), or allow the type with "
+        "torch.serialization.add_safe_globals([builtins.exec])")
+    with pytest.raises(CheckpointException, match=r"refusing to load .*/ckpt/\.metadata: it names builtins\.exec"):
+        dcp.load({"w": torch.zeros(4)}, storage_reader=FluxStorageReader(url, **storage_options), no_dist=True)
+    assert not marker.exists()
+    # The explicit opt-out unpickles as torch's own reader does (and so runs the payload).
+    with pytest.raises(CheckpointException):  # the payload is not metadata: the load fails after running it
+        dcp.load({"w": torch.zeros(4)}, no_dist=True,
+                 storage_reader=FluxStorageReader(url, trust_metadata=True, **storage_options))
+    assert marker.read_text() == "ran"
+
+
+def test_dcp_load_of_nested_trainer_state_still_works(storage_options, bucket):
+    """A Lightning/FSDP-like nested state (optimizer state, param groups, hyper-parameters, loops) loads
+    through the restricted unpickler."""
+    import torch.distributed.checkpoint as dcp
+
+    from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter
+
+    def state(fill):
+        return {"state_dict": {"model": {"layer.0.weight": torch.full((4, 3), fill), "layer.0.bias": torch.full((4,), fill,
+                                                                                                    dtype=torch.bfloat16)},
+                               "optimizer": {"state": {0: {"step": torch.tensor(fill), "exp_avg": torch.full((4, 3), fill)}},
+                                             "param_groups": [{"lr": 0.1, "betas": (0.9, 0.99), "params": [0]}]}},
+                "epoch": int(fill), "global_step": 10 * int(fill), "hyper_parameters": {"name": "run", "layers": [4, 3]},
+                "loops": {"fit_loop": {"epoch_progress": {"current": {"completed": int(fill)}}}}}
+
+    url = f"flux://{bucket}/trainer"
+    saved = state(2.0)
+    dcp.save(saved, storage_writer=FluxStorageWriter(url, **storage_options), no_dist=True)
+    target = state(0.0)
+    dcp.load(target, storage_reader=FluxStorageReader(url, **storage_options), no_dist=True)
+    assert torch.equal(target["state_dict"]["model"]["layer.0.weight"], saved["state_dict"]["model"]["layer.0.weight"])
+    assert target["state_dict"]["model"]["layer.0.bias"].dtype == torch.bfloat16
+    assert torch.equal(target["state_dict"]["optimizer"]["state"][0]["exp_avg"], torch.full((4, 3), 2.0))
+    assert target["state_dict"]["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.99)
+    assert (target["epoch"], target["global_step"], target["loops"]["fit_loop"]["epoch_progress"]["current"]) == \
+        (2, 20, {"completed": 2})

@@ -308,7 +308,8 @@ def test_debug_shows_the_traceback(cli):
 
 def test_cleanup_removes_only_temporaries(cli, fs, bucket):
     temp = f"{bucket}/{tempnames.temp_key('1-host-1-dead', 'compose')}"
-    fs.pipe({temp: b"left over", f"{bucket}/keep": b"data"})
+    fs.pipe_file(temp, b"left over", metadata=tempnames.marker("1-host-1-dead"))
+    fs.pipe_file(f"{bucket}/keep", b"data")
     r = cli("cleanup", f"flux://{bucket}", "--older-than", "0")
     assert r.code == 0 and "removed 1 temporary object" in r.err
     fs.invalidate_cache()

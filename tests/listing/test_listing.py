@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fluxfs.gcs import tempnames
 from fluxfs.gcs.tempnames import TEMP_PREFIX
 from tests.conftest import make_fs, new_bucket_name
 
@@ -167,10 +168,15 @@ def test_batch_size_regroups(flux_server, bucket):
 
 
 def test_temporary_objects_are_excluded(flux_server, bucket, fs):
-    put_keys(fs, bucket, ["_a", "_fluxfs-tmp", f"{TEMP_PREFIX}compose/job/1", f"{TEMP_PREFIX}x", "_fluxfs-tmp0", "z"])
-    assert sorted(listed_names(fs, bucket)) == [f"{bucket}/{k}" for k in ["_a", "_fluxfs-tmp", "_fluxfs-tmp0", "z"]]
-    assert listed_names(fs, bucket, prefix=TEMP_PREFIX) == []
-    assert len(listed_names(fs, bucket, include_temp=True)) == 6
+    """Only names shaped like fluxfs's temporaries are hidden; anything else under the prefix is listed."""
+    temp = tempnames.temp_key("1-host-1-dead", "compose")
+    put_keys(fs, bucket, ["_a", "_fluxfs-tmp", temp, f"{TEMP_PREFIX}compose/job/1", f"{TEMP_PREFIX}x",
+                          "_fluxfs-tmp0", "z"])
+    shown = ["_a", "_fluxfs-tmp", f"{TEMP_PREFIX}compose/job/1", f"{TEMP_PREFIX}x", "_fluxfs-tmp0", "z"]
+    assert sorted(listed_names(fs, bucket)) == sorted(f"{bucket}/{k}" for k in shown)
+    assert sorted(listed_names(fs, bucket, prefix=TEMP_PREFIX)) == [f"{bucket}/{TEMP_PREFIX}compose/job/1",
+                                                                    f"{bucket}/{TEMP_PREFIX}x"]
+    assert len(listed_names(fs, bucket, include_temp=True)) == 7
 
 
 def test_missing_bucket_raises_file_not_found_naming_it(gcs_server):

@@ -20,7 +20,8 @@ def test_cleanup_removes_leftovers_older_than(gcs_server, any_bucket, other):
     new_job = tempnames.new_job_id()
     old = [f"{any_bucket}/{tempnames.temp_key(old_job, 'compose')}" for _ in range(3)]
     new = f"{any_bucket}/{tempnames.temp_key(new_job, 'parts')}"
-    other.pipe({p: b"leftover" for p in old + [new]})
+    for p in old + [new]:  # as a crashed job left them: named and marked
+        other.pipe_file(p, b"leftover", metadata=tempnames.marker(tempnames.job_of(p.split("/", 1)[1])))
     other.pipe(f"{any_bucket}/data/keep", b"user data")
     assert temporaries.cleanup(fs, f"flux://{any_bucket}", older_than="1h") == 3
     assert temp_names(gcs_server, fs, any_bucket) == [new.split("/", 1)[1]]
@@ -32,7 +33,7 @@ def test_cleanup_removes_leftovers_older_than(gcs_server, any_bucket, other):
 def test_cleanup_spares_objects_this_process_still_uses(flux_server, fs, bucket):
     mine = f"{bucket}/{tempnames.temp_key(fs.job_id, 'compose')}"
     temporaries.register(fs, mine)
-    make_fs(flux_server).pipe(mine, b"in use")
+    make_fs(flux_server).pipe_file(mine, b"in use", metadata=tempnames.marker(fs.job_id))
     try:
         assert temporaries.cleanup(fs, bucket) == 0
         assert flux_server.list_names(bucket, "_fluxfs-tmp/") == [mine.split("/", 1)[1]]
