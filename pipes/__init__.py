@@ -10,11 +10,14 @@ from .data import FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects,
 from .lazy import lazy_exports
 
 # Checkpoint classes are imported on first use (they pull in torch.distributed.checkpoint, which a
-# data pipeline does not need).
+# data pipeline does not need), and so are the shard classes (fluxfs.pipes.shards).
 _LAZY = {
     "FluxCheckpoint": ".checkpoint",
     "FluxStorageWriter": ".checkpoint",
     "FluxStorageReader": ".checkpoint",
+    "ShardWriter": ".shards",
+    "FluxShardMapDataset": ".shards",
+    "ShardError": ".shards",
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta", *_LAZY]

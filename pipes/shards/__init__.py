@@ -10,7 +10,15 @@ from .errors import ShardError
 from .index import ShardIndex, index_path
 from .samples import SampleSpan, group_samples, sample_dict, split_key
 from .tarformat import Member, TarScanner, member_bytes, scan
+from .indexer import build_index, load_index, load_indexes, write_index
 from .writer import ShardWriter
+from ..lazy import lazy_exports
+
+# Datasets and decoders import torch: loaded on first use, so the CLI and the writer stay light.
+_LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decode"}
 
 __all__ = ["ShardError", "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
-           "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter"]
+           "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter",
+           "build_index", "load_index", "load_indexes", "write_index", *_LAZY]
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
