@@ -74,6 +74,12 @@ def sample_members(sample: dict) -> list[tuple[str, bytes]]:
     return out
 
 
+def starts_new_shard(size: int, samples: int, span: int, max_size: int, max_samples: int) -> bool:
+    """Whether a sample taking `span` bytes goes into a new shard rather than the current one (`size`
+    bytes, `samples` samples so far): when it would pass either limit, unless the shard is empty."""
+    return samples > 0 and (samples >= max_samples or size + span + len(END_OF_ARCHIVE) > max_size)
+
+
 def member_span(name: str, size: int) -> int:
     """Bytes one member takes in a shard: its header block(s) and its padded data."""
     return len(member_header(name, size)) + padded(size)
@@ -169,8 +175,7 @@ class ShardWriter:
         members = sample_members(sample)
         span = sum(member_span(name, len(data)) for name, data in members)
         cur = self._current
-        if cur is not None and (cur.samples >= self.max_samples
-                                or cur.size + span + len(END_OF_ARCHIVE) > self.max_size):
+        if cur is not None and starts_new_shard(cur.size, cur.samples, span, self.max_size, self.max_samples):
             self._finish()
             cur = None
         key = sample["__key__"]
