@@ -18,6 +18,7 @@ _LAZY = {
     "ShardWriter": ".shards",
     "FluxShardMapDataset": ".shards",
     "ShardError": ".shards",
+    "decode": ".shards",
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta", *_LAZY]

@@ -15,7 +15,7 @@ from .writer import ShardWriter
 from ..lazy import lazy_exports
 
 # Datasets and decoders import torch: loaded on first use, so the CLI and the writer stay light.
-_LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decode"}
+_LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding"}
 
 __all__ = ["ShardError", "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
            "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter",
