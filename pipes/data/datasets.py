@@ -16,6 +16,7 @@ from fluxfs.gcs import fork
 from ..in_flight import in_order
 from ..options import merge_storage_options, split_keywords
 from .objects import Transform, key_and_bytes
+from .epochs import EpochCell
 from .readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
 from .sharding import Shard, current_shard, distributed_rank, epoch_order, shard_indices
 from .source import ObjectSource
@@ -191,14 +192,17 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
         self.shuffle, self.seed, self.drop_uneven = bool(shuffle), int(seed), bool(drop_uneven)
         self.read_batch, self.prefetch = read_batch, prefetch
         self._rank, self._world_size = rank, world_size
-        self._epoch = 0
+        self._epoch = EpochCell(0)  # shared: set_epoch reaches persistent DataLoader workers
         self._position = 0
         self._shard: Optional[Shard] = None
         self._resume: Optional[dict] = None
 
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch: with ``shuffle=True`` each epoch has its own order, fixed by (seed, epoch)."""
-        self._epoch = int(epoch)
+        """Choose the epoch: with ``shuffle=True`` each epoch has its own order, fixed by (seed, epoch).
+
+        It reaches every DataLoader worker, persistent ones (``persistent_workers=True``) included.
+        """
+        self._epoch.set(epoch)
 
     def __getstate__(self) -> dict:
         # DataLoader workers started by spawn/forkserver cannot see the parent's process group:
@@ -215,7 +219,7 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
             return dict(self._resume)
         shard = self._shard
         return {
-            self.EPOCH_KEY: self._epoch,
+            self.EPOCH_KEY: self._epoch.get(),
             self.POSITION_KEY: self._position,
             self.SHARD_KEY: None if shard is None else [shard.index, shard.count],
             self.SEED_KEY: self.seed,
@@ -228,7 +232,7 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
         if state[self.SEED_KEY] != self.seed or state[self.SHUFFLE_KEY] != self.shuffle:
             raise ValueError(f"state was saved with seed={state[self.SEED_KEY]}, shuffle={state[self.SHUFFLE_KEY]}; "
                              f"this dataset has seed={self.seed}, shuffle={self.shuffle}")
-        self._epoch = int(state[self.EPOCH_KEY])
+        self._epoch.set(state[self.EPOCH_KEY])
         self._resume = dict(state)
 
     def _start(self, shard: Shard, count: int) -> int:
@@ -251,7 +255,7 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
         count = self.num_objects
         start = self._start(shard, count)
         self._shard, self._position = shard, start
-        order = epoch_order(count, self.shuffle, self.seed, self._epoch)
+        order = epoch_order(count, self.shuffle, self.seed, self._epoch.get())
         if self.drop_uneven:  # equal shares (DDP steps in lockstep): drop this epoch's last count % shards
             order = order[: count - count % shard.count]
         order = shard_indices(order, shard)

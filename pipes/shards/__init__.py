@@ -6,7 +6,10 @@ writes shards and their indexes.
 """
 from __future__ import annotations
 
+from .catalog import MissingIndexWarning, ShardCatalog, ShardInfo
+from .dataset import FluxShardDataset
 from .errors import ShardError
+from .node import ReadShards
 from .index import ShardIndex, index_path
 from .samples import SampleSpan, group_samples, sample_dict, split_key
 from .tarformat import Member, TarScanner, member_bytes, scan
@@ -17,7 +20,8 @@ from ..lazy import lazy_exports
 # Datasets and decoders import torch: loaded on first use, so the CLI and the writer stay light.
 _LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding"}
 
-__all__ = ["ShardError", "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
+__all__ = ["FluxShardDataset", "ReadShards", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardError",
+           "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
            "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter",
            "build_index", "load_index", "load_indexes", "write_index", *_LAZY]
 

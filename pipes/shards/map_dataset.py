@@ -20,6 +20,7 @@ from fluxfs.gcs import fork
 from ..data.readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
 from ..options import merge_storage_options, split_keywords
 from ..urls import parse_url
+from .catalog import expand_urls, shards_under_prefix
 from .index import ShardIndex
 from .indexer import load_indexes
 from .ranges import Span, read_spans
@@ -31,29 +32,6 @@ from .samples import SampleSpan, sample_dict
 DEFAULT_MAX_GAP = 256 * 1024
 
 SampleTransform = Callable[[dict], Any]
-
-
-def expand_shard_urls(spec: Union[str, Sequence[str]]) -> list[str]:
-    """Shard URLs from a list, or from one URL with brace patterns (``shard-{000000..000099}.tar``)."""
-    if isinstance(spec, str):
-        import braceexpand
-
-        urls = list(braceexpand.braceexpand(spec))
-    else:
-        urls = [str(u) for u in spec]
-    if not urls:
-        raise ValueError("no shard URLs given")
-    return urls
-
-
-def list_shard_urls(fs, url: str) -> list[str]:
-    """Every ``*.tar`` object under a prefix URL, sorted; none is a FileNotFoundError naming the prefix."""
-    parsed = parse_url(url)
-    found = sorted(p for p in fs.find(fs._strip_protocol(url).rstrip("/") if url.endswith("/") else
-                                      fs._strip_protocol(url)) if p.endswith(".tar"))
-    if not found:
-        raise FileNotFoundError(f"no .tar shards under {url}")
-    return [f"{parsed.protocol}://{p.lstrip('/')}" for p in found]
 
 
 class FluxShardMapDataset(torch.utils.data.Dataset):
@@ -69,7 +47,9 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
                  max_gap: int = DEFAULT_MAX_GAP, build_missing_index: bool = True,
                  storage_options: Optional[dict] = None, **options: Any):
         self.storage_options = merge_storage_options(type(self).__name__, storage_options, options)
-        urls = expand_shard_urls(shards)
+        urls = expand_urls(shards)
+        if not urls:
+            raise ValueError("no shard URLs given")
         self.protocol = parse_url(urls[0]).protocol
         self._fs = None
         fork.reset_in_child(self)
@@ -100,7 +80,9 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
         own, options = split_keywords(kwargs, cls.__init__)
         so = merge_storage_options(cls.__name__, storage_options, options)
         fs = fsspec.filesystem(parse_url(url).protocol, **so)
-        return cls(list_shard_urls(fs, url), storage_options=so, **own)
+        protocol = parse_url(url).protocol
+        shards = [s.url(protocol) for s in shards_under_prefix(fs, url)]
+        return cls(shards, storage_options=so, **own)
 
     # -- per-process state -----------------------------------------------------------------
 

@@ -247,3 +247,19 @@ def test_reads_survive_injected_faults_and_leave_no_temporary_objects(flux_serve
     assert flux_server.stats()["faults"], "no fault was injected: the test proved nothing"
     flux_server.configure(profile="local")
     assert [n for n in flux_server.list_names(data_bucket) if not n.startswith(("data/", "small/", "manifests/"))] == []
+
+
+def test_set_epoch_reaches_persistent_workers(data_bucket, storage_options):
+    """With persistent_workers=True each epoch still has its own order: the one fresh workers would read."""
+    ds = FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
+                                         shuffle=True, seed=2)
+
+    def epoch_keys(loader, epoch):
+        ds.set_epoch(epoch)
+        return [k for keys, _ in loader for k in keys]
+
+    persistent = DataLoader(ds, batch_size=16, num_workers=2, persistent_workers=True)
+    got = [epoch_keys(persistent, e) for e in (0, 1, 2)]
+    fresh = [epoch_keys(DataLoader(ds, batch_size=16, num_workers=2), e) for e in (0, 1, 2)]
+    assert got == fresh
+    assert got[0] != got[1] != got[2] and sorted(got[0]) == sorted(got[2])

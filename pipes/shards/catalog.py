@@ -1,0 +1,222 @@
+"""Which shards a dataset reads, resolved once: a prefix's `*.tar` objects, URLs or brace patterns, a manifest.
+
+Each shard is known by its name, size and generation (what its reads are pinned to) and whether an
+index (`<shard>.idx`) sits beside it. Shards without one are read by streaming from their first byte:
+`resolve` warns once, naming how many. `read_index` loads one shard's index, refusing a stale one.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Sequence, Union
+
+import fsspec
+from braceexpand import braceexpand
+
+from fluxfs.gcs import fork
+
+from ..data.manifests import manifest_infos
+from ..data.object_store import list_objects, lookup_objects
+from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
+from .index import INDEX_SUFFIX, ShardIndex, index_path
+
+SHARD_SUFFIX = ".tar"
+
+
+class MissingIndexWarning(UserWarning):
+    """Some shards have no index: they are streamed from their first byte (slower to resume and split)."""
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One shard: `path` "bucket/key", its size and generation when resolved, and whether it has an index."""
+
+    path: str
+    size: int
+    generation: Optional[str] = None
+    crc32c: Optional[str] = None
+    has_index: bool = False
+
+    def url(self, protocol: str = DEFAULT_PROTOCOL) -> str:
+        return f"{protocol}://{self.path}"
+
+
+def expand_urls(urls: Union[str, Iterable[str]]) -> list[str]:
+    """URLs with brace patterns expanded (``shard-{000000..000099}.tar``), in the order given, duplicates kept once."""
+    if isinstance(urls, str):
+        urls = [urls]
+    out: list[str] = []
+    for url in urls:
+        if not isinstance(url, str):
+            raise TypeError(f"shard URLs are strings, not {type(url).__name__}: {url!r}")
+        out.extend(braceexpand(url))
+    return list(dict.fromkeys(out))
+
+
+def urls_protocol(urls: Sequence[str]) -> str:
+    """The one protocol of `urls` (bare "bucket/key" names count as flux); several is a ValueError."""
+    protocols = {url_protocol(u) or DEFAULT_PROTOCOL for u in urls}
+    if len(protocols) > 1:
+        raise ValueError(f"shard URLs mix protocols {sorted(protocols)}; use one filesystem")
+    return protocols.pop() if protocols else DEFAULT_PROTOCOL
+
+
+def _info(row: dict, has_index: bool) -> ShardInfo:
+    gen = row.get("generation")
+    return ShardInfo(row["name"], int(row.get("size") or 0), None if gen is None else str(gen), row.get("crc32c"),
+                     has_index)
+
+
+def shards_under_prefix(fs: Any, url: str) -> list[ShardInfo]:
+    """Every `*.tar` object whose key starts with the URL's key part, sorted by name; none is FileNotFoundError."""
+    parsed = parse_url(url)
+    if not parsed.bucket:
+        raise ValueError(f"no bucket in {url!r}: expected {parsed.protocol}://BUCKET/PREFIX")
+    rows = list(list_objects(fs, parsed.bucket, parsed.key))
+    names = {r["name"] for r in rows}
+    shards = sorted((r for r in rows if r["name"].endswith(SHARD_SUFFIX)), key=lambda r: r["name"])
+    if not shards:
+        raise FileNotFoundError(f"no {SHARD_SUFFIX} shards under {url} ({len(rows)} other objects)")
+    return [_info(r, index_path(r["name"]) in names) for r in shards]
+
+
+def shards_named(fs: Any, urls: Sequence[str], rows: Optional[list[dict]] = None) -> list[ShardInfo]:
+    """The shards `urls` name (in that order), looked up with their indexes; missing ones are FileNotFoundError.
+
+    `rows`: info dicts already known (a manifest's), so only the indexes are looked up.
+    """
+    paths = []
+    for url in urls:
+        parsed = parse_url(url)
+        if not parsed.bucket or not parsed.key or parsed.key.endswith("/"):
+            raise ValueError(f"{url!r} does not name a shard object (expected PROTOCOL://BUCKET/KEY.tar)")
+        paths.append(parsed.path)
+    known = {r["name"]: r for r in rows or ()}
+    wanted = [p for p in paths if p not in known] + [index_path(p) for p in paths]
+    found = lookup_objects(fs, wanted) if wanted else {}
+    absent = [p for p in paths if p not in known and p not in found]
+    if absent:
+        shown = ", ".join(absent[:5]) + (f" and {len(absent) - 5} more" if len(absent) > 5 else "")
+        raise FileNotFoundError(f"{len(absent)} of {len(paths)} shard(s) do not exist: {shown}")
+    return [_info(known.get(p) or found[p], index_path(p) in found) for p in paths]
+
+
+def shards_in_manifest(fs: Any, where: str, base_url: Optional[str] = None,
+                       protocol: str = DEFAULT_PROTOCOL) -> list[ShardInfo]:
+    """The shards a manifest lists (JSON lines or ``key<TAB>...`` text; index files in it are ignored).
+
+    A manifest on the shards' filesystem is read with `fs` (its endpoint and token), any other (a local
+    file) with its own.
+    """
+    own = fs if url_protocol(where) == protocol else None
+    rows = [r for r in manifest_infos(where, fs=own, base=base_url) if not r["name"].endswith(INDEX_SUFFIX)]
+    if not rows:
+        raise ValueError(f"manifest {where} lists no shards")
+    sized = [r for r in rows if r.get("size") is not None]
+    return shards_named(fs, [f"{protocol}://{r['name']}" for r in rows], sized)
+
+
+def warn_missing_indexes(shards: Sequence[ShardInfo], protocol: str, stacklevel: int = 3) -> None:
+    """One warning naming how many shards have no index (they are streamed instead)."""
+    missing = [s for s in shards if not s.has_index]
+    if missing:
+        warnings.warn(
+            f"{len(missing)} of {len(shards)} shard(s) have no index ({missing[0].url(protocol)}{index_path('')}"
+            f"{' and others' if len(missing) > 1 else ''} not found): they are read by streaming from their "
+            f"first byte; build indexes with `fluxfs shard index`", MissingIndexWarning, stacklevel=stacklevel)
+
+
+def read_index(fs: Any, shard: ShardInfo) -> Optional[ShardIndex]:
+    """The shard's index, checked against the shard's size and generation; None when it has none.
+
+    A stale index (the shard replaced after indexing) is a ShardError naming the shard.
+    """
+    if not shard.has_index:
+        return None
+    try:
+        data = fs.cat_file(index_path(shard.path))
+    except FileNotFoundError:
+        return None
+    index = ShardIndex.from_bytes(shard.path, data)
+    index.check_current(shard.size, shard.generation)
+    return index
+
+
+class ShardCatalog:
+    """A prefix, URL list (brace patterns allowed) or manifest of shards, resolved once, with per-process reads.
+
+    Resolved in the process that first asks (the main process, before DataLoader workers start) and
+    carried to workers when pickled; each process builds its own filesystem from `storage_options`
+    and caches the indexes it loads.
+    """
+
+    KINDS = ("prefix", "urls", "manifest")
+
+    def __init__(self, kind: str, target: Any, *, storage_options: Optional[dict] = None,
+                 base_url: Optional[str] = None):
+        if kind not in self.KINDS:
+            raise ValueError(f"kind must be one of {self.KINDS}, not {kind!r}")
+        self.kind, self.base_url = kind, base_url
+        self.storage_options = dict(storage_options or {})
+        if kind == "urls":
+            target = expand_urls(target)
+            if not target:
+                raise ValueError("from_shards needs at least one shard URL")
+            self.protocol = urls_protocol(target)
+        elif kind == "prefix":
+            self.protocol = url_protocol(target) or DEFAULT_PROTOCOL
+        else:
+            hint = url_protocol(base_url or "") or url_protocol(target)
+            self.protocol = hint if hint not in (None, "file") else DEFAULT_PROTOCOL
+        self.target = target
+        self._shards: Optional[list[ShardInfo]] = None
+        self._fs = None
+        self._indexes: dict[int, Optional[ShardIndex]] = {}
+        fork.reset_in_child(self)
+
+    def describe(self) -> str:
+        return f"{len(self.target)} shard URLs" if self.kind == "urls" else f"{self.kind} {self.target}"
+
+    @property
+    def fs(self):
+        """This process's filesystem (a forked child builds its own)."""
+        if self._fs is None:
+            self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+        return self._fs
+
+    def _after_fork(self) -> None:
+        self._fs = None
+
+    def __getstate__(self) -> dict:
+        self.shards  # noqa: B018  (resolve before pickling: spawned workers get the list)
+        state = dict(self.__dict__)
+        state["_fs"], state["_indexes"] = None, {}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        fork.reset_in_child(self)
+
+    @property
+    def shards(self) -> list[ShardInfo]:
+        """The shards, resolved on first use (one warning if some have no index)."""
+        if self._shards is None:
+            if self.kind == "prefix":
+                shards = shards_under_prefix(self.fs, self.target)
+            elif self.kind == "urls":
+                shards = shards_named(self.fs, self.target)
+            else:
+                shards = shards_in_manifest(self.fs, self.target, self.base_url, self.protocol)
+            warn_missing_indexes(shards, self.protocol, stacklevel=4)
+            self._shards = shards
+        return self._shards
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def index(self, i: int) -> Optional[ShardIndex]:
+        """Shard `i`'s index (loaded once per process), or None when it has none."""
+        if i not in self._indexes:
+            self._indexes[i] = read_index(self.fs, self.shards[i])
+        return self._indexes[i]
+

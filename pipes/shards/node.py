@@ -1,0 +1,140 @@
+"""`ReadShards`: a torchdata Node that turns shard URLs (or info dicts) into samples, resumably.
+
+It composes with torchdata's nodes, e.g.
+``Loader(Prefetcher(Batcher(ParallelMapper(ReadShards(IterableWrapper(urls)), decode, 4), 64), 2))``.
+Its state is where the source was when the current shard was taken, that shard, and how many of its
+samples were handed out, so a restored pipeline continues at the next sample.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Union
+
+import fsspec
+from torchdata.nodes.base_node import BaseNode
+
+from ..options import merge_storage_options
+from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
+from .catalog import MissingIndexWarning, ShardInfo, read_index
+from .index import INDEX_SUFFIX, index_path
+from .stream import DEFAULT_RANGE_SIZE, DEFAULT_RANGES_IN_FLIGHT, ShardReader, UnitRead
+
+
+class ReadShards(BaseNode[Any]):
+    """Samples (``{"__key__", "__shard__", ext: bytes...}``, or `transform` of them) of each shard its source yields.
+
+    Source items: shard URLs, or info dicts as `ListObjects` yields (their size and generation save
+    a metadata request; index files among them are skipped). A shard without an index is streamed
+    from its first byte (one `MissingIndexWarning` per node).
+
+    Args:
+        source: node yielding shard URLs or info dicts.
+        storage_options: for the filesystem (also as keyword arguments, merged).
+        protocol: the filesystem of info dicts (URLs carry their own).
+        extensions: if given, every sample must have these members (others are dropped).
+        range_size, ranges_in_flight: ranged GETs per shard, their size and how many run at once.
+        transform: ``f(sample) -> Any``.
+    """
+
+    SOURCE_KEY = "source"  # the source's state just after the current shard was taken from it
+    SHARD_KEY = "shard"  # the current shard: [path, size, generation, has_index], or None
+    SAMPLES_KEY = "samples"  # samples of the current shard handed out
+
+    def __init__(self, source: BaseNode, *, storage_options: Optional[dict] = None, protocol: Optional[str] = None,
+                 extensions: Optional[Sequence[str]] = None, range_size: int = DEFAULT_RANGE_SIZE,
+                 ranges_in_flight: int = DEFAULT_RANGES_IN_FLIGHT,
+                 transform: Optional[Callable[[dict], Any]] = None, **options: Any):
+        super().__init__()
+        self.source = source
+        self.storage_options = merge_storage_options("ReadShards", storage_options, options)
+        self.protocol = protocol
+        self.extensions = extensions
+        self.range_size, self.ranges_in_flight = range_size, ranges_in_flight
+        ShardReader(None, range_size=range_size, in_flight=ranges_in_flight)  # check them now
+        self.transform = transform
+        self._fs = None
+        self._warned = False
+        self._samples: Optional[Iterator] = None
+
+    @property
+    def fs(self):
+        if self._fs is None:
+            self._fs = fsspec.filesystem(self.protocol or DEFAULT_PROTOCOL, **self.storage_options)
+        return self._fs
+
+    def reset(self, initial_state: Optional[Dict[str, Any]] = None):
+        super().reset(initial_state)
+        self._close()
+        self._shard: Optional[ShardInfo] = None
+        self._handed = 0
+        if initial_state is not None:
+            self.source.reset(initial_state[self.SOURCE_KEY])
+            self._source_state = initial_state[self.SOURCE_KEY]
+            shard = initial_state[self.SHARD_KEY]
+            if shard is not None:
+                self._open(ShardInfo(*shard), int(initial_state[self.SAMPLES_KEY]))
+        else:
+            self.source.reset()
+            self._source_state = self.source.state_dict()
+
+    def _close(self) -> None:
+        samples, self._samples = getattr(self, "_samples", None), None
+        if samples is not None:
+            samples.close()  # type: ignore[attr-defined]
+
+    def _info(self, item: Union[str, dict]) -> Optional[ShardInfo]:
+        """The shard an item names (None for an index file), its size and generation looked up if not given."""
+        if isinstance(item, str):
+            protocol = url_protocol(item)
+            if self.protocol is None:
+                self.protocol = protocol or DEFAULT_PROTOCOL
+            elif protocol is not None and protocol != self.protocol:
+                raise ValueError(f"ReadShards reads one filesystem ({self.protocol}://), not {item}")
+            path = parse_url(item).path
+            info: dict = {"name": path}
+        elif isinstance(item, dict):
+            info, path = item, item["name"]
+        else:
+            raise TypeError(f"ReadShards reads shard URLs or info dicts, not {type(item).__name__}")
+        if path.endswith(INDEX_SUFFIX):
+            return None
+        if info.get("size") is None or info.get("generation") is None:
+            info = {**self.fs.info(path), "name": path}
+        gen = info.get("generation")
+        return ShardInfo(path, int(info.get("size") or 0), None if gen is None else str(gen), info.get("crc32c"),
+                         True)
+
+    def _open(self, shard: ShardInfo, skip: int) -> None:
+        index = read_index(self.fs, shard)
+        if index is None and not self._warned:
+            self._warned = True
+            warnings.warn(f"{shard.url(self.protocol or DEFAULT_PROTOCOL)} has no index "
+                          f"({index_path(shard.path).rsplit('/', 1)[-1]} not found): streaming it from its first "
+                          f"byte; build indexes with `fluxfs shard index`", MissingIndexWarning, stacklevel=2)
+        reader = ShardReader(self.fs, range_size=self.range_size, in_flight=self.ranges_in_flight,
+                             extensions=self.extensions)
+        unit = UnitRead(shard, shard.url(self.protocol or DEFAULT_PROTOCOL), first=skip)
+        self._shard, self._handed = shard, skip
+        self._samples = reader.samples(unit, index)
+
+    def next(self) -> Any:
+        while True:
+            if self._samples is not None:
+                got = next(self._samples, None)
+                if got is not None:
+                    self._handed = got[0] + 1
+                    sample = got[1]
+                    return self.transform(sample) if self.transform is not None else sample
+                self._samples, self._shard, self._handed = None, None, 0
+            shard = None
+            while shard is None:
+                shard = self._info(next(self.source))  # StopIteration ends this node too
+            self._source_state = self.source.state_dict()
+            self._open(shard, 0)
+
+    def get_state(self) -> Dict[str, Any]:
+        shard = self._shard
+        return {self.SOURCE_KEY: self._source_state,
+                self.SHARD_KEY: None if shard is None else [shard.path, shard.size, shard.generation, shard.crc32c,
+                                                            shard.has_index],
+                self.SAMPLES_KEY: self._handed}

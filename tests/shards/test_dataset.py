@@ -1,0 +1,152 @@
+"""FluxShardDataset: exactly-once sharding over ranks x workers, shuffling, resume, and bad shards."""
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+
+import pytest
+from torch.utils.data import DataLoader
+
+from fluxfs.pipes.shards import FluxShardDataset, MissingIndexWarning, ShardError
+
+from .conftest import COUNTS, all_sample_keys, payload, put_shard, sample_fields, shard_bytes, shard_keys
+
+
+@pytest.fixture(scope="module")
+def options(flux_server) -> dict:
+    return {"endpoint_url": flux_server.url, "token": "anon"}
+
+
+def make(bucket, options, which="all", **kwargs) -> FluxShardDataset:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingIndexWarning)
+        if which == "all":  # 5 shards, one without an index, one without samples
+            return FluxShardDataset.from_prefix(f"flux://{bucket}/ds/", storage_options=options, **kwargs)
+        return FluxShardDataset.from_shards(f"flux://{bucket}/ds/shard-{{000000..000001}}.tar",
+                                            storage_options=options, **kwargs)
+
+
+def keys_of(samples) -> list[str]:
+    out = []
+    for s in samples:
+        assert s["bin"] == payload(s["__key__"]) and s["cls"] == sample_fields(s["__key__"])["cls"], s["__key__"]
+        out.append(s["__key__"])
+    return out
+
+
+def loader_keys(ds, num_workers) -> list[str]:
+    return keys_of(DataLoader(ds, batch_size=None, num_workers=num_workers))
+
+
+EXPECTED = {"all": all_sample_keys(), "two": shard_keys(0, COUNTS[0]) + shard_keys(1, COUNTS[1])}
+
+
+@pytest.mark.parametrize("which", ["all", "two"])
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+@pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
+def test_every_sample_once_per_epoch_over_ranks_and_workers(shard_bucket, options, which, world_size, num_workers):
+    got = []
+    for rank in range(world_size):
+        ds = make(shard_bucket, options, which, shuffle=True, seed=1, rank=rank, world_size=world_size,
+                  shuffle_buffer=3)
+        got += loader_keys(ds, num_workers)
+    assert Counter(got) == Counter(EXPECTED[which])
+
+
+def test_shuffle_is_fixed_by_seed_and_epoch_and_differs_across_epochs(shard_bucket, options):
+    ds = make(shard_bucket, options, shuffle=True, seed=5)
+    epoch0 = keys_of(ds)
+    ds.set_epoch(1)
+    epoch1 = keys_of(ds)
+    assert sorted(epoch0) == sorted(epoch1) == sorted(all_sample_keys())
+    assert epoch0 != epoch1 and epoch0 != all_sample_keys()
+    again = make(shard_bucket, options, shuffle=True, seed=5)
+    assert keys_of(again) == epoch0
+    again.set_epoch(1)
+    assert keys_of(again) == epoch1
+    assert keys_of(make(shard_bucket, options, shuffle=True, seed=6)) != epoch0
+    assert keys_of(make(shard_bucket, options)) == all_sample_keys()  # no shuffle: shard order
+
+
+@pytest.mark.parametrize("which", ["all", "two"])
+def test_resume_at_every_position_yields_exactly_the_rest(shard_bucket, options, which):
+    kwargs = dict(shuffle=True, seed=3, shuffle_buffer=4, rank=1, world_size=3)
+    full = keys_of(make(shard_bucket, options, which, **kwargs))
+    assert full
+    for k in range(len(full) + 1):
+        ds = make(shard_bucket, options, which, **kwargs)
+        it = iter(ds)
+        head = [next(it)["__key__"] for _ in range(k)]
+        state = ds.state_dict()
+        resumed = make(shard_bucket, options, which, **kwargs)
+        resumed.load_state_dict(state)
+        assert head + keys_of(resumed) == full, f"resumed after {k}"
+
+
+def test_state_of_another_layout_is_refused_clearly(shard_bucket, options):
+    ds = make(shard_bucket, options, rank=0, world_size=2)
+    it = iter(ds)
+    next(it)
+    other = make(shard_bucket, options, rank=0, world_size=3)
+    other.load_state_dict(ds.state_dict())
+    with pytest.raises(ValueError, match=r"saved by reader 0 of 2 .* this is reader 0 of 3"):
+        iter(other)
+
+
+def test_truncated_shard_names_shard_and_offset(bucket, options, fs):
+    data = shard_bytes(shard_keys(0, 4))
+    fs.pipe(f"{bucket}/t/a.tar", data[: len(data) - 1500])
+    with pytest.warns(MissingIndexWarning):
+        ds = FluxShardDataset.from_prefix(f"flux://{bucket}/t/", storage_options=options)
+    with pytest.raises(ShardError, match=rf"flux://{bucket}/t/a\.tar at byte \d+: truncated"):
+        list(ds)
+
+
+def test_empty_shards_yield_nothing(bucket, options, fs):
+    fs.pipe(f"{bucket}/e/a.tar", b"")
+    put_shard(fs, f"{bucket}/e/b.tar", shard_bytes([]))
+    put_shard(fs, f"{bucket}/e/c.tar", shard_bytes(shard_keys(2, 2)))
+    with pytest.warns(MissingIndexWarning, match="1 of 3"):
+        ds = FluxShardDataset.from_prefix(f"flux://{bucket}/e/", storage_options=options)
+    assert keys_of(ds) == shard_keys(2, 2)
+
+
+def test_sample_missing_an_extension(bucket, options, fs):
+    def fields(key):
+        return {"bin": payload(key)} if key.endswith("1") else sample_fields(key)
+
+    put_shard(fs, f"{bucket}/m/a.tar", shard_bytes(shard_keys(0, 3), fields))
+    got = list(FluxShardDataset.from_prefix(f"flux://{bucket}/m/", storage_options=options))
+    assert [sorted(s) for s in got] == [["__key__", "__shard__", "bin", "cls"], ["__key__", "__shard__", "bin"],
+                                        ["__key__", "__shard__", "bin", "cls"]]
+    strict = FluxShardDataset.from_prefix(f"flux://{bucket}/m/", storage_options=options, extensions=("bin", "cls"))
+    with pytest.raises(ShardError, match=r"a\.tar at byte \d+: sample 's0/0001' has no 'cls' member"):
+        list(strict)
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_shard_replaced_during_the_epoch_is_reported(bucket, options, fs, indexed):
+    for name in ("a", "b"):
+        put_shard(fs, f"{bucket}/r/{name}.tar", shard_bytes(shard_keys(0, 3)), index=indexed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingIndexWarning)
+        ds = FluxShardDataset.from_prefix(f"flux://{bucket}/r/", storage_options=options)
+    it = iter(ds)
+    assert next(it)["__key__"] == "s0/0000"
+    fs.pipe(f"{bucket}/r/b.tar", shard_bytes(shard_keys(1, 3)))
+    with pytest.raises(ShardError, match=r"r/b\.tar at byte \d+: the shard was replaced during the epoch"):
+        list(it)
+
+
+def test_set_epoch_reaches_persistent_workers(shard_bucket, options):
+    ds = make(shard_bucket, options, shuffle=True, seed=4)
+
+    def epoch_keys(loader, epoch):
+        ds.set_epoch(epoch)
+        return keys_of(loader)
+
+    persistent = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
+    got = [epoch_keys(persistent, e) for e in (0, 1, 2)]
+    fresh = [epoch_keys(DataLoader(ds, batch_size=None, num_workers=2), e) for e in (0, 1, 2)]
+    assert got == fresh
+    assert got[0] != got[1] != got[2] and sorted(got[0]) == sorted(all_sample_keys())
