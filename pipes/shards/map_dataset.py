@@ -13,6 +13,7 @@ import bisect
 from typing import Any, Callable, Optional, Sequence, Union
 
 import fsspec
+import numpy as np
 import torch.utils.data
 
 from fluxfs.gcs import fork
@@ -32,6 +33,28 @@ from .samples import SampleSpan, sample_dict
 DEFAULT_MAX_GAP = 256 * 1024
 
 SampleTransform = Callable[[dict], Any]
+
+
+class BlockSampler(FluxSampler):
+    """A `FluxSampler` whose shuffle moves runs of `block` neighbouring samples, mixed within `window`s."""
+
+    def __init__(self, num_objects: int, *, block: int, window: int, **kwargs: Any):
+        super().__init__(num_objects, **kwargs)
+        if window < 1:
+            raise ValueError(f"window must be >= 1 sample, not {window}")
+        self.block, self.window = int(block), int(window)
+
+    def order(self, epoch: Optional[int] = None) -> np.ndarray:
+        n = self.num_objects
+        if not self.shuffle:
+            return np.arange(n, dtype=np.int64)
+        rng = np.random.default_rng([self.seed, self.epoch if epoch is None else epoch])
+        starts = rng.permutation(-(-n // self.block)) * self.block
+        runs = (starts[:, None] + np.arange(self.block)[None, :]).ravel()
+        runs = runs[runs < n]
+        for lo in range(0, n, self.window):
+            rng.shuffle(runs[lo:lo + self.window])
+        return runs
 
 
 class FluxShardMapDataset(torch.utils.data.Dataset):
@@ -108,9 +131,22 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
 
     # -- read-ahead --------------------------------------------------------------------------
 
-    def sampler(self, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH) -> FluxSampler:
-        """The DataLoader `sampler` that lets workers read their next batches ahead (see `FluxSampler`)."""
-        self._order = FluxSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead)
+    def sampler(self, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH,
+                block: int = 1, window: Optional[int] = None) -> FluxSampler:
+        """The DataLoader `sampler` that lets workers read their next batches ahead (see `FluxSampler`).
+
+        ``block=1`` (default) shuffles samples freely: a batch's samples are scattered over the shards,
+        about one ranged GET each. ``block=B`` shuffles runs of B neighbouring samples instead, then
+        mixes samples within each `window` (default 8 x B: a batch of 64 is 8 runs of 8): a batch
+        then costs a GET per run, at the price of neighbours (in packing order) sharing batches.
+        """
+        if block < 1:
+            raise ValueError(f"block must be >= 1 sample, not {block}")
+        if block == 1:
+            self._order = FluxSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead)
+        else:
+            self._order = BlockSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead,
+                                       block=block, window=window or 8 * block)
         return self._order
 
     def _read_ahead(self) -> Optional[ReadAhead]:

@@ -110,3 +110,18 @@ def test_webdataset_written_shards_read_by_index(flux_server, bucket, so, tmp_pa
         _check(ds[i], i)
     with tarfile.open(path) as tf:  # the same bytes tar sees
         assert tf.extractfile("0007.bin").read() == ds[7]["bin"]
+
+
+def test_block_sampler_keeps_runs_of_neighbours_in_a_batch(flux_server, bucket, shards, so):
+    ds = FluxShardMapDataset(shards, storage_options=so)
+    sampler = ds.sampler(seed=1, block=5, window=10)
+    order = list(sampler)
+    assert sorted(order) == list(range(30)) and order != list(range(30))
+    for lo in range(0, 30, 10):  # each window of 10 holds two whole runs of 5 neighbours
+        starts = sorted({i - i % 5 for i in order[lo:lo + 10]})
+        assert sorted(order[lo:lo + 10]) == [s + k for s in starts for k in range(5)]
+    sampler.set_epoch(1)
+    assert list(sampler) != order
+    flux_server.reset_stats()
+    ds.__getitems__(order[:10])
+    assert flux_server.stats()["requests"]["read"] <= 2  # one GET per run (two, if a run spans a shard boundary)
