@@ -86,3 +86,17 @@ def test_index_command_indexes_foreign_shards(flux_server, bucket, tmp_path):
 def test_bad_pack_arguments_are_usage_errors(flux_server, bucket, argv, message):
     code, err = _run(flux_server, "shard", *[a.format(b=bucket) for a in argv])
     assert code == 2 and message in err
+
+
+def test_pack_labels_from_a_manifest(flux_server, bucket, tmp_path):
+    fs = make_fs(flux_server)
+    _objects(fs, bucket)
+    manifest = tmp_path / "labels.tsv"
+    manifest.write_text("cats/000.jpg\t7\ndogs/005.jpg\t2\n")
+    code, err = _run(flux_server, "shard", f"flux://{bucket}/img/", f"flux://{bucket}/m/{{:03d}}.tar",
+                     "--manifest", str(manifest))
+    assert code == 0, err
+    so = {"endpoint_url": flux_server.url, "token": "anon", "skip_instance_cache": True}
+    ds = FluxShardMapDataset.from_prefix(f"flux://{bucket}/m/", storage_options=so)
+    assert [(s["__key__"], s["cls"]) for s in (ds[0], ds[1])] == [("cats/000", b"7"), ("dogs/005", b"2")]
+    assert len(ds) == 2 and not fs.exists(f"{bucket}/m/classes.txt")
