@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from .index import ShardIndex, index_path
@@ -29,8 +30,9 @@ class PlannedSample:
     objects: list[tuple[str, dict]] = field(default_factory=list)   # (member name, object info)
     label: Optional[bytes] = None
 
-    @property
+    @cached_property
     def span(self) -> int:
+        """Bytes the sample takes in a shard (planned once: headers are costly to make)."""
         n = sum(member_span(name, int(info.get("size") or 0)) for name, info in self.objects)
         return n + (member_span(self.key + ".cls", len(self.label)) if self.label is not None else 0)
 

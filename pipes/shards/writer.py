@@ -18,7 +18,7 @@ import fsspec
 from ..options import merge_storage_options
 from .index import ShardIndex, index_path
 from .samples import split_key
-from .tarformat import END_OF_ARCHIVE, Member, member_header, padded
+from .tarformat import BLOCK, END_OF_ARCHIVE, Member, member_header, padded
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +82,8 @@ def starts_new_shard(size: int, samples: int, span: int, max_size: int, max_samp
 
 def member_span(name: str, size: int) -> int:
     """Bytes one member takes in a shard: its header block(s) and its padded data."""
+    if len(name) <= 100 and name.isascii() and size < 8**11:  # fits a plain ustar header: one block
+        return BLOCK + padded(size)
     return len(member_header(name, size)) + padded(size)
 
 

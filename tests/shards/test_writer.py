@@ -102,3 +102,12 @@ def test_our_shards_read_by_tar_and_webdataset(flux_server, bucket, so, tmp_path
         assert listed.split() == [f"{i:03d}.{e}" for i in range(3) for e in ("txt", "npy", "cls")]
         subprocess.run(["tar", "-xf", local[0], "-C", str(tmp_path)], check=True)
         assert (tmp_path / "001.txt").read_text() == "caption 1"
+
+
+@pytest.mark.parametrize("name, size", [("a/b/000123.jpg", 5), ("x" * 100, 0), ("x" * 99 + "é", 3),
+                                        ("x" * 101, 1000), ("k.bin", 8**11 - 1), ("k.bin", 8**11)])
+def test_member_span_is_what_the_member_takes(name, size):
+    from fluxfs.pipes.shards.tarformat import member_header, padded
+    from fluxfs.pipes.shards.writer import member_span
+
+    assert member_span(name, size) == len(member_header(name, size)) + padded(size)
