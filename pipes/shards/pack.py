@@ -9,7 +9,8 @@ refuses to overwrite shards some other packing wrote. Objects are read with the 
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import concurrent.futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -148,26 +149,47 @@ def _object_bytes(fs, infos: list[dict], buffer_bytes: int) -> Iterator[bytes]:
 
 def pack(fs, urls: Sequence[str], plan: Sequence[Sequence[PlannedSample]], todo: Sequence[int], *,
          buffer_bytes: int = 128 * 2**20, on_object: Optional[Callable[[int], None]] = None) -> list[ShardIndex]:
-    """Write shards `todo` of the plan (to `urls`), reading their objects in order; returns their indexes."""
+    """Write shards `todo` of the plan (to `urls`), reading their objects in order; returns their indexes.
+
+    A finished shard completes (its upload, then its index) on a background thread while the next
+    one is written: at most one shard is completing, so memory stays two shards' upload buffers.
+    """
     infos = [info for n in todo for s in plan[n] for _, info in s.objects]
     data = _object_bytes(fs, infos, buffer_bytes)
-    written = []
-    for n in todo:
-        shard = ShardFile(fs, fs._strip_protocol(urls[n]), urls[n], extra={PLAN_KEY: plan_marker(plan[n])})
+    written: list[ShardIndex] = []
+    closing: Optional[Future] = None
+    with ThreadPoolExecutor(1, thread_name_prefix="fluxfs-shard-close") as closer:
         try:
-            for sample in plan[n]:
-                for name, info in sample.objects:
-                    blob = next(data)
-                    if len(blob) != int(info.get("size") or 0):
-                        raise ValueError(f"{info['name']} changed since it was listed ({len(blob)} bytes, "
-                                         f"listed {info.get('size')}): list again and rerun")
-                    shard.add(name, blob)
-                    if on_object is not None:
-                        on_object(len(blob))
-                if sample.label is not None:
-                    shard.add(sample.key + ".cls", sample.label)
-        except BaseException:
-            shard.abort()
-            raise
-        written.append(shard.close())
+            for n in todo:
+                shard = ShardFile(fs, fs._strip_protocol(urls[n]), urls[n], extra={PLAN_KEY: plan_marker(plan[n])})
+                try:
+                    _fill(shard, plan[n], data, on_object)
+                    if closing is not None:
+                        written.append(closing.result())
+                        closing = None
+                except BaseException:
+                    shard.abort()
+                    raise
+                closing = closer.submit(shard.close)
+            if closing is not None:
+                written.append(closing.result())
+                closing = None
+        finally:
+            if closing is not None:  # an error elsewhere: let the shard being completed finish or fail
+                concurrent.futures.wait([closing])
     return written
+
+
+def _fill(shard: ShardFile, samples: Sequence[PlannedSample], data: Iterator[bytes],
+          on_object: Optional[Callable[[int], None]]) -> None:
+    for sample in samples:
+        for name, info in sample.objects:
+            blob = next(data)
+            if len(blob) != int(info.get("size") or 0):
+                raise ValueError(f"{info['name']} changed since it was listed ({len(blob)} bytes, "
+                                 f"listed {info.get('size')}): list again and rerun")
+            shard.add(name, blob)
+            if on_object is not None:
+                on_object(len(blob))
+        if sample.label is not None:
+            shard.add(sample.key + ".cls", sample.label)

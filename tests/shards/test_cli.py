@@ -100,3 +100,22 @@ def test_pack_labels_from_a_manifest(flux_server, bucket, tmp_path):
     ds = FluxShardMapDataset.from_prefix(f"flux://{bucket}/m/", storage_options=so)
     assert [(s["__key__"], s["cls"]) for s in (ds[0], ds[1])] == [("cats/000", b"7"), ("dogs/005", b"2")]
     assert len(ds) == 2 and not fs.exists(f"{bucket}/m/classes.txt")
+
+
+def test_an_object_changed_since_listing_stops_the_packing_cleanly(flux_server, bucket):
+    from fluxfs.pipes.shards.pack import pack, plan_samples, plan_shards
+    from tests.badinput.conftest import assert_nothing_left
+
+    fs = make_fs(flux_server)
+    _objects(fs, bucket)
+    infos = sorted(fs.find(f"{bucket}/img/", detail=True).values(), key=lambda i: i["name"])
+    plan = plan_shards(plan_samples(infos, f"{bucket}/img/")[0], max_size=16_000, max_samples=100)
+    urls = [f"flux://{bucket}/c/{n}.tar" for n in range(len(plan))]
+    last = plan[-1][0].objects[0][1]["name"]
+    fs.pipe_file(last, b"different")
+    with pytest.raises(ValueError, match=rf"{last} changed since it was listed \(9 bytes, listed \d+\)"):
+        pack(fs, urls, plan, range(len(plan)))
+    written = sorted(p for p in fs.find(f"{bucket}/c/") if p.endswith(".tar"))
+    assert written == [u.split("://")[1] for u in urls[:-1]]
+    assert all(fs.exists(p + ".idx") for p in written)
+    assert_nothing_left(flux_server, bucket)
