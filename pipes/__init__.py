@@ -12,11 +12,15 @@ from .lazy import lazy_exports
 from .shards import FluxShardDataset, ReadShards
 
 # Checkpoint classes are imported on first use (they pull in torch.distributed.checkpoint, which a
-# data pipeline does not need).
+# data pipeline does not need), and so are the shard classes (fluxfs.pipes.shards).
 _LAZY = {
     "FluxCheckpoint": ".checkpoint",
     "FluxStorageWriter": ".checkpoint",
     "FluxStorageReader": ".checkpoint",
+    "ShardWriter": ".shards",
+    "FluxShardMapDataset": ".shards",
+    "ShardError": ".shards",
+    "decode": ".shards",
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",

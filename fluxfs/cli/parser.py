@@ -15,6 +15,8 @@ from .launch import cmd_bench, cmd_demo, cmd_serve
 from .listing import cmd_du, cmd_ls, cmd_manifest
 from .maintenance import cmd_cleanup, cmd_mb
 from .samples import add_arguments as add_sample_arguments, cmd_sample_images
+from .shards import SHARD_EPILOG, SHARD_USAGE, cmd_shard
+from .shards import add_arguments as add_shard_arguments
 
 EPILOG = """\
 URLs are flux://BUCKET/PATH (gs:// and gcs:// are accepted as synonyms).
@@ -129,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url", help="flux://BUCKET")
     p.add_argument("--older-than", default="1h", metavar="AGE",
                    help="only temporaries of jobs older than this, e.g. 30m, 1h, 2d, 0 for all (default 1h)")
+
+    p = add("shard", cmd_shard, "pack a prefix of objects into tar shards (WebDataset layout, with an index per "
+            "shard), or index existing shards", usage=SHARD_USAGE, epilog=SHARD_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_shard_arguments(p)
 
     # Only for --help: `main` hands everything after `bench` to python -m bench untouched.
     p = add("bench", cmd_bench, "run a benchmark scenario from the source checkout (python -m bench ...)",

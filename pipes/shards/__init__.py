@@ -3,7 +3,8 @@
 `tarformat` writes and scans tar members, `samples` groups members into samples by key, `index`
 stores each member's offset and size beside the shard so one sample is one ranged read. `catalog`
 resolves which shards to read, `stream` reads them as samples, `dataset` (`FluxShardDataset`) and
-`node` (`ReadShards`) feed PyTorch.
+`node` (`ReadShards`) feed PyTorch; `writer` writes shards and their indexes, `indexer` indexes
+shards that have none, `map_dataset` (`FluxShardMapDataset`) reads samples by index.
 """
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ from .node import ReadShards
 from .index import ShardIndex, index_path
 from .samples import SampleSpan, group_samples, sample_dict, split_key
 from .tarformat import Member, TarScanner, member_bytes, scan
+from .indexer import build_index, load_index, load_indexes, write_index
+from .writer import ShardWriter
+from ..lazy import lazy_exports
+
+# The map-style dataset and the decoders are loaded on first use.
+_LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding"}
 
 __all__ = ["FluxShardDataset", "ReadShards", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardError",
-           "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict", "split_key", "Member",
-           "TarScanner", "member_bytes", "scan"]
+           "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
+           "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter",
+           "build_index", "load_index", "load_indexes", "write_index", *_LAZY]
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -1,0 +1,159 @@
+"""``fluxfs shard``: pack a prefix of objects into tar shards, and ``fluxfs shard index``: index existing shards.
+
+The work is done by `fluxfs.pipes.shards` (imported inside the commands: it pulls in torch);
+here are the arguments, listing, labels, progress and the summary line.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from .base import UsageError, human, progress_bar, remote_path, url_of
+from .storage import list_objects, make_fs, require_bucket
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+
+SHARD_USAGE = """\
+fluxfs shard SRC_PREFIX DST_PATTERN [--max-size 256MB] [--max-samples N] [--manifest M | --no-labels]
+       fluxfs shard index SHARD_URL|PREFIX/ ... [--force]"""
+
+SHARD_EPILOG = """\
+Packing: every object under SRC_PREFIX becomes a member named by its key below the prefix
+(cats/001.jpg -> sample cats/001, field jpg); objects sharing a key form one sample. Labels
+(a .cls member) come from --manifest (key<TAB>label or JSON lines with "label") or else from
+each object's parent directory; names are numbered in sorted order and listed in classes.txt
+beside the shards. DST_PATTERN numbers the shards: flux://b/train/shard-{:06d}.tar. Each shard
+appears only when complete, followed by its index (SHARD.idx). Rerunning the same command
+after an interruption skips the shards already written.
+
+Indexing: builds SHARD.idx for shards without one (any POSIX tar, e.g. written by webdataset or
+tar) by reading their headers with ranged reads; a PREFIX/ indexes every .tar below it.
+"""
+
+
+def parse_size(text: str) -> int:
+    """``256MB`` (10^6), ``64MiB`` (2^20), ``1000000``: a byte count."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise UsageError(f"bad size {text!r}: expected e.g. 256MB, 64MiB or a number of bytes")
+    power = " kmgt".index(m.group(2).lower() or " ")
+    n = float(m.group(1)) * ((1024 if m.group(3) else 1000) ** power)
+    if n < 1:
+        raise UsageError(f"bad size {text!r}: must be at least 1 byte")
+    return int(n)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("args", nargs="+", metavar="ARG", help="SRC_PREFIX DST_PATTERN, or: index URL...")
+    p.add_argument("--max-size", default="256MB", help="largest shard (default 256MB; 64MiB in powers of two)")
+    p.add_argument("--max-samples", type=int, default=1_000_000, help="most samples per shard (default 1,000,000)")
+    p.add_argument("--manifest", default=None,
+                   help="pack only the objects this manifest names, labelled as it says (local path or flux:// URL)")
+    p.add_argument("--no-labels", action="store_true", help="no .cls members from parent directories")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace destination shards this packing did not write (default: refuse)")
+    p.add_argument("--force", action="store_true", help="index: rebuild indexes that are up to date")
+
+
+def cmd_shard(args: argparse.Namespace) -> int:
+    """``fluxfs shard SRC DST`` (pack) or ``fluxfs shard index URL...``."""
+    if args.args[0] == "index":
+        if len(args.args) < 2:
+            raise UsageError("fluxfs shard index needs at least one shard URL or PREFIX/")
+        return _index(args, args.args[1:])
+    if len(args.args) != 2:
+        raise UsageError(f"fluxfs shard takes SRC_PREFIX DST_PATTERN (or: index URL...); got {len(args.args)} "
+                         f"argument(s)\nusage:\n{SHARD_USAGE}")
+    return _pack(args, *args.args)
+
+
+def _index(args: argparse.Namespace, urls: List[str]) -> int:
+    from fluxfs.pipes.shards import ShardError, build_index, load_index, write_index
+
+    fs = make_fs(args)
+    targets: List[str] = []
+    for url in urls:
+        path = remote_path(url)
+        if url.endswith("/"):
+            require_bucket(fs, path, url)
+            found = sorted(i["name"] for i in list_objects(fs, path, args) if i["name"].endswith(".tar"))
+            if not found:
+                raise FileNotFoundError(f"no .tar shards under {url}")
+            targets += [url_of(p, url) for p in found]
+        else:
+            targets.append(url)
+    done = skipped = 0
+    with progress_bar(args, total=len(targets), desc="indexing", unit=" shards") as bar:
+        for url in targets:
+            if not args.force:
+                try:
+                    load_index(fs, url, build_missing=False)
+                    skipped += 1
+                    bar.update(1)
+                    continue
+                except (FileNotFoundError, ShardError) as exc:
+                    if "does not exist" in str(exc):
+                        raise
+            index = build_index(fs, url)
+            write_index(fs, index)
+            done += 1
+            bar.update(1)
+            if not args.quiet:
+                print(f"{url}: {len(index.samples)} samples, {len(index.members)} members, {human(index.size)}",
+                      file=sys.stderr)
+    if not args.quiet:
+        print(f"indexed {done} shard(s), {skipped} already up to date", file=sys.stderr)
+    return 0
+
+
+def _labels(fs, args: argparse.Namespace, src: str) -> Optional[Dict[str, Any]]:
+    if args.manifest is None:
+        return None
+    from fluxfs.pipes.data.manifests import manifest_infos
+
+    entries = manifest_infos(args.manifest, fs=fs if "://" in args.manifest else None, base=src)
+    return {e["name"]: e.get("label") for e in entries}
+
+
+def _pack(args: argparse.Namespace, src: str, dst: str) -> int:
+    from fluxfs.pipes.shards.pack import done_shards, pack, plan_samples, plan_shards
+
+    fs = make_fs(args)
+    base = remote_path(src)
+    if not base.endswith("/"):
+        base += "/"
+    dst_path = remote_path(dst)
+    try:
+        urls_0, urls_1 = dst.format(0), dst.format(1)
+    except (IndexError, KeyError, ValueError):
+        urls_0 = urls_1 = dst
+    if urls_0 == urls_1:
+        raise UsageError(f"DST_PATTERN {dst!r} needs a field for the shard number, e.g. shard-{{:06d}}.tar")
+    if dst_path.startswith(base):
+        raise UsageError(f"the destination {dst} lies inside the source prefix {src}: shards would be packed again")
+    max_size, t0 = parse_size(args.max_size), time.perf_counter()
+    require_bucket(fs, base, src)
+    infos = list_objects(fs, base, args)
+    labels = _labels(fs, args, src)
+    if labels is not None:
+        infos = [i for i in infos if i["name"] in labels]
+    if not infos:
+        raise FileNotFoundError(f"no objects to pack under {src}" + (" named by the manifest" if labels else ""))
+    samples, classes = plan_samples(infos, base, labels, label_dirs=not args.no_labels)
+    plan = plan_shards(samples, max_size, args.max_samples)
+    urls = [dst.format(n) for n in range(len(plan))]
+    done = done_shards(fs, urls, plan, args.overwrite)
+    todo = [n for n in range(len(plan)) if n not in done]
+    if classes is not None:
+        fs.pipe_file(remote_path(dst).rsplit("/", 1)[0] + "/classes.txt", "".join(c + "\n" for c in classes).encode())
+    total = sum(int(i.get("size") or 0) for n in todo for s in plan[n] for _, i in s.objects)
+    with progress_bar(args, total=total, desc="packing", unit="B", unit_scale=True) as bar:
+        pack(fs, urls, plan, todo, on_object=bar.update)
+    if not args.quiet:
+        took = time.perf_counter() - t0
+        print(f"packed {len(samples)} samples ({len(infos)} objects, {human(total)} read) into {len(plan)} shard(s) "
+              f"in {took:.1f} s; {len(done)} shard(s) were already complete", file=sys.stderr)
+    return 0

@@ -1,0 +1,99 @@
+"""Index a shard that has none by scanning its tar headers with ranged reads, and load indexes.
+
+The scanner says where the next header is (`TarScanner.wanted`); member data in between is never
+read. Windows adapt to the members: one that held several headers doubles (small members: a few
+large reads instead of one round trip per header), one that held at most one shrinks back to a
+header's size (large members: only their headers are read). Every read is pinned to the generation
+seen first, so the index describes one version of the shard.
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional, Sequence
+
+from .errors import ShardError
+from .index import ShardIndex, index_path
+from .ranges import pins_generations, read_range
+from .tarformat import TarScanner
+
+logger = logging.getLogger(__name__)
+
+HEADER_WINDOW = 4096          # a header block, with room for pax records of long names
+FIRST_WINDOW = 64 * 1024
+MAX_WINDOW = 8 * 2**20        # as the filesystem's ranged GETs
+
+
+def shard_info(fs, path: str, url: str) -> tuple[int, Optional[str]]:
+    """(size, generation) of a shard; FileNotFoundError naming it when absent."""
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"shard {url} does not exist") from None
+    if info.get("type", "file") != "file":
+        raise FileNotFoundError(f"shard {url} is not an object")
+    gen = info.get("generation")
+    return int(info.get("size") or 0), (str(gen) if gen not in (None, "") else None)
+
+
+def build_index(fs, url: str, *, size: Optional[int] = None, generation: Optional[str] = None) -> ShardIndex:
+    """Scan shard `url`'s headers with ranged reads; returns its index (not written anywhere)."""
+    path = fs._strip_protocol(url)
+    if size is None:
+        size, generation = shard_info(fs, path, url)
+    scanner = TarScanner(url)
+    members = []
+    window = FIRST_WINDOW
+    while not scanner.ended:
+        pos = scanner.wanted
+        if pos >= size:
+            break
+        end = min(size, pos + window)
+        found = scanner.feed(read_range(fs, path, url, pos, end, generation), at=pos)
+        members += found
+        if len(found) >= 2:
+            window = min(window * 2, MAX_WINDOW)
+        elif scanner.wanted > end:
+            window = HEADER_WINDOW
+    scanner.finish(size)
+    if not members and size == 0:
+        raise ShardError(url, 0, "empty object: not a tar shard")
+    return ShardIndex(url, size, members, generation)
+
+
+def write_index(fs, index: ShardIndex) -> str:
+    """Store `index` beside its shard; returns the index's path."""
+    path = index_path(fs._strip_protocol(index.shard))
+    fs.pipe_file(path, index.to_bytes())
+    return path
+
+
+def load_index(fs, url: str, *, build_missing: bool = True) -> ShardIndex:
+    """The shard's stored index, checked against the shard's current size and generation.
+
+    Without an index (and `build_missing`), one is built by scanning, in memory only (a warning says
+    `fluxfs shard index` would store it). A stale index is a `ShardError` naming the shard.
+    """
+    path = fs._strip_protocol(url)
+    size, generation = shard_info(fs, path, url)
+    try:
+        raw = fs.cat_file(index_path(path))
+    except FileNotFoundError:
+        if not build_missing:
+            raise FileNotFoundError(f"shard {url} has no index {index_path(url)}; "
+                                    f"build one with `fluxfs shard index {url}`") from None
+        logger.warning("shard %s has no index: scanning its headers (store one with `fluxfs shard index`)", url)
+        return build_index(fs, url, size=size, generation=generation)
+    index = ShardIndex.from_bytes(url, raw)
+    index.check_current(size, generation if pins_generations(fs) else index.generation)
+    if index.generation is None:
+        index.generation = generation
+    return index
+
+
+def load_indexes(fs, urls: Sequence[str], *, build_missing: bool = True, threads: int = 16) -> list[ShardIndex]:
+    """`load_index` of every shard, concurrently, in the order given."""
+    if len(urls) == 1:
+        return [load_index(fs, urls[0], build_missing=build_missing)]
+    with ThreadPoolExecutor(min(threads, max(1, len(urls)))) as pool:
+        return list(pool.map(lambda u: load_index(fs, u, build_missing=build_missing), urls))

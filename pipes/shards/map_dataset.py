@@ -1,0 +1,218 @@
+"""`FluxShardMapDataset`: random access to the samples of indexed tar shards, a DataLoader batch in a few ranged GETs.
+
+Every shard's index is loaded once, in the constructing process, and shipped to DataLoader workers.
+`__getitems__` groups a batch's samples by shard and reads each run of them whose gaps are under
+`max_gap` bytes as one ranged GET (all of a batch's GETs concurrently), pinned to the generation the
+index describes: a shard replaced during the epoch fails as a `ShardError` naming it, never mixes
+versions. With ``sampler=dataset.sampler()`` each worker also reads its next batches ahead
+(`fluxfs.pipes.data.readahead`).
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Any, Callable, Optional, Sequence, Union
+
+import fsspec
+import numpy as np
+import torch.utils.data
+
+from fluxfs.gcs import fork
+
+from ..data.readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
+from ..options import merge_storage_options, split_keywords
+from ..urls import parse_url
+from .catalog import expand_urls, shards_under_prefix
+from .index import ShardIndex
+from .indexer import load_indexes
+from .ranges import Span, read_spans
+from .samples import SampleSpan, sample_dict
+
+# Gaps between a batch's samples in one shard that are read through rather than split into another GET:
+# on the cloud profile a GET's first byte costs 30 ms, i.e. ~3 MB of transfer, but the bytes read
+# through cost CPU on both ends; 256 KiB joins neighbours without reading much that is not wanted.
+DEFAULT_MAX_GAP = 256 * 1024
+
+SampleTransform = Callable[[dict], Any]
+
+
+class BlockSampler(FluxSampler):
+    """A `FluxSampler` whose shuffle moves runs of `block` neighbouring samples, mixed within `window`s."""
+
+    def __init__(self, num_objects: int, *, block: int, window: int, **kwargs: Any):
+        super().__init__(num_objects, **kwargs)
+        if window < 1:
+            raise ValueError(f"window must be >= 1 sample, not {window}")
+        self.block, self.window = int(block), int(window)
+
+    def order(self, epoch: Optional[int] = None) -> np.ndarray:
+        n = self.num_objects
+        if not self.shuffle:
+            return np.arange(n, dtype=np.int64)
+        rng = np.random.default_rng([self.seed, self.epoch if epoch is None else epoch])
+        starts = rng.permutation(-(-n // self.block)) * self.block
+        runs = (starts[:, None] + np.arange(self.block)[None, :]).ravel()
+        runs = runs[runs < n]
+        for lo in range(0, n, self.window):
+            rng.shuffle(runs[lo:lo + self.window])
+        return runs
+
+
+class FluxShardMapDataset(torch.utils.data.Dataset):
+    """Map-style dataset over the samples of indexed tar shards: ``dataset[i]`` is ``transform(sample)``.
+
+    A sample is WebDataset's dict (``{"__key__": ..., "__shard__": url, "jpg": b"...", ...}``) of
+    bytes; pass ``transform=decode(...)`` (`fluxfs.pipes.shards.decode`) or your own function.
+    Shards without an index are indexed by scanning their headers (a warning each); a stale index
+    is an error. Any sampler works; ``dataset.sampler()`` adds read-ahead.
+    """
+
+    def __init__(self, shards: Union[str, Sequence[str]], *, transform: Optional[SampleTransform] = None,
+                 max_gap: int = DEFAULT_MAX_GAP, build_missing_index: bool = True,
+                 storage_options: Optional[dict] = None, **options: Any):
+        self.storage_options = merge_storage_options(type(self).__name__, storage_options, options)
+        urls = expand_urls(shards)
+        if not urls:
+            raise ValueError("no shard URLs given")
+        self.protocol = parse_url(urls[0]).protocol
+        self._fs = None
+        fork.reset_in_child(self)
+        self.transform = transform
+        if max_gap < 0:
+            raise ValueError(f"max_gap must be >= 0 bytes, not {max_gap}")
+        self.max_gap = int(max_gap)
+        self.indexes: list[ShardIndex] = load_indexes(self.fs, urls, build_missing=build_missing_index)
+        self.shards = urls
+        self._paths = [self.fs._strip_protocol(u) for u in urls]
+        self._first: list[int] = []  # global index of each shard's first sample
+        total = 0
+        for idx in self.indexes:
+            self._first.append(total)
+            total += len(idx.samples)
+        self._len = total
+        if not total:
+            raise ValueError(f"the {len(urls)} shard(s) hold no samples ({urls[0]}, ...)")
+
+    @classmethod
+    def from_shards(cls, shards: Union[str, Sequence[str]], **kwargs: Any) -> "FluxShardMapDataset":
+        """Shards by URL: a list, or one URL with brace patterns."""
+        return cls(shards, **kwargs)
+
+    @classmethod
+    def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, **kwargs: Any) -> "FluxShardMapDataset":
+        """Every ``*.tar`` shard under a prefix URL (``flux://bucket/train/``), listed once."""
+        own, options = split_keywords(kwargs, cls.__init__)
+        so = merge_storage_options(cls.__name__, storage_options, options)
+        fs = fsspec.filesystem(parse_url(url).protocol, **so)
+        protocol = parse_url(url).protocol
+        shards = [s.url(protocol) for s in shards_under_prefix(fs, url)]
+        return cls(shards, storage_options=so, **own)
+
+    # -- per-process state -----------------------------------------------------------------
+
+    @property
+    def fs(self):
+        if self._fs is None:
+            self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+        return self._fs
+
+    def _after_fork(self) -> None:
+        self._fs = None
+        self._ahead = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_fs"] = None
+        state.pop("_ahead", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        fork.reset_in_child(self)
+
+    # -- read-ahead --------------------------------------------------------------------------
+
+    def sampler(self, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH,
+                block: int = 1, window: Optional[int] = None) -> FluxSampler:
+        """The DataLoader `sampler` that lets workers read their next batches ahead (see `FluxSampler`).
+
+        ``block=1`` (default) shuffles samples freely: a batch's samples are scattered over the shards,
+        about one ranged GET each. ``block=B`` shuffles runs of B neighbouring samples instead, then
+        mixes samples within each `window` (default 8 x B: a batch of 64 is 8 runs of 8): a batch
+        then costs a GET per run, at the price of neighbours (in packing order) sharing batches.
+        """
+        if block < 1:
+            raise ValueError(f"block must be >= 1 sample, not {block}")
+        if block == 1:
+            self._order = FluxSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead)
+        else:
+            self._order = BlockSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead,
+                                       block=block, window=window or 8 * block)
+        return self._order
+
+    def _read_ahead(self) -> Optional[ReadAhead]:
+        order = getattr(self, "_order", None)
+        if order is None or not order.read_ahead:
+            return None
+        ahead = getattr(self, "_ahead", None)
+        if ahead is None:
+            ahead = self._ahead = ReadAhead(order, lambda b: sum(s.end - s.start for _, s in map(self._locate, b)))
+        return ahead
+
+    # -- access -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _locate(self, i: int) -> tuple[int, SampleSpan]:
+        """(shard number, sample span) of global sample `i`."""
+        n = self._len
+        j = int(i) + n if int(i) < 0 else int(i)
+        if not 0 <= j < n:
+            raise IndexError(f"index {i} out of range for {n} samples")
+        s = bisect.bisect_right(self._first, j) - 1
+        return s, self.indexes[s].samples[j - self._first[s]]
+
+    def __getitem__(self, index: int) -> Any:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list:
+        """The samples of `indices`, their shards' runs read as one ranged GET each, all concurrently."""
+        wanted = [int(i) for i in indices]
+        ahead = self._read_ahead()
+        fetched = None
+        if ahead is not None:
+            fetched = ahead.take(wanted)
+            info = torch.utils.data.get_worker_info()
+            ahead.start_next(wanted, info.num_workers if info is not None else 1, self.fetch)
+        if fetched is None:
+            fetched = self.fetch(wanted)
+        out = [fetched[i] for i in wanted]
+        return [self.transform(s) for s in out] if self.transform is not None else out
+
+    def fetch(self, indices: Sequence[int]) -> dict[int, dict]:
+        """{index: raw sample dict} of the distinct `indices`, coalesced per shard into ranged GETs."""
+        by_shard: dict[int, list[tuple[SampleSpan, int]]] = {}
+        for i in dict.fromkeys(int(i) for i in indices):
+            s, span = self._locate(i)
+            by_shard.setdefault(s, []).append((span, i))
+        reads: list[Span] = []
+        groups: list[tuple[int, list[tuple[SampleSpan, int]]]] = []
+        for s, items in by_shard.items():
+            items.sort(key=lambda t: t[0].start)
+            run = [items[0]]
+            for item in items[1:]:
+                if item[0].start - run[-1][0].end <= self.max_gap:
+                    run.append(item)
+                else:
+                    groups.append((s, run))
+                    run = [item]
+            groups.append((s, run))
+        for s, run in groups:
+            idx = self.indexes[s]
+            reads.append(Span(self._paths[s], self.shards[s], run[0][0].start, max(t[0].end for t in run),
+                              idx.generation))
+        out: dict[int, dict] = {}
+        for (s, run), span, data in zip(groups, reads, read_spans(self.fs, reads)):
+            for sample_span, i in run:
+                out[i] = sample_dict(sample_span, self.shards[s], data, span.start)
+        return out

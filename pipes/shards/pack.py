@@ -1,0 +1,195 @@
+"""Pack existing objects into shards (`fluxfs shard SRC DST`): a plan fixed by the listing, so a rerun resumes.
+
+Objects become members named by their key below the source prefix (``cats/001.jpg``: sample
+``cats/001``, field ``jpg``), grouped by sample key, optionally with a ``.cls`` label member. Which
+samples go into which shard follows from their sizes alone, before a byte is read; each finished
+shard's index records the plan's first and last key, so a rerun skips shards already complete and
+refuses to overwrite shards some other packing wrote. Objects are read with the filesystem's batched
+(compose) reads, streamed in order within a memory budget.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+from .index import ShardIndex, index_path
+from .samples import split_key
+from .tarformat import END_OF_ARCHIVE
+from .writer import ShardFile, member_span, starts_new_shard
+
+PLAN_KEY = "packed"
+
+
+@dataclass
+class PlannedSample:
+    """One sample to pack: its key, the objects that are its members, and label bytes, if any."""
+
+    key: str
+    objects: list[tuple[str, dict]] = field(default_factory=list)   # (member name, object info)
+    label: Optional[bytes] = None
+
+    @cached_property
+    def span(self) -> int:
+        """Bytes the sample takes in a shard (planned once: headers are costly to make)."""
+        n = sum(member_span(name, int(info.get("size") or 0)) for name, info in self.objects)
+        return n + (member_span(self.key + ".cls", len(self.label)) if self.label is not None else 0)
+
+
+def member_name(rel: str) -> str:
+    """The member name of an object keyed `rel` below the prefix; a file name without a dot gets ``.bin``."""
+    return rel if split_key(rel)[1] else rel + ".bin"
+
+
+def plan_samples(infos: Sequence[dict], base: str, labels: Optional[dict[str, Any]] = None,
+                 label_dirs: bool = True) -> tuple[list[PlannedSample], Optional[list[str]]]:
+    """Samples from object infos below `base` ("bucket/prefix/"), sorted by key; and the class names, if
+    labels are names (then ``.cls`` holds each name's position in that sorted list).
+
+    Labels come from `labels` (object name -> label, from a manifest) or else, with `label_dirs`,
+    from each object's parent directory.
+    """
+    by_key: dict[str, PlannedSample] = {}
+    raw_labels: dict[str, Any] = {}
+    for info in infos:
+        rel = info["name"][len(base):]
+        name = member_name(rel)
+        key, ext = split_key(name)
+        sample = by_key.setdefault(key, PlannedSample(key))
+        sample.objects.append((name, info))
+        label = labels.get(info["name"]) if labels is not None else (
+            rel.rsplit("/", 2)[-2] if label_dirs and "/" in rel else None)
+        if label is not None:
+            if ext == "cls":
+                raise ValueError(f"{info['name']} is itself a .cls member: it cannot also get a label")
+            if raw_labels.get(key, label) != label:
+                raise ValueError(f"sample {key!r} has objects with different labels ({raw_labels[key]!r}, {label!r})")
+            raw_labels[key] = label
+    classes = None
+    if raw_labels:
+        if all(isinstance(v, int) for v in raw_labels.values()):
+            encode = str
+        else:
+            classes = sorted({str(v) for v in raw_labels.values()})
+            position = {c: n for n, c in enumerate(classes)}
+            encode = lambda v: str(position[str(v)])  # noqa: E731
+        for key, label in raw_labels.items():
+            by_key[key].label = encode(label).encode()
+    samples = [by_key[k] for k in sorted(by_key)]
+    for s in samples:
+        s.objects.sort(key=lambda t: t[0])
+    return samples, classes
+
+
+def plan_shards(samples: Sequence[PlannedSample], max_size: int, max_samples: int) -> list[list[PlannedSample]]:
+    """Samples cut into shards by the same rule `ShardWriter` follows."""
+    shards: list[list[PlannedSample]] = []
+    size = 0
+    for s in samples:
+        span = s.span
+        if not shards or starts_new_shard(size, len(shards[-1]), span, max_size, max_samples):
+            shards.append([])
+            size = 0
+        shards[-1].append(s)
+        size += span
+    return shards
+
+
+def plan_marker(shard: Sequence[PlannedSample]) -> dict:
+    return {"first": shard[0].key, "last": shard[-1].key, "samples": len(shard),
+            "bytes": sum(s.span for s in shard) + len(END_OF_ARCHIVE)}
+
+
+def done_shards(fs, urls: Sequence[str], plan: Sequence[Sequence[PlannedSample]], overwrite: bool) -> set[int]:
+    """Shards of the plan already complete (their index carries this plan's marker and matches the object).
+
+    A shard that exists but was not written by this plan is a FileExistsError unless `overwrite`.
+    """
+    def check(n: int) -> bool:
+        url = urls[n]
+        path = fs._strip_protocol(url)
+        try:
+            info = fs.info(path)
+        except FileNotFoundError:
+            return False
+        try:
+            index = ShardIndex.from_bytes(url, fs.cat_file(index_path(path)))
+            gen = info.get("generation")
+            index.check_current(int(info["size"]), None if gen is None else str(gen))
+            if index.extra.get(PLAN_KEY) == plan_marker(plan[n]):
+                return True
+        except (FileNotFoundError, ValueError):
+            pass
+        if overwrite:
+            return False
+        raise FileExistsError(f"{url} exists and is not this packing's shard {n} (no index, or one for other "
+                              f"samples): choose another destination, delete it, or pass --overwrite")
+
+    with ThreadPoolExecutor(16) as pool:
+        return {n for n, ok in zip(range(len(urls)), pool.map(check, range(len(urls)))) if ok}
+
+
+def _object_bytes(fs, infos: list[dict], buffer_bytes: int) -> Iterator[bytes]:
+    """Each object's bytes in the order of `infos`: batched reads streamed within `buffer_bytes`."""
+    if hasattr(fs, "iter_cat_objects"):
+        pos = 0
+        for batch in fs.iter_cat_objects(infos, buffer_bytes=buffer_bytes):
+            while pos < len(infos) and infos[pos]["name"] in batch:
+                data = batch.pop(infos[pos]["name"])
+                if isinstance(data, BaseException):
+                    raise data
+                pos += 1
+                yield data
+    else:
+        for info in infos:
+            yield fs.cat_file(info["name"])
+
+
+def pack(fs, urls: Sequence[str], plan: Sequence[Sequence[PlannedSample]], todo: Sequence[int], *,
+         buffer_bytes: int = 128 * 2**20, on_object: Optional[Callable[[int], None]] = None) -> list[ShardIndex]:
+    """Write shards `todo` of the plan (to `urls`), reading their objects in order; returns their indexes.
+
+    A finished shard completes (its upload, then its index) on a background thread while the next
+    one is written: at most one shard is completing, so memory stays two shards' upload buffers.
+    """
+    infos = [info for n in todo for s in plan[n] for _, info in s.objects]
+    data = _object_bytes(fs, infos, buffer_bytes)
+    written: list[ShardIndex] = []
+    closing: Optional[Future] = None
+    with ThreadPoolExecutor(1, thread_name_prefix="fluxfs-shard-close") as closer:
+        try:
+            for n in todo:
+                shard = ShardFile(fs, fs._strip_protocol(urls[n]), urls[n], extra={PLAN_KEY: plan_marker(plan[n])})
+                try:
+                    _fill(shard, plan[n], data, on_object)
+                    if closing is not None:
+                        written.append(closing.result())
+                        closing = None
+                except BaseException:
+                    shard.abort()
+                    raise
+                closing = closer.submit(shard.close)
+            if closing is not None:
+                written.append(closing.result())
+                closing = None
+        finally:
+            if closing is not None:  # an error elsewhere: let the shard being completed finish or fail
+                concurrent.futures.wait([closing])
+    return written
+
+
+def _fill(shard: ShardFile, samples: Sequence[PlannedSample], data: Iterator[bytes],
+          on_object: Optional[Callable[[int], None]]) -> None:
+    for sample in samples:
+        for name, info in sample.objects:
+            blob = next(data)
+            if len(blob) != int(info.get("size") or 0):
+                raise ValueError(f"{info['name']} changed since it was listed ({len(blob)} bytes, "
+                                 f"listed {info.get('size')}): list again and rerun")
+            shard.add(name, blob)
+            if on_object is not None:
+                on_object(len(blob))
+        if sample.label is not None:
+            shard.add(sample.key + ".cls", sample.label)
