@@ -1,7 +1,8 @@
 """fluxfs.pipes: feed PyTorch from flux:// (torchdata Nodes, datasets) and checkpoint back to it.
 
-Two subpackages, one job each: `fluxfs.pipes.data` (Nodes, datasets, sharding, read-ahead) and
-`fluxfs.pipes.checkpoint` (torch.save checkpoints, torch.distributed.checkpoint storage, Lightning).
+Three subpackages, one job each: `fluxfs.pipes.data` (Nodes, datasets, sharding, read-ahead) and
+`fluxfs.pipes.checkpoint` (torch.save checkpoints, torch.distributed.checkpoint storage, Lightning);
+`fluxfs.pipes.weights` (safetensors model weights, also as `fluxfs.pipes.safetensors`).
 Their public names are re-exported here.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ _LAZY = {
     "FluxCheckpoint": ".checkpoint",
     "FluxStorageWriter": ".checkpoint",
     "FluxStorageReader": ".checkpoint",
+    "load_model_dir": ".weights",
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta", *_LAZY]
