@@ -56,7 +56,7 @@ async def _weight_map(fs: FluxFileSystem, root: str, where: str) -> dict[str, st
 
 
 async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], concurrency: int,
-                where: str) -> dict[str, torch.Tensor]:
+                where: str, slices: Optional[Callable[[str, tuple], Any]]) -> dict[str, torch.Tensor]:
     weight_map = await _weight_map(fs, root, where)
     shards: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
@@ -78,7 +78,7 @@ async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], co
         if missing:
             raise SafetensorsError(f"{where}: {INDEX} places {', '.join(map(repr, missing[:5]))} in {shard}, "
                                    "which does not hold them")
-        return await load_tensors(fs, opened, names, limit)
+        return await load_tensors(fs, opened, names, limit, slices)
 
     tasks = [asyncio.ensure_future(one(s, n)) for s, n in shards.items()]
     try:
@@ -95,12 +95,18 @@ async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], co
 
 
 def load_model_dir(url: str, device: Any = "cpu", *, tensors: Selector = None,
+                   slices: Optional[Callable[[str, tuple], Any]] = None,
                    concurrency: int = DEFAULT_CONCURRENCY, fs: Optional[FluxFileSystem] = None,
                    storage_options: Optional[Mapping[str, Any]] = None, **options: Any) -> dict[str, torch.Tensor]:
     """All tensors of a sharded model directory (or only `tensors`: names, or a predicate on names) as one
-    state dict; `model.load_state_dict(sd, assign=True)` then takes its tensors without another copy."""
+    state dict; `model.load_state_dict(sd, assign=True)` then takes its tensors without another copy.
+
+    `slices(name, shape)` -> an index (as for `get_slice`) or None loads part of each tensor, reading
+    only its bytes: a tensor-parallel rank's share, e.g. ``lambda n, s: slice(0, s[0] // 2) if len(s) == 2 else None``.
+    """
     if concurrency < 1:
         raise ValueError(f"load_model_dir: concurrency must be at least 1, not {concurrency}")
     fs, root = filesystem(str(url).rstrip("/") + "/", fs, storage_options, options, "load_model_dir")
-    state = bridge.run(fs, _load, fs, root.rstrip("/"), _chooser(tensors), concurrency, f"load_model_dir({url})")
+    state = bridge.run(fs, _load, fs, root.rstrip("/"), _chooser(tensors), concurrency,
+                       f"load_model_dir({url})", slices)
     return to_device(state, device)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 import fsspec
 import google_crc32c
@@ -23,6 +23,7 @@ from fluxfs.reads.direct import get_chunks
 from ..options import merge_storage_options
 from ..urls import parse_url, url_protocol
 from .header import Header, SafetensorsError, TensorInfo, header_length, parse_header
+from .slices import normalize, runs
 
 PROBE = 256 * 1024
 
@@ -109,8 +110,10 @@ async def fill(fs: FluxFileSystem, opened: Opened, wants: Iterable[tuple[int, An
 
 
 async def load_tensors(fs: FluxFileSystem, opened: Opened, names: Optional[Iterable[str]] = None,
-                       limit: Optional[asyncio.Semaphore] = None) -> dict[str, torch.Tensor]:
-    """The object's tensors (or only `names`), in file order, each read straight into its memory."""
+                       limit: Optional[asyncio.Semaphore] = None,
+                       slices: Optional[Callable[[str, tuple], Any]] = None) -> dict[str, torch.Tensor]:
+    """The object's tensors (or only `names`), in file order, each read straight into its memory;
+    `slices(name, shape)` may give an index per tensor (None: all of it), and only its bytes are read."""
     infos = opened.header.tensors
     if names is None:
         chosen = list(infos.values())
@@ -120,8 +123,21 @@ async def load_tensors(fs: FluxFileSystem, opened: Opened, names: Optional[Itera
         if missing:
             raise KeyError(f"{opened.where} has no tensor(s) {', '.join(map(repr, missing[:5]))}")
         chosen = [t for t in infos.values() if t.name in wanted]
-    out = {t.name: empty_like(t) for t in chosen}
-    await fill(fs, opened, [(t.start, byte_view(out[t.name])) for t in chosen], limit)
+    out: dict[str, torch.Tensor] = {}
+    wants: list = []
+    for t in chosen:
+        index = slices(t.name, t.shape) if slices is not None else None
+        if index is None:
+            out[t.name] = empty_like(t)
+            wants.append((t.start, byte_view(out[t.name])))
+            continue
+        shape, spans = runs(t.shape, t.dtype.itemsize, normalize(index, t.shape, f"{opened.where}: tensor {t.name!r}"))
+        out[t.name] = torch.empty(shape, dtype=t.dtype)
+        dst, at = byte_view(out[t.name]), 0
+        for off, n in spans:
+            wants.append((t.start + off, dst[at:at + n]))
+            at += n
+    await fill(fs, opened, wants, limit)
     return out
 
 

@@ -115,3 +115,23 @@ def test_concurrent_loads_from_two_processes(model_dir, flux_server):
         assert p.exitcode == 0
     want = {k: v.float().sum().item() for k, v in state.items()}
     assert results == [want, want]
+
+
+def test_a_tensor_parallel_rank_reads_about_half_the_bytes(flux_server, bucket):
+    """Half the rows of every matrix (a column-parallel rank's share of each weight): half the bytes."""
+    fs = make_fs(flux_server)
+    state = {f"l{i}.weight": torch.randn(1024 + i, 1024) for i in range(4)}   # halves 2 MiB apart
+    state.update({f"l{i}.norm": torch.randn(1024) for i in range(4)})
+    write_dir(fs, f"{bucket}/tp", state, 2)
+    url = f"flux://{bucket}/tp"
+    half = lambda name, shape: slice(0, shape[0] // 2) if len(shape) == 2 else None  # noqa: E731
+    flux_server.reset_stats()
+    load_model_dir(url, fs=fs)
+    whole = flux_server.stats()["bytes_out"]
+    flux_server.reset_stats()
+    got = load_model_dir(url, fs=fs, slices=half)
+    part = flux_server.stats()["bytes_out"]
+    for k, v in state.items():
+        assert torch.equal(got[k], v[: v.shape[0] // 2] if v.dim() == 2 else v), k
+    model = sum(v.numel() * v.element_size() for v in state.values())
+    assert whole >= model and 0.45 * model <= part <= 0.55 * model + 2 * 256 * 1024, (whole, part, model)
