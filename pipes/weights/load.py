@@ -15,8 +15,9 @@ from fluxfs.gcs import bridge
 
 from .header import NAMES
 from .objects import (Opened, byte_view, check_framework, filesystem, fill, load_tensors, no_such_tensor,
-                      open_object, to_device)
+                      open_object, select)
 from .slices import normalize, runs
+from .staged import load_staged
 
 # A slice selecting more runs than this reads the span that holds them once and picks them out in
 # memory: thousands of tiny segments cost more to plan than the bytes between them.
@@ -27,12 +28,15 @@ def load_file(url: str, device: Any = "cpu", *, fs: Optional[FluxFileSystem] = N
               storage_options: Optional[Mapping[str, Any]] = None, **options: Any) -> dict[str, torch.Tensor]:
     """Every tensor of the safetensors object at `url`, as `safetensors.torch.load_file` returns them."""
     fs, path = filesystem(url, fs, storage_options, options, "load_file")
+    device = torch.device(device)
 
     async def load() -> dict[str, torch.Tensor]:
         opened = await open_object(fs, path, str(url))
-        return await load_tensors(fs, opened)
+        if device.type == "cpu":
+            return await load_tensors(fs, opened)
+        return await load_staged(fs, opened, select(opened, None), device)
 
-    return to_device(bridge.run(fs, load), device)
+    return bridge.run(fs, load)
 
 
 class safe_open:  # noqa: N801 - named as safetensors.safe_open, which it stands in for

@@ -17,7 +17,8 @@ from fluxfs import FluxFileSystem
 from fluxfs.gcs import bridge
 
 from .header import SafetensorsError
-from .objects import filesystem, load_tensors, open_object, to_device
+from .objects import filesystem, load_tensors, open_object, select, to_device
+from .staged import load_staged
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -56,7 +57,8 @@ async def _weight_map(fs: FluxFileSystem, root: str, where: str) -> dict[str, st
 
 
 async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], concurrency: int,
-                where: str, slices: Optional[Callable[[str, tuple], Any]]) -> dict[str, torch.Tensor]:
+                where: str, slices: Optional[Callable[[str, tuple], Any]], device: torch.device
+                ) -> dict[str, torch.Tensor]:
     weight_map = await _weight_map(fs, root, where)
     shards: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
@@ -78,7 +80,9 @@ async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], co
         if missing:
             raise SafetensorsError(f"{where}: {INDEX} places {', '.join(map(repr, missing[:5]))} in {shard}, "
                                    "which does not hold them")
-        return await load_tensors(fs, opened, names, limit, slices)
+        if device.type != "cpu" and slices is None:
+            return await load_staged(fs, opened, select(opened, names), device, limit)
+        return to_device(await load_tensors(fs, opened, names, limit, slices), device)
 
     tasks = [asyncio.ensure_future(one(s, n)) for s, n in shards.items()]
     try:
@@ -107,6 +111,5 @@ def load_model_dir(url: str, device: Any = "cpu", *, tensors: Selector = None,
     if concurrency < 1:
         raise ValueError(f"load_model_dir: concurrency must be at least 1, not {concurrency}")
     fs, root = filesystem(str(url).rstrip("/") + "/", fs, storage_options, options, "load_model_dir")
-    state = bridge.run(fs, _load, fs, root.rstrip("/"), _chooser(tensors), concurrency,
-                       f"load_model_dir({url})", slices)
-    return to_device(state, device)
+    return bridge.run(fs, _load, fs, root.rstrip("/"), _chooser(tensors), concurrency,
+                      f"load_model_dir({url})", slices, torch.device(device))

@@ -109,20 +109,24 @@ async def fill(fs: FluxFileSystem, opened: Opened, wants: Iterable[tuple[int, An
                                limit=limit, **kwargs)
 
 
+def select(opened: Opened, names: Optional[Iterable[str]]) -> list[TensorInfo]:
+    """The entries of `names` (all when None) in file order; KeyError naming any the object lacks."""
+    infos = opened.header.tensors
+    if names is None:
+        return list(infos.values())
+    wanted = set(names)
+    missing = sorted(wanted - set(infos))
+    if missing:
+        raise KeyError(f"{opened.where} has no tensor(s) {', '.join(map(repr, missing[:5]))}")
+    return [t for t in infos.values() if t.name in wanted]
+
+
 async def load_tensors(fs: FluxFileSystem, opened: Opened, names: Optional[Iterable[str]] = None,
                        limit: Optional[asyncio.Semaphore] = None,
                        slices: Optional[Callable[[str, tuple], Any]] = None) -> dict[str, torch.Tensor]:
     """The object's tensors (or only `names`), in file order, each read straight into its memory;
     `slices(name, shape)` may give an index per tensor (None: all of it), and only its bytes are read."""
-    infos = opened.header.tensors
-    if names is None:
-        chosen = list(infos.values())
-    else:
-        wanted = set(names)
-        missing = sorted(wanted - set(infos))
-        if missing:
-            raise KeyError(f"{opened.where} has no tensor(s) {', '.join(map(repr, missing[:5]))}")
-        chosen = [t for t in infos.values() if t.name in wanted]
+    chosen = select(opened, names)
     out: dict[str, torch.Tensor] = {}
     wants: list = []
     for t in chosen:
