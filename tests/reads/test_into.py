@@ -65,3 +65,19 @@ def test_ranges_are_retried_after_resets(flux_server, stored):
     buf = bytearray(len(DATA))
     assert fs.read_into(path, [(0, buf)], range_size=256 * 1024).verified
     assert buf == DATA
+
+
+def test_a_sequential_reader_does_not_hold_what_it_has_read(stored):
+    """torch.load reads a large checkpoint front to back: blocks behind it are dropped (once hashed),
+    so the handle holds its prefetch window, not the object; a seek back still reads the right bytes."""
+    fs, path = stored
+    with fs.open(path, "rb", block_size=128 * 1024, prefetch=8, whole_object_limit=0) as f:
+        out = bytearray(len(DATA))
+        view = memoryview(out)
+        most = 0
+        for at in range(0, len(DATA), 300_000):
+            f.readinto(view[at:at + 300_000])
+            most = max(most, len(f._blocks))
+        assert out == DATA and most <= 8 + 2 + 3   # held before: 2 x prefetch = 16
+        f.seek(1000)
+        assert f.read(5000) == DATA[1000:6000]
