@@ -111,3 +111,15 @@ def test_round_trip_and_slices_on_both_servers(any_fs, any_bucket):
     same(load_file(url, fs=any_fs), tensors)
     with safe_open(url, fs=any_fs) as f:
         assert torch.equal(f.get_slice("w")[10:20, 5:7], tensors["w"][10:20, 5:7])
+
+
+def test_a_header_larger_than_the_first_get(wfs, bucket):
+    """A header of ~400 KiB (thousands of tensors) is longer than the 256 KiB the first GET asks for."""
+    tensors = {f"model.layers.{i}.a_rather_long_parameter_name_{'x' * 40}": torch.full((3,), float(i))
+               for i in range(3000)}
+    wfs.pipe_file(f"{bucket}/many.safetensors", st.save(tensors))
+    raw = wfs.cat_file(f"{bucket}/many.safetensors")
+    assert int.from_bytes(raw[:8], "little") > 256 * 1024
+    same(load_file(f"flux://{bucket}/many.safetensors", fs=wfs), tensors)
+    with safe_open(f"flux://{bucket}/many.safetensors", fs=wfs) as f:
+        assert len(f.keys()) == 3000
