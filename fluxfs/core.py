@@ -20,7 +20,7 @@ from .gcs import bridge, fork, http, redact, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import FluxOptions
-from .reads import batched, direct, handle, lookup, stream
+from .reads import batched, direct, handle, into, lookup, stream
 from .writes import FluxAppendFile, FluxWriteFile, object_fields, upload_local_file, write_bytes
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
@@ -264,6 +264,15 @@ class FluxFileSystem(GCSFileSystem):
     async def _cat_file(self, path, start=None, end=None, **kwargs):
         """One object or range: a plain GET when small, parallel ranged GETs pinned to one generation when large."""
         return await direct.cat_file(self, path, start, end, **kwargs)
+
+    async def _read_into(self, path: str, segments, **kwargs: Any) -> "into.IntoResult":
+        """Read byte ranges of one object into writable buffers, `segments` = [(offset, buffer)]: each received
+        chunk is copied once, straight into its buffer (kwargs: generation, prefix, range_size, concurrency, limit)."""
+        bucket, key, gen = self.split_path(path)
+        kwargs.setdefault("generation", gen or None)
+        return await into.read_into(self, bucket, key, segments, **kwargs)
+
+    read_into = bridge.sync_method(_read_into)
 
     # -- deletes ----------------------------------------------------------------------------
 

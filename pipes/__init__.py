@@ -1,8 +1,9 @@
 """fluxfs.pipes: feed PyTorch from flux:// (torchdata Nodes, datasets) and checkpoint back to it.
 
-Three subpackages, one job each: `fluxfs.pipes.data` (Nodes, datasets, sharding, read-ahead),
-`fluxfs.pipes.shards` (tar shards: format, index, `FluxShardDataset`, `ReadShards`) and
-`fluxfs.pipes.checkpoint` (torch.save checkpoints, torch.distributed.checkpoint storage, Lightning).
+Four subpackages, one job each: `fluxfs.pipes.data` (Nodes, datasets, sharding, read-ahead),
+`fluxfs.pipes.shards` (tar shards: format, index, `FluxShardDataset`, `ReadShards`),
+`fluxfs.pipes.checkpoint` (torch.save checkpoints, torch.distributed.checkpoint storage, Lightning) and
+`fluxfs.pipes.weights` (safetensors model weights, also as `fluxfs.pipes.safetensors`).
 Their public names are re-exported here.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ _LAZY = {
     "FluxShardMapDataset": ".shards",
     "ShardError": ".shards",
     "decode": ".shards",
+    "load_model_dir": ".weights",
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",

@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # pragma: no cover
 # the 2-core client can receive; smaller ranges cost more requests and CPU per byte.
 DEFAULT_CHUNK = 8 * 2**20
 DEFAULT_RANGE_CONCURRENCY = 16
+# Objects from 1 MiB are received as aiohttp's chunks and joined once (a plain GET's body is joined
+# twice by aiohttp, readany's join then read's): one copy of every byte less per object.
+STREAM_MIN = 2**20
 
 
 @dataclasses.dataclass
@@ -212,7 +215,7 @@ async def read_object(fs: "FluxFileSystem", bucket: str, key: str, *, start: Opt
     chunk = chunk or DEFAULT_CHUNK
     concurrency = concurrency or DEFAULT_RANGE_CONCURRENCY
     s = start or 0
-    if start is None and end is None and size_hint is not None and size_hint <= chunk:
+    if start is None and end is None and size_hint is not None and size_hint < STREAM_MIN:
         # Known small: one plain GET (no Range header, no 416 dance for empty objects).
         return await get_range(fs, bucket, key, generation=generation)
     first_end = s + chunk if end is None else min(end, s + chunk)

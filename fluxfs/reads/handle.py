@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # cache_type values that mean fluxfs's own prefetching (gcsfs's default is named "adaptive");
 # any other fsspec cache type is honoured: reads go through that cache, fed by `_fetch_range`.
 NATIVE_CACHE_TYPES = (None, "adaptive")
+# Blocks kept behind the position of a large object's reader, for short seeks back.
+KEEP_BEHIND = 2
 
 
 def _as_bytes(view: memoryview) -> bytes:
@@ -262,6 +264,16 @@ class FluxReadFile(io.RawIOBase):
             yield from blk.views(off, off + take)
             n -= take
             self._pos += take
+            if off + take == len(blk) and self.size > self.whole_object_limit:
+                self._drop_behind(i)
+
+    def _drop_behind(self, i: int) -> None:
+        """Forget blocks already read past (all but the last KEEP_BEHIND before block `i`) once hashed:
+        a sequential reader (torch.load) never returns to them, and held they would double its memory
+        (each new received chunk then lands in fresh pages, which costs CPU as well)."""
+        for j in [j for j in self._blocks if j < i - KEEP_BEHIND]:
+            if self._crc is None or (j + 1) * self.blocksize <= self._crc_pos:
+                del self._blocks[j]
 
     def _copy_out(self, out: memoryview) -> int:
         """Copy bytes from the current position into `out`; returns how many."""
