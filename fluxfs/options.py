@@ -83,6 +83,12 @@ class FluxOptions:
         """No total limit (multi-GB bodies take long), but a stalled socket fails after `read_timeout`."""
         return aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self.read_timeout)
 
+    @functools.cached_property
+    def body_timeout(self) -> aiohttp.ClientTimeout:
+        """For requests with a body: no socket read limit, which would start while the body is still
+        queued in socket buffers; `gcs.progress.Watchdog` bounds every stall instead."""
+        return aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=None)
+
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
         return self.retry.get(op) or self.retry["read"]
