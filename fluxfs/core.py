@@ -16,12 +16,15 @@ from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import listing, temporaries
-from .gcs import bridge, fork, http, tempnames, urls
+from .gcs import bridge, fork, http, reach, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import FluxOptions
 from .reads import batched, direct, handle, lookup, stream
 from .writes import FluxWriteFile, object_fields, upload_local_file, write_bytes
+
+
+GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
 class FluxFileSystem(GCSFileSystem):
@@ -55,6 +58,11 @@ class FluxFileSystem(GCSFileSystem):
             # A server on this machine (the embedded one, an emulator) needs no credentials unless
             # ADC names a key file, and gcsfs's default chain would probe the GCE metadata server.
             kwargs["token"] = "anon"
+        if kwargs.get("token") is None and not args and not kwargs.get("endpoint_url") \
+                and not os.environ.get("STORAGE_EMULATOR_HOST"):
+            reach.check_resolvable(GCS_ENDPOINT)  # before gcsfs's credential lookup (~30 s offline)
+        # Requests that cannot connect fail within seconds, naming the endpoint (gcs/reach.py).
+        kwargs["session_kwargs"] = reach.with_fail_fast(kwargs.get("session_kwargs"))
         # Validated before gcsfs starts anything: a bad option fails at once, naming itself.
         self.options = FluxOptions.from_arguments(
             list_concurrency=list_concurrency, list_page_size=list_page_size, compose=compose,

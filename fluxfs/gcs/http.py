@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Mapping
 import aiohttp
 import orjson
 
-from ..errors import RequestTimeout, raise_for_status
+from ..errors import RequestTimeout, ServerUnreachable, raise_for_status
 from . import progress
 from .retry import RetryPolicy
 
@@ -70,9 +70,12 @@ async def request_once(
 
 @contextlib.asynccontextmanager
 async def timeouts_named(fs: "FluxFileSystem", what: str, method: str = "GET") -> AsyncIterator[None]:
-    """Turn aiohttp's bare timeouts into a retryable RequestTimeout that names the object."""
+    """Turn aiohttp's bare timeouts into a retryable RequestTimeout that names the object; name it
+    in ServerUnreachable too."""
     try:
         yield
+    except ServerUnreachable as exc:
+        raise ServerUnreachable(f"{what}: {exc}") from None
     except asyncio.TimeoutError as exc:
         limit = fs.options.http_timeout.sock_read
         raise RequestTimeout(f"{what}: timed out: no answer from the server within {limit:g} s "
