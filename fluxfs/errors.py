@@ -13,7 +13,7 @@ import aiohttp
 from gcsfs.retry import NonRetryableError
 
 __all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "RequestTimeout",
-           "ChecksumMismatch", "ServerUnreachable", "raise_for_status"]
+           "ChecksumMismatch", "ServerUnreachable", "UploadLost", "raise_for_status"]
 
 
 class FluxError(IOError):
@@ -51,6 +51,11 @@ class ServerUnreachable(FluxError, ConnectionError, aiohttp.ClientError, NonRetr
     message names the endpoint and how to set it. A ConnectionError, so code catching that sees it;
     an aiohttp.ClientError, so aiohttp passes it through unwrapped; and gcsfs's NonRetryableError, so
     gcsfs's own retry loop does not start its ~30 s of retries over again."""
+
+
+class UploadLost(FluxError):
+    """The server no longer knows the multipart upload a write was using (it restarted, or
+    `fluxfs cleanup` / `abort_incomplete_uploads` aborted it): nothing was written."""
 
 
 class ChecksumMismatch(FluxError):
