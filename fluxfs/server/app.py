@@ -84,7 +84,8 @@ class Server:
     def stats(self) -> Dict[str, Any]:
         return {"requests": dict(self.requests), "faults": dict(self.faults),
                 "peak_in_flight": dict(self.peak_in_flight),
-                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "keys_scanned": self.store.keys_scanned}
+                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "keys_scanned": self.store.keys_scanned,
+                "generations_made": self.store.generations_made}
 
     def reset_stats(self) -> None:
         self.requests.clear()
@@ -92,6 +93,7 @@ class Server:
         self.peak_in_flight.clear()
         self.bytes_in = self.bytes_out = 0
         self.store.keys_scanned = 0
+        self.store.generations_made = 0
 
     async def body(self, request: web.Request) -> bytes:
         """The request body; under a bandwidth cap it is taken off the socket at the capped rate."""

@@ -17,7 +17,7 @@ from ..gcs import http, tempnames
 from ..gcs.limits import MAX_COMPONENTS, MAX_COMPOSE_SOURCES
 from ..gcs.checksums import crc32c_combine
 from .bodies import DEFAULT_CONTENT_TYPE
-from .single import check_crc, confirm_written, exists_error, upload_single
+from .single import changed_meanwhile, check_crc, confirm_written, exists_error, pin_retry, upload_single
 from .strategy import BaseUploader
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,11 +56,15 @@ class ComposeUploader(BaseUploader):
             raise ValueError(f"{self.pw.what}: more than {self.max_parts} parts, the most components a composite "
                              f"object may have: the object is larger than GCS's {self.max_object_size}-byte limit")
         key = self._new_temp()
-        resource = await upload_single(self.fs, self.bucket, key, data, crc, stop=lambda: self.pw.aborted,
-                                       what=self.pw.what)
+        # Created only if absent: the name is new, and a retry after a lost answer finds its own part.
+        resource = await upload_single(self.fs, self.bucket, key, data, crc, create_only=True,
+                                       stop=lambda: self.pw.aborted, what=self.pw.what)
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": len(data)}
 
-    async def _compose(self, sources: list[dict], dest: str, *, create_only: bool = False, final: bool = False) -> dict:
+    async def _compose(self, sources: list[dict], dest: str, crc: int, size: int, *, create_only: bool,
+                       final: bool = False) -> dict:
+        """Compose `sources` into `dest` (`crc`, `size`: what it must hold), never applied twice: a create-only
+        retry after a lost answer finds its own object; an overwrite's retry is pinned (`pin_retry`)."""
         body: dict = {
             "sourceObjects": [{"name": s["name"], "generation": s["generation"]} for s in sources],
             # Temporaries are plain bytes; the destination gets every field of the write.
@@ -72,12 +76,19 @@ class ComposeUploader(BaseUploader):
         what = f"{self.bucket}/{dest}"
 
         async def attempt(n: int) -> dict:
+            sent = params
+            if n > 0 and not create_only:
+                found, sent = await pin_retry(self.fs, self.bucket, dest, crc, size, params)
+                if found is not None:
+                    return found
             try:
                 resp = await http.request_once(self.fs, "POST", self.fs.json_url("b/{}/o/{}/compose", self.bucket, dest),
-                                               what=what, params=params or None, json=body)
+                                               what=what, params=sent or None, json=body)
             except PreconditionFailed:
+                if not create_only:
+                    raise changed_meanwhile(what) from None
                 if n > 0:  # our earlier attempt landed, its answer was lost
-                    found = await confirm_written(self.fs, self.bucket, dest, self.pw.crc, self.pw.size)
+                    found = await confirm_written(self.fs, self.bucket, dest, crc, size)
                     if found is not None:
                         return found
                 raise exists_error(self.bucket, self.pw.key) from None
@@ -95,7 +106,7 @@ class ComposeUploader(BaseUploader):
                 crc, size = crc32c_combine(crc, s["crc"], s["size"]), size + s["size"]
             async with sem:
                 key = self._new_temp()
-                resource = await self._compose(group, key)
+                resource = await self._compose(group, key, crc, size, create_only=True)
             check_crc(resource, crc, size, f"{self.bucket}/{key}")
             return {"name": key, "generation": resource["generation"], "crc": crc, "size": size}
 
@@ -107,7 +118,7 @@ class ComposeUploader(BaseUploader):
             level = list(results)
             while len(level) > MAX_COMPOSE_SOURCES:
                 level = await self._compose_level(level)
-            return await self._compose(level, self.pw.key, create_only=self.pw.create_only, final=True)
+            return await self._compose(level, self.pw.key, crc, size, create_only=self.pw.create_only, final=True)
         finally:
             await self._delete_temps()
 
