@@ -78,6 +78,14 @@ class FluxFileSystem(GCSFileSystem):
 
     # -- plumbing shared by the accelerations ---------------------------------------------
 
+    @classmethod
+    def _strip_protocol(cls, path):
+        """Paths without the protocol; gs:// and gcs:// URLs name the same objects as flux:// (every method
+        takes them, as `cat_objects` always did)."""
+        if isinstance(path, str) and path.startswith(("gs://", "gcs://")):
+            path = "flux://" + path.split("://", 1)[1]
+        return super()._strip_protocol(path)
+
     @property
     def loop(self):
         """fsspec's event loop; in a forked child (a DataLoader worker) a fresh one, started on first use.
