@@ -70,6 +70,8 @@ class FluxFileSystem(GCSFileSystem):
             read_concurrency=read_concurrency, multipart=multipart, part_size=part_size,
             write_concurrency=write_concurrency, retry=retry, read_timeout=read_timeout, job_id=job_id,
             progress=progress)
+        # gcsfs's own requests (info, ls, ...) would otherwise wait up to aiohttp's 300 s per attempt.
+        kwargs.setdefault("requests_timeout", self.options.http_timeout)
         super().__init__(*args, **kwargs)
         self._auto_job_id = tempnames.new_job_id()
         self._compose_denied = False   # set when the server refuses compose: batched reads go direct
@@ -114,6 +116,12 @@ class FluxFileSystem(GCSFileSystem):
         """gcsfs's session, counting the sends of requests that ask (`_rm_file`): aiohttp re-sends an
         idempotent request once, silently, when its kept-alive connection drops before the answer."""
         return http.count_sends(await super()._set_session())
+
+    async def _call(self, method: str, path: str, *args: Any, **kwargs: Any):
+        """gcsfs's own requests (info, ls, mkdir, ...): a timeout says what timed out, as fluxfs's do
+        (fsspec turns a bare one into an empty FSTimeoutError)."""
+        async with http.timeouts_named(self, "/".join(map(str, args)) or path, method.upper()):
+            return await super()._call(method, path, *args, **kwargs)
 
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""

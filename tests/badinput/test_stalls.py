@@ -82,3 +82,16 @@ def test_slow_uplink_completes(flux_server, bucket, multipart):
     assert "error" not in box, box.get("error")
     assert fs.cat_file(f"{bucket}/slow") == data
     assert_nothing_left(flux_server, bucket)
+
+
+def test_gcsfs_own_requests_time_out_naming_what(flux_server, bucket):
+    """`fs.ls` goes through gcsfs's requests, which waited up to aiohttp's 300 s per attempt (6 attempts).
+    Now each waits `read_timeout`; gcsfs's own backoff between its 6 attempts still adds ~31 s."""
+    fs = make_fs(flux_server, read_timeout=0.5)
+    fs.pipe_file(f"{bucket}/a", b"x")
+    fs.invalidate_cache()
+    flux_server.configure(stall_after=10, fail_ops={"list"})
+    box = within(120, lambda: fs.ls(bucket))
+    assert isinstance(box.get("error"), RequestTimeout), box
+    assert str(box["error"]).startswith(f"{bucket}: timed out: no answer from the server within 0.5 s (GET")
+    assert box["elapsed"] < 60
