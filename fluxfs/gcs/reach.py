@@ -9,6 +9,7 @@ elsewhere, instead of tens of seconds of retries ending in a long aiohttp traceb
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import aiohttp
@@ -48,6 +49,18 @@ async def fail_fast(request: aiohttp.ClientRequest, handler) -> aiohttp.ClientRe
                 raise ServerUnreachable(describe(request, exc)) from None
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
+
+
+class _QuietUnreachable(logging.Filter):
+    """gcsfs logs every error it does not retry with its traceback (`logger.exception`); ServerUnreachable
+    reaches the caller as one line anyway, so that log record would only repeat it, 20 lines long."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ServerUnreachable))
+
+
+_QUIET = _QuietUnreachable()
+logging.getLogger("gcsfs").addFilter(_QUIET)
 
 
 def with_fail_fast(session_kwargs: dict | None) -> dict:

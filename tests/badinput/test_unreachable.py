@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import socket
 import time
 
@@ -63,13 +64,15 @@ OPERATIONS = {
 
 
 @pytest.mark.parametrize("op", sorted(OPERATIONS))
-def test_connection_refused_fails_fast_naming_the_endpoint(dead_endpoint, op):
+def test_connection_refused_fails_fast_naming_the_endpoint(dead_endpoint, op, caplog):
     fs = FluxFileSystem(endpoint_url=dead_endpoint, token="anon", skip_instance_cache=True)
     start = time.monotonic()
     with pytest.raises(ServerUnreachable) as info:
         OPERATIONS[op](fs, "bkt/x")
     assert time.monotonic() - start < FAST
     assert_one_clear_line(info.value, f"cannot reach the storage server at {dead_endpoint}", "connect")
+    # Nor does gcsfs print the same error again with a 20-line traceback (its logger.exception).
+    assert [r.getMessage() for r in caplog.records if r.name == "gcsfs" and r.levelno >= logging.WARNING] == []
 
 
 def test_fsspec_open_with_refused_endpoint_names_the_object(dead_endpoint, monkeypatch):
