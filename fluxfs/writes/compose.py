@@ -12,7 +12,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from .. import temporaries
-from ..errors import PreconditionFailed
+from ..errors import PreconditionFailed, UploadLost
 from ..gcs import http, tempnames
 from ..gcs.limits import MAX_COMPONENTS, MAX_COMPOSE_SOURCES
 from ..gcs.checksums import crc32c_combine
@@ -84,6 +84,10 @@ class ComposeUploader(BaseUploader):
             try:
                 resp = await http.request_once(self.fs, "POST", self.fs.json_url("b/{}/o/{}/compose", self.bucket, dest),
                                                what=what, params=sent or None, json=body)
+            except FileNotFoundError:
+                # The bucket was there for the parts: what is missing now is the parts themselves.
+                raise UploadLost(f"{self.pw.what}: its uploaded parts were deleted on the server (`fluxfs cleanup` "
+                                 f"elsewhere?) before they were composed; nothing was written") from None
             except PreconditionFailed:
                 if not create_only:
                     raise changed_meanwhile(what) from None

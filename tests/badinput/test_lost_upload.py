@@ -71,3 +71,52 @@ def test_upload_with_the_data_in_hand_starts_over_once(flux_server, bucket, how,
     assert "error" not in box, box.get("error")
     assert fs.cat_file(f"{bucket}/k") == data
     assert_nothing_left(flux_server, bucket)
+
+
+def delete_the_parts_before_compose(flux_server, bucket, write):
+    """Run `write` (compose mode) with its compose held mid-request, delete every temporary under the
+    reserved prefix (as `fluxfs cleanup` of a crashed job would), then let the compose go on."""
+    import threading
+
+    from fluxfs.gcs.tempnames import TEMP_PREFIX
+
+    flux_server.reset_stats()
+    flux_server.configure(stall_after=10, fail_ops={"compose"})
+    box: dict = {}
+    t = threading.Thread(target=lambda: box.update(within(60, write)), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 20
+    while flux_server.stats()["faults"].get("compose", 0) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    other = make_fs(flux_server)
+    parts = flux_server.list_names(bucket, TEMP_PREFIX)
+    assert parts, "no parts to delete"
+    other.rm([f"{bucket}/{p}" for p in parts])
+    flux_server.configure(stall_after=None)
+    t.join(60)
+    return box
+
+
+def test_compose_write_whose_parts_were_deleted_says_so(flux_server, bucket):
+    fs = make_fs(flux_server, multipart="compose", part_size=256 * 1024)
+    data = os.urandom(600 * 1024)
+
+    def write():
+        with fs.open(f"{bucket}/k", "wb") as f:
+            f.write(data)
+
+    box = delete_the_parts_before_compose(flux_server, bucket, write)
+    assert isinstance(box.get("error"), UploadLost), box
+    assert str(box["error"]) == (f"{bucket}/k: its uploaded parts were deleted on the server (`fluxfs cleanup` "
+                                 f"elsewhere?) before they were composed; nothing was written")
+    assert not fs.exists(f"{bucket}/k")
+    assert_nothing_left(flux_server, bucket)
+
+
+def test_compose_pipe_file_whose_parts_were_deleted_starts_over(flux_server, bucket):
+    fs = make_fs(flux_server, multipart="compose", part_size=256 * 1024)
+    data = os.urandom(600 * 1024)
+    box = delete_the_parts_before_compose(flux_server, bucket, lambda: fs.pipe_file(f"{bucket}/k", data))
+    assert "error" not in box, box.get("error")
+    assert fs.cat_file(f"{bucket}/k") == data
+    assert_nothing_left(flux_server, bucket)
