@@ -16,7 +16,7 @@ from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import listing, temporaries
-from .gcs import bridge, fork, http, redact, tempnames, urls
+from .gcs import bridge, fork, http, reach, redact, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import FluxOptions
@@ -24,6 +24,9 @@ from .reads import batched, direct, handle, into, lookup, stream
 from .writes import FluxAppendFile, FluxWriteFile, object_fields, upload_local_file, write_bytes
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
+
+
+GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
 class FluxFileSystem(GCSFileSystem):
@@ -60,6 +63,11 @@ class FluxFileSystem(GCSFileSystem):
             # A server on this machine (the embedded one, an emulator) needs no credentials unless
             # ADC names a key file, and gcsfs's default chain would probe the GCE metadata server.
             kwargs["token"] = "anon"
+        if kwargs.get("token") is None and not args and not kwargs.get("endpoint_url") \
+                and not os.environ.get("STORAGE_EMULATOR_HOST"):
+            reach.check_resolvable(GCS_ENDPOINT)  # before gcsfs's credential lookup (~30 s offline)
+        # Requests that cannot connect fail within seconds, naming the endpoint (gcs/reach.py).
+        kwargs["session_kwargs"] = reach.with_fail_fast(kwargs.get("session_kwargs"))
         # Validated before gcsfs starts anything: a bad option fails at once, naming itself.
         self.options = FluxOptions.from_arguments(
             list_concurrency=list_concurrency, list_page_size=list_page_size, compose=compose,
@@ -68,6 +76,8 @@ class FluxFileSystem(GCSFileSystem):
             write_concurrency=write_concurrency, write_memory=write_memory,
             compose_max_components=compose_max_components, retry=retry, read_timeout=read_timeout, job_id=job_id,
             temp_prefix=temp_prefix, progress=progress)
+        # gcsfs's own requests (info, ls, ...) would otherwise wait up to aiohttp's 300 s per attempt.
+        kwargs.setdefault("requests_timeout", self.options.http_timeout)
         with redact.scrubbing():  # gcsfs's raw-token expiry lookup quotes the token in its errors
             super().__init__(*args, **kwargs)
         self._auto_job_id = tempnames.new_job_id()
@@ -76,6 +86,14 @@ class FluxFileSystem(GCSFileSystem):
         fork.reset_in_child(self)
 
     # -- plumbing shared by the accelerations ---------------------------------------------
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        """Paths without the protocol; gs:// and gcs:// URLs name the same objects as flux:// (every method
+        takes them, as `cat_objects` always did)."""
+        if isinstance(path, str) and path.startswith(("gs://", "gcs://")):
+            path = "flux://" + path.split("://", 1)[1]
+        return super()._strip_protocol(path)
 
     @property
     def loop(self):
@@ -105,6 +123,12 @@ class FluxFileSystem(GCSFileSystem):
         """gcsfs's session, counting the sends of requests that ask (`_rm_file`): aiohttp re-sends an
         idempotent request once, silently, when its kept-alive connection drops before the answer."""
         return http.count_sends(await super()._set_session())
+
+    async def _call(self, method: str, path: str, *args: Any, **kwargs: Any):
+        """gcsfs's own requests (info, ls, mkdir, ...): a timeout says what timed out, as fluxfs's do
+        (fsspec turns a bare one into an empty FSTimeoutError)."""
+        async with http.timeouts_named(self, "/".join(map(str, args)) or path, method.upper()):
+            return await super()._call(method, path, *args, **kwargs)
 
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""

@@ -9,8 +9,11 @@ from __future__ import annotations
 import json
 import re
 
+import aiohttp
+from gcsfs.retry import NonRetryableError
+
 __all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "RequestTimeout",
-           "ChecksumMismatch", "raise_for_status"]
+           "ChecksumMismatch", "ServerUnreachable", "UploadLost", "raise_for_status"]
 
 
 class FluxError(IOError):
@@ -41,6 +44,18 @@ class PreconditionFailed(HttpError):
 class RequestTimeout(FluxError):
     """No answer (or a stalled body) within `read_timeout`; an OSError, not TimeoutError, so
     fsspec's sync wrappers keep the message instead of re-raising a bare FSTimeoutError."""
+
+
+class ServerUnreachable(FluxError, ConnectionError, aiohttp.ClientError, NonRetryableError):
+    """No connection to the endpoint at all (refused, name not resolved) after a short retry: the
+    message names the endpoint and how to set it. A ConnectionError, so code catching that sees it;
+    an aiohttp.ClientError, so aiohttp passes it through unwrapped; and gcsfs's NonRetryableError, so
+    gcsfs's own retry loop does not start its ~30 s of retries over again."""
+
+
+class UploadLost(FluxError):
+    """The server no longer knows the multipart upload a write was using (it restarted, or
+    `fluxfs cleanup` / `abort_incomplete_uploads` aborted it): nothing was written."""
 
 
 class ChecksumMismatch(FluxError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from typing import Any, Mapping, Optional
 
 import aiohttp
@@ -48,6 +49,56 @@ DEFAULT_LIST_CONCURRENCY = 64
 STRATEGIES = ("xml", "compose", "off")
 
 
+_BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", re.IGNORECASE)
+BOOL_OPTIONS = ("compose", "progress")
+COUNT_OPTIONS = ("list_concurrency", "list_page_size", "read_concurrency", "write_concurrency")
+SIZE_OPTIONS = ("part_size", "max_composite_size", "compose_threshold")
+
+
+def parse_size(name: str, value: Any) -> int:
+    """Bytes from an int or text such as "8MiB", "8M" (binary), "8MB" (decimal) or "8388608"."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{name} must be a size in bytes (8388608, '8MiB'), not {value!r}")
+    if isinstance(value, str):
+        m = _SIZE.fullmatch(value)
+        unit = _UNITS.get(m.group(2).lower()) if m else None
+        if unit is None:
+            raise ValueError(f"{name} must be a size in bytes such as 8388608, '8MiB', '8M' or '8MB', not {value!r}")
+        value = float(m.group(1)) * unit
+    if value != int(value):
+        raise ValueError(f"{name} must be a whole number of bytes, not {value!r}")
+    return int(value)
+
+
+def coerce(name: str, value: Any) -> Any:
+    """`value` as option `name`'s type; ValueError naming the option when it cannot be one."""
+    if name in BOOL_OPTIONS:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (str, int)) and str(value).strip().lower() in _BOOLS:
+            return _BOOLS[str(value).strip().lower()]
+        raise ValueError(f"{name} must be True or False, not {value!r}")
+    if name in SIZE_OPTIONS:
+        return parse_size(name, value)
+    if name in COUNT_OPTIONS:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+        raise ValueError(f"{name} must be a whole number, not {value!r}")
+    if name == "read_timeout":
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"read_timeout must be a number of seconds, not {value!r}") from None
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class FluxOptions:
     """fluxfs's own options (gcsfs's, such as `token` or `project`, stay gcsfs's)."""
@@ -71,8 +122,10 @@ class FluxOptions:
 
     @classmethod
     def from_arguments(cls, **given: Any) -> "FluxOptions":
-        """Options from constructor arguments; None means "the default"."""
-        values = {k: v for k, v in given.items() if v is not None}
+        """Options from constructor arguments; None means "the default". Text from `FSSPEC_FLUX_*` or the
+        CLI's `-o` is read as its field's type ("False", "8MiB", "5"), and a wrong type is refused here,
+        naming the option, rather than failing somewhere later."""
+        values = {k: coerce(k, v) for k, v in given.items() if v is not None}
         if "retry" in values:
             values["retry"] = resolve_policies(values["retry"])
         return cls(**values)
@@ -103,6 +156,12 @@ class FluxOptions:
     def http_timeout(self) -> aiohttp.ClientTimeout:
         """No total limit (multi-GB bodies take long), but a stalled socket fails after `read_timeout`."""
         return aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self.read_timeout)
+
+    @functools.cached_property
+    def body_timeout(self) -> aiohttp.ClientTimeout:
+        """For requests with a body: no socket read limit, which would start while the body is still
+        queued in socket buffers; `gcs.progress.Watchdog` bounds every stall instead."""
+        return aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=None)
 
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""

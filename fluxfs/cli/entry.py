@@ -102,7 +102,7 @@ def cli_logging(debug: bool) -> Iterator[None]:
 
 def describe_error(exc: BaseException) -> tuple[int, str]:
     """(exit code, one-line message) for a failure, naming what went wrong in the user's terms."""
-    from fluxfs.errors import ChecksumMismatch, HttpError
+    from fluxfs.errors import ChecksumMismatch, HttpError, ServerUnreachable
 
     text = str(exc) or type(exc).__name__
     if isinstance(exc, UsageError):
@@ -121,6 +121,8 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
         return EXIT_PERMISSION, f"permission denied: {text}"
     if status == 404:
         return EXIT_NOT_FOUND, f"not found: {text}"
+    if isinstance(exc, ServerUnreachable):  # says which endpoint and what to do
+        return EXIT_ERROR, text
     if _is_connection_error(exc):
         return EXIT_ERROR, f"cannot reach the storage endpoint: {text}"
     return EXIT_ERROR, f"{type(exc).__name__}: {text}"

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Mapping
 import aiohttp
 import orjson
 
-from ..errors import RequestTimeout, raise_for_status
-from . import redact
+from ..errors import RequestTimeout, ServerUnreachable, raise_for_status
+from . import progress, redact
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,34 +52,56 @@ async def request_once(
     request once, silently, when its kept-alive connection drops before the answer (see `count_sends`).
     """
     session = await fs._set_session()
+    if data is None and json is None:
+        # Nothing to send: aiohttp's sock_read (restarted by every byte received) bounds the wait.
+        async with timeouts_named(fs, what, method), redact.scrubbing():
+            return await _send(session, fs, method, url, what=what, params=params, headers=headers,
+                               data=None, ok=ok, sends=sends, timeout=fs.options.http_timeout)
+    # A body: the watchdog bounds every stretch without progress, sending included (gcs/progress.py).
+    if json is not None:
+        data = progress.SlicedBytes(orjson.dumps(json), content_type="application/json")
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        data = progress.SlicedBytes(bytes(data) if isinstance(data, memoryview) else data)
+    watch = progress.Watchdog(fs.options.read_timeout, what, method)
     async with timeouts_named(fs, what, method), redact.scrubbing():
-        return await _send(session, fs, method, url, what=what, params=params, headers=headers,
-                           data=data, json=json, ok=ok, sends=sends)
+        return await watch.run(_send(session, fs, method, url, what=what, params=params, headers=headers,
+                                     data=data, ok=ok, sends=sends, timeout=fs.options.body_timeout))
 
 
 @contextlib.asynccontextmanager
 async def timeouts_named(fs: "FluxFileSystem", what: str, method: str = "GET") -> AsyncIterator[None]:
-    """Turn aiohttp's bare timeouts into a retryable RequestTimeout that names the object."""
+    """Turn aiohttp's bare timeouts into a retryable RequestTimeout that names the object; name it
+    in ServerUnreachable too."""
     try:
         yield
+    except ServerUnreachable as exc:
+        raise ServerUnreachable(f"{what}: {exc}") from None
     except asyncio.TimeoutError as exc:
         limit = fs.options.http_timeout.sock_read
         raise RequestTimeout(f"{what}: timed out: no answer from the server within {limit:g} s "
                              f"({method} {type(exc).__name__})") from exc
 
 
-async def _send(session, fs, method, url, *, what, params, headers, data, json, ok, sends) -> Response:
+async def _send(session, fs, method, url, *, what, params, headers, data, ok, sends, timeout) -> Response:
     async with session.request(
         method,
         url,
         params=fs._get_params(dict(params or {})),
         headers=fs._get_headers(dict(headers or {})),
         data=data,
-        json=json,
-        timeout=fs.options.http_timeout,
+        timeout=timeout,
         trace_request_ctx=sends,
     ) as r:
-        body = await r.read()
+        watch = progress.current()
+        if watch is None:
+            body = await r.read()
+        else:  # answer bytes are progress too
+            watch.on_answer()
+            chunks = []
+            async for chunk in r.content.iter_any():
+                chunks.append(chunk)
+                watch.on_received(len(chunk))
+            body = b"".join(chunks)
         if r.status not in ok:
             raise_for_status(r.status, body, what, r.headers)
             # A 2xx/3xx we did not ask for: treat as a protocol error.

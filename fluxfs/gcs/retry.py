@@ -45,6 +45,26 @@ class RetryPolicy:
     deadline: float = 120.0
     max_attempts: int = 12
 
+    def __post_init__(self) -> None:
+        # Checked (and numbers given as text read) here, not at the first retry, which may be hours later.
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            try:
+                if isinstance(value, bool):
+                    raise ValueError
+                number = int(value) if f.name == "max_attempts" else float(value)
+                if f.name == "max_attempts" and number != float(value):
+                    raise ValueError
+            except (TypeError, ValueError):
+                kind = "a whole number" if f.name == "max_attempts" else "a number"
+                raise ValueError(f"retry: {f.name} must be {kind}, not {value!r}") from None
+            if f.name == "deadline" and number <= 0:
+                raise ValueError(f"retry: deadline must be positive, not {value!r}")
+            low = {"max_attempts": 1, "multiplier": 1}.get(f.name, 0)
+            if number < low:
+                raise ValueError(f"retry: {f.name} must be at least {low}, not {value!r}")
+            object.__setattr__(self, f.name, number)
+
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to sleep before attempt number `attempt + 1` (attempt counts from 0)."""
         cap = min(self.maximum, self.initial * self.multiplier**attempt)

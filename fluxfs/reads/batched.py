@@ -215,11 +215,25 @@ class _Batch:
             # The marker lets `cleanup` tell this composite from a user's object under the prefix.
             "destination": {"contentType": "application/octet-stream", "metadata": tempnames.marker(self.fs.job_id)},
         }
-        # Safe to retry: the destination name is unique to this group and the sources are pinned.
-        resp = await http.request(self.fs, "POST", self.fs.json_url("b/{}/o/{}/compose", bucket, key),
-                                  op="compose", what=f"{bucket}/{key}", json=body,
-                                  params={"fields": "generation,size"})  # a partial response: less to send and parse
-        return resp.json()
+        # Retried safely: the destination name is unique to this group, the sources are pinned and the
+        # composite is created only if absent, so a retry after a lost answer cannot make a second one.
+        what = f"{bucket}/{key}"
+        url = self.fs.json_url("b/{}/o/{}/compose", bucket, key)
+        params = {"fields": "generation,size", "ifGenerationMatch": "0"}  # a partial response: less to parse
+
+        async def attempt(n: int) -> dict:
+            try:
+                return (await http.request_once(self.fs, "POST", url, what=what, json=body, params=params)).json()
+            except PreconditionFailed:
+                if n == 0:  # a source changed since it was listed
+                    raise
+                try:  # the composite exists: an earlier attempt made it (the name is ours alone)
+                    return (await http.request(self.fs, "GET", self.fs.json_url("b/{}/o/{}", bucket, key),
+                                               op="metadata", what=what, params={"fields": "generation,size"})).json()
+                except FileNotFoundError:
+                    raise PreconditionFailed(412, f"{what}: a source changed since it was listed") from None
+
+        return await self.fs.retry_policy("compose").run(attempt, what=f"compose {what}")
 
     # -- deletes ------------------------------------------------------------------------
 

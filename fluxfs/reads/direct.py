@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import numbers
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 from urllib.parse import quote
 
@@ -251,6 +252,9 @@ async def cat_file(fs: "FluxFileSystem", path: str, start: Optional[int] = None,
                    **kwargs: Any) -> bytes:
     """One object (or a range of it): parallel ranged GETs when large, a plain GET when small (never composes)."""
     bucket, key, gen = fs.split_path(path)
+    for name, value in (("start", start), ("end", end)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+            raise TypeError(f"{name} must be a whole byte offset (an int) or None, not {value!r}, reading {bucket}/{key}")
     size = None
     if start is not None and start < 0 or end is not None and end < 0:
         size = (await fs._info(path))["size"]

@@ -5,6 +5,9 @@ Pure: no I/O. A group holds up to 32 objects of one bucket (GCS's compose limit)
 """
 from __future__ import annotations
 
+import base64
+import binascii
+
 from typing import Callable, Iterable, Optional
 
 from ..gcs.checksums import crc_from_b64
@@ -46,16 +49,41 @@ def to_objs(infos: Iterable[dict], split: Optional[Callable] = None) -> list[Obj
         bucket, _, key = name.partition("/")
         if not key:
             raise ValueError(f"object info needs a name 'bucket/key', got {name!r}")
-        size = info.get("size")
         gen = info.get("generation")
         named = split(name)[2] if split is not None else None
         if named:
             bucket, key, _ = split(name)
             gen = named
-        out.append(ObjectRef(name, bucket, key, int(size) if size is not None else None,
-                             str(gen) if gen not in (None, "") else None, crc_from_b64(info.get("crc32c")),
+        out.append(ObjectRef(name, bucket, key, _size(name, info.get("size")),
+                             str(gen) if gen not in (None, "") else None, _crc(name, info.get("crc32c")),
                              pinned=bool(named)))
     return out
+
+
+def _size(name: str, size) -> int | None:
+    """An info dict's size, or ValueError naming the object and the field."""
+    if size is None:
+        return None
+    try:
+        if isinstance(size, bool) or int(size) != float(size) or int(size) < 0:
+            raise ValueError
+        return int(size)
+    except (TypeError, ValueError):
+        raise ValueError(f"object info for {name}: 'size' must be a whole number of bytes, not {size!r}") from None
+
+
+def _crc(name: str, crc) -> int | None:
+    """An info dict's crc32c (GCS's base64 of 4 bytes), or ValueError naming the object and the field."""
+    if crc is None or crc == "":
+        return None
+    try:
+        raw = base64.b64decode(crc, validate=True)
+        if len(raw) != 4:
+            raise ValueError
+        return crc_from_b64(crc)
+    except (TypeError, ValueError, binascii.Error):
+        raise ValueError(f"object info for {name}: 'crc32c' must be GCS's base64 text of 4 bytes "
+                         f"(like 'yZRlqg=='), not {crc!r}") from None
 
 
 def plan(objs: list[ObjectRef], cap: int, threshold: int) -> tuple[list[list[ObjectRef]], list[ObjectRef]]:

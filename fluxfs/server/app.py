@@ -8,6 +8,7 @@ that may contain '/', '%', '?', '#' and newlines; aiohttp's router would decode 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import Counter
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
@@ -28,6 +29,30 @@ _PACE_CHUNK = 256 * 1024
 # copy the whole body into its buffer (measured 300 MB/s vs 1-2 GB/s for 1 MiB slices).
 _WRITE_CHUNK = 1024 * 1024
 _JSON_PATHS = ("/storage/v1/", "/upload/storage/v1/", "/download/storage/v1/", "/batch/storage/v1")
+
+
+def _small_receive_buffer(request: web.Request) -> None:
+    """Keep a paced upload's backlog on the client's side, as a slow link does: the kernel would
+    otherwise take megabytes at loopback speed into its receive buffer and let the client believe
+    they had arrived."""
+    sock = request.transport.get_extra_info("socket") if request.transport is not None else None
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _PACE_CHUNK)
+        except OSError:
+            pass
+
+
+def _skip(views: List[memoryview], n: int) -> List[memoryview]:
+    """`views` without their first `n` bytes."""
+    out = []
+    for mv in views:
+        if n >= len(mv):
+            n -= len(mv)
+            continue
+        out.append(mv[n:])
+        n = 0
+    return out
 
 
 @lru_cache(maxsize=1024)
@@ -66,7 +91,8 @@ class Server:
     def stats(self) -> Dict[str, Any]:
         return {"requests": dict(self.requests), "faults": dict(self.faults),
                 "peak_in_flight": dict(self.peak_in_flight),
-                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "keys_scanned": self.store.keys_scanned}
+                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "keys_scanned": self.store.keys_scanned,
+                "generations_made": self.store.generations_made}
 
     def reset_stats(self) -> None:
         self.requests.clear()
@@ -74,6 +100,7 @@ class Server:
         self.peak_in_flight.clear()
         self.bytes_in = self.bytes_out = 0
         self.store.keys_scanned = 0
+        self.store.generations_made = 0
 
     async def body(self, request: web.Request) -> bytes:
         """The request body; under a bandwidth cap it is taken off the socket at the capped rate."""
@@ -88,17 +115,25 @@ class Server:
         parallel part uploads only pay off if one stream cannot carry the whole checkpoint.
         """
         bw = self.profile.s["bandwidth_mbps"]
-        if not bw or not request.can_read_body:
+        stall = self.profile.stall_at(request.get("op"))
+        if (not bw and stall is None) or not request.can_read_body:
             parts = [await request.read()]
         else:
+            if bw:
+                _small_receive_buffer(request)
             loop = asyncio.get_running_loop()
             t0, got, parts = loop.time(), 0, []
             while True:
-                chunk = await request.content.read(_PACE_CHUNK)
+                if stall is not None and got >= stall:
+                    await self.stall(request)
+                    stall = None
+                chunk = await request.content.read(_PACE_CHUNK if stall is None else max(1, min(_PACE_CHUNK, stall - got)))
                 if not chunk:
                     break
                 parts.append(chunk)
                 got += len(chunk)
+                if not bw:
+                    continue
                 delay = t0 + got / (bw * 1e6) - loop.time()
                 if delay > 0:  # leave the rest in the socket: TCP back-pressure paces the client
                     await asyncio.sleep(delay)
@@ -106,6 +141,13 @@ class Server:
                 parts = [b""]
         self.bytes_in += sum(map(len, parts))
         return parts
+
+    async def stall(self, request: web.Request) -> None:
+        """Stop moving bytes (`stall_after`) while the setting holds and the client is still there."""
+        self.faults[request.get("op")] += 1
+        while self.profile.s["stall_after"] is not None and request.transport is not None \
+                and not request.transport.is_closing():
+            await asyncio.sleep(0.05)
 
     def app(self) -> web.Application:
         # Uploads of multi-GB parts are legal; the default 1 MiB client_max_size is not GCS.
@@ -139,6 +181,7 @@ class Server:
         except ServerError as e:
             return await self.send(request, self._as_configured(error_reply(e, is_xml), q, path, is_xml), False)
         self.requests[op] += 1
+        request["op"] = op
         prof = self.profile
         s = prof.s
         reject: Optional[ServerError] = None
@@ -211,7 +254,8 @@ class Server:
             await resp.write_eof()
             return resp
         self.bytes_out += n
-        if not reset and n <= (_PACE_CHUNK if bw else _WRITE_CHUNK):
+        stall = self.profile.stall_at(request.get("op"))
+        if not reset and stall is None and n <= (_PACE_CHUNK if bw else _WRITE_CHUNK):
             if pieces is not None:
                 body = b"".join(pieces)
             return web.Response(status=reply.status, body=body if n else None, headers=reply.headers)
@@ -221,6 +265,10 @@ class Server:
         try:
             await resp.prepare(request)
             views = pieces if pieces is not None else [memoryview(body) if n else memoryview(b"")]
+            if stall is not None and stall < n:
+                await self._stream(resp, views, stall, bw)
+                await self.stall(request)
+                views, n = _skip(views, stall), n - stall
             await self._stream(resp, views, n // 2 if reset else n, bw)
             if reset:
                 # Abort (RST) rather than close: the client sees a connection reset mid-body.

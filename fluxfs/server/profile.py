@@ -46,6 +46,9 @@ DEFAULTS: Dict[str, Any] = {
                                 # closes without an answer: the client cannot tell whether they happened
     "cut_replies": 0,           # the next N successful answers with a body (of fail_ops) are carried out and
                                 # sent with the body cut in half: a truncated, unparsable answer
+    "stall_after": None,        # requests (of fail_ops) stop moving after this many body bytes: the server stops
+                                # reading an upload, or sending an answer, until the setting is cleared or the
+                                # client hangs up (a server stopped with SIGSTOP, a stuck proxy); None = off
 }
 
 
@@ -108,6 +111,10 @@ class Profile:
                 if isinstance(v, str):
                     v = [h for h in v.split(",") if h]
                 v = tuple(str(h).strip().lower() for h in (v or ()))
+            elif k == "stall_after":
+                v = None if v is None or v == "" else int(v)
+                if v is not None and v < 0:
+                    raise ValueError(f"stall_after must not be negative: {v}")
             elif k in ("min_part_size", "lose_replies", "cut_replies"):
                 v = int(v)
                 if v < 0:
@@ -174,6 +181,14 @@ class Profile:
             return False
         self.s["cut_replies"] -= 1
         return True
+
+    def stall_at(self, op: Optional[str]) -> Optional[int]:
+        """After how many body bytes a request of `op` stops moving, or None."""
+        at = self.s["stall_after"]
+        if at is None or op is None:
+            return None
+        ops = self.s["fail_ops"]
+        return None if ops is not None and op not in ops else at
 
     def fault(self, op: str) -> Tuple[Optional[int], bool]:
         """(status code to fail with or None, reset the connection mid-body?)."""

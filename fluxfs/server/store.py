@@ -34,6 +34,7 @@ class Store:
 
     def __init__(self, root: Optional[str] = None):
         self.buckets: Dict[str, Bucket] = {}
+        self.generations_made = 0  # objects (generations) created: shows whether a retried write applied twice
         self.keys_scanned = 0  # index entries visited by list(): shows a page costs O(page), not O(bucket)
         self._last_gen = 0
         self._lock = threading.Lock()
@@ -48,6 +49,7 @@ class Store:
         with self._lock:
             g = max(time.time_ns() // 1000, self._last_gen + 1)
             self._last_gen = g
+            self.generations_made += 1  # objects written: how a test sees a write applied twice
             return g
 
     # -- buckets --

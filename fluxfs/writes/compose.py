@@ -12,14 +12,14 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from .. import temporaries
-from ..errors import PreconditionFailed
+from ..errors import PreconditionFailed, UploadLost
 from ..gcs import http, tempnames
 from ..gcs.limits import MAX_COMPOSE_SOURCES
 from ..gcs.checksums import crc32c_combine
 from . import compose_limit
 from .bodies import DEFAULT_CONTENT_TYPE
 from .fields import ObjectFields
-from .single import answer_or_confirm, check_crc, confirm_written, exists_error, upload_single
+from .single import answer_or_confirm, changed_meanwhile, check_crc, confirm_written, exists_error, pin_retry, upload_single
 from .strategy import BaseUploader
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,8 +68,11 @@ class ComposeUploader(BaseUploader):
     async def upload_temp(self, data: bytes, crc: int) -> dict:
         """`data` as a new temporary object; its source entry for a compose."""
         key = self._new_temp()
-        resource = await upload_single(self.fs, self.bucket, key, data, crc, stop=lambda: self.pw.aborted,
-                                       what=self.pw.what, fields=ObjectFields(metadata=tempnames.marker(self.fs.job_id)))
+        # Created only if absent: the name is new, and a retry after a lost answer finds its own part.
+        # Marked as this job's temporary, so cleanup may delete it (and nothing it did not create).
+        resource = await upload_single(self.fs, self.bucket, key, data, crc, create_only=True,
+                                       stop=lambda: self.pw.aborted, what=self.pw.what,
+                                       fields=ObjectFields(metadata=tempnames.marker(self.fs.job_id)))
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": len(data)}
 
     async def compose_temp(self, group: list[dict]) -> dict:
@@ -78,12 +81,14 @@ class ComposeUploader(BaseUploader):
         for s in group[1:]:
             crc, size = crc32c_combine(crc, s["crc"], s["size"]), size + s["size"]
         key = self._new_temp()
-        resource = await self._compose(group, key, crc=crc, size=size)
+        resource = await self._compose(group, key, crc, size, create_only=True)
         check_crc(resource, crc, size, f"{self.bucket}/{key}")
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": size}
 
-    async def _compose(self, sources: list[dict], dest: str, *, create_only: bool = False, final: bool = False,
-                       crc: int | None = None, size: int | None = None) -> dict:
+    async def _compose(self, sources: list[dict], dest: str, crc: int, size: int, *, create_only: bool,
+                       final: bool = False) -> dict:
+        """Compose `sources` into `dest` (`crc`, `size`: what it must hold), never applied twice: a create-only
+        retry after a lost answer finds its own object; an overwrite's retry is pinned (`pin_retry`)."""
         body: dict = {
             "sourceObjects": [{"name": s["name"], "generation": s["generation"]} for s in sources],
             # Temporaries are plain bytes; the destination gets every field of the write.
@@ -94,13 +99,23 @@ class ComposeUploader(BaseUploader):
         if create_only:
             params["ifGenerationMatch"] = "0"
         what = f"{self.bucket}/{dest}"
-        crc, size = (self.pw.crc, self.pw.size) if crc is None else (crc, size)
 
         async def attempt(n: int) -> dict:
+            sent = params
+            if n > 0 and not create_only:
+                found, sent = await pin_retry(self.fs, self.bucket, dest, crc, size, params)
+                if found is not None:
+                    return found
             try:
                 resp = await http.request_once(self.fs, "POST", self.fs.json_url("b/{}/o/{}/compose", self.bucket, dest),
-                                               what=what, params=params or None, json=body)
+                                               what=what, params=sent or None, json=body)
+            except FileNotFoundError:
+                # The bucket was there for the parts: what is missing now is the parts themselves.
+                raise UploadLost(f"{self.pw.what}: its uploaded parts were deleted on the server (`fluxfs cleanup` "
+                                 f"elsewhere?) before they were composed; nothing was written") from None
             except PreconditionFailed:
+                if not create_only:
+                    raise changed_meanwhile(what) from None
                 if n > 0:  # our earlier attempt landed, its answer was lost
                     found = await confirm_written(self.fs, self.bucket, dest, crc, size)
                     if found is not None:
@@ -126,7 +141,7 @@ class ComposeUploader(BaseUploader):
             level = list(results)
             while len(level) > MAX_COMPOSE_SOURCES:
                 level = await self._compose_level(level)
-            return await self._compose(level, self.pw.key, create_only=self.pw.create_only, final=True)
+            return await self._compose(level, self.pw.key, crc, size, create_only=self.pw.create_only, final=True)
         finally:
             await self._delete_temps()
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import aiohttp
 
-from ..errors import ChecksumMismatch, FluxError, PreconditionFailed
+from ..errors import ChecksumMismatch, FluxError, PreconditionFailed, RetryableError
 from ..gcs import http
 from ..gcs.checksums import crc_to_b64
 from .bodies import body
@@ -92,6 +92,25 @@ async def answer_or_confirm(fs: "FluxFileSystem", resp: http.Response, bucket: s
                     "the write did not complete")
 
 
+async def pin_retry(fs: "FluxFileSystem", bucket: str, key: str, crc: int, size: int,
+                    params: dict) -> tuple[dict | None, dict]:
+    """Before retrying an overwrite that may have landed with its answer lost: (our object, if it is
+    there) or the parameters that make the retry apply only to the state just seen (ifGenerationMatch
+    its generation, or 0 when absent), so a retry never writes twice nor clobbers a newer write."""
+    try:
+        resource = await get_resource(fs, bucket, key)
+    except FileNotFoundError:
+        return None, {**params, "ifGenerationMatch": "0"}
+    if resource.get("crc32c") == crc_to_b64(crc) and int(resource.get("size", 0)) == size:
+        return resource, params
+    return None, {**params, "ifGenerationMatch": str(resource["generation"])}
+
+
+def changed_meanwhile(what: str) -> RetryableError:
+    """A pinned retry of an overwrite found another write in between: look again on the next attempt."""
+    return RetryableError(412, f"{what}: replaced by another writer while retrying; checking again")
+
+
 async def upload_single(
     fs: "FluxFileSystem", bucket: str, key: str, data: bytes, crc: int, *,
     create_only: bool = False, fields: ObjectFields | None = None,
@@ -100,8 +119,9 @@ async def upload_single(
     """One multipart/related JSON upload carrying the crc32c, so the server refuses corrupted bytes.
 
     Returns the object resource after checking its crc32c and size. Retried under the "write"
-    policy: overwriting with the same bytes is harmless, and for create-only a 412 after a
-    lost response is recognised as our own earlier success. `stop()` true ends the retries.
+    policy, never applied twice: for create-only a 412 after a lost response is recognised as our
+    own earlier success; an overwrite's retry first looks for its object, then is pinned to the
+    generation it saw (`pin_retry`). `stop()` true ends the retries.
     """
     fields = fields or ObjectFields()  # temporaries: application/octet-stream, nothing else
     meta: dict[str, Any] = {**fields.resource(key), "crc32c": crc_to_b64(crc)}
@@ -117,11 +137,18 @@ async def upload_single(
         with aiohttp.MultipartWriter("related", boundary=boundary) as mp:
             mp.append(json.dumps(meta), {"Content-Type": "application/json; charset=UTF-8"})
             mp.append_payload(body(data, meta["contentType"]))
+        sent = params
+        if n > 0 and not create_only:
+            found, sent = await pin_retry(fs, bucket, key, crc, len(data), params)
+            if found is not None:
+                return found
         try:
-            resp = await http.request_once(fs, "POST", fs.upload_url(bucket), what=what, params=params,
+            resp = await http.request_once(fs, "POST", fs.upload_url(bucket), what=what, params=sent,
                                            headers={"Content-Type": f"multipart/related; boundary={boundary}"},
                                            data=mp)
         except PreconditionFailed:
+            if not create_only:
+                raise changed_meanwhile(what) from None
             if n > 0:
                 found = await confirm_written(fs, bucket, key, crc, len(data))
                 if found is not None:

@@ -3,9 +3,11 @@ parts and sent through the same pipeline and strategy as the "wb" handle (run on
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from ..errors import UploadLost
 from .fields import ObjectFields, object_fields
 from .parts import PartWriter
 from .schedule import beyond_reach, fixed_part_size, max_part
@@ -14,10 +16,31 @@ from .settings import object_path, upload_settings
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
+logger = logging.getLogger(__name__)
+
 
 async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
-                         create_only: bool, fields: ObjectFields, callback: Any = None) -> dict:
-    """Upload `size` bytes obtained part by part from `read(n)`; aborts everything on any failure."""
+                         create_only: bool, fields: ObjectFields, callback: Any = None,
+                         rewind: Callable[[], None] | None = None) -> dict:
+    """Upload `size` bytes obtained part by part from `read(n)`; aborts everything on any failure.
+
+    The data is still in hand (`rewind()` starts `read` over), so an upload the server lost (a
+    restart, `fluxfs cleanup` elsewhere) is started over once.
+    """
+    try:
+        return await _upload_once(fs, path, size, read, create_only=create_only, fields=fields, callback=callback)
+    except UploadLost as exc:
+        if rewind is None:
+            raise
+        logger.warning("%s; starting the upload over", exc)
+        rewind()
+        if callback is not None:
+            callback.relative_update(-callback.value)
+    return await _upload_once(fs, path, size, read, create_only=create_only, fields=fields, callback=callback)
+
+
+async def _upload_once(fs: "FluxFileSystem", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
+                       create_only: bool, fields: ObjectFields, callback: Any = None) -> dict:
     bucket, key = object_path(fs, path)
     part, conc, uploader = upload_settings(fs, fields=fields)
     cap = uploader.part_cap(fs)
@@ -64,7 +87,11 @@ async def write_bytes(fs: "FluxFileSystem", path: str, data: Any, *, create_only
         pos += n
         return out
 
-    return await _upload_chunks(fs, path, mv.nbytes, read, create_only=create_only, fields=fields)
+    def rewind() -> None:
+        nonlocal pos
+        pos = 0
+
+    return await _upload_chunks(fs, path, mv.nbytes, read, create_only=create_only, fields=fields, rewind=rewind)
 
 
 async def upload_local_file(fs: "FluxFileSystem", lpath: str, rpath: str, *, create_only: bool = False,
@@ -88,4 +115,4 @@ async def upload_local_file(fs: "FluxFileSystem", lpath: str, rpath: str, *, cre
             return data
 
         return await _upload_chunks(fs, rpath, size, read, create_only=create_only, fields=fields,
-                                    callback=callback)
+                                    callback=callback, rewind=lambda: f.seek(0))

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from ..errors import PreconditionFailed
+from ..errors import PreconditionFailed, UploadLost, raise_for_status
 from ..gcs import http
 from ..gcs import xml as gcsxml
 from ..gcs.limits import XML_MAX_PARTS
@@ -92,10 +92,27 @@ class XmlUploader(BaseUploader):
             raise ValueError(f"{self.pw.what}: more than {self.max_parts} parts, the most an XML multipart upload "
                              f"takes: the object is larger than GCS's {self.max_object_size}-byte limit")
         # The crc32c lets the server reject a part corrupted on the way (400 BadDigest).
-        resp = await http.request(self.fs, "PUT", self.url, op="write", what=f"{self.pw.what} part {number}",
+        what = f"{self.pw.what} part {number}"
+        resp = await http.request(self.fs, "PUT", self.url, op="write", what=what,
                                   params={"partNumber": str(number), "uploadId": self.upload_id},
-                                  headers={"x-goog-hash": f"crc32c={crc_to_b64(crc)}"}, data=body(data))
+                                  headers={"x-goog-hash": f"crc32c={crc_to_b64(crc)}"}, data=body(data),
+                                  ok=(200, 404))
+        if resp.status == 404:
+            self._raise_lost(resp, what)
         return resp.headers.get("ETag", "")
+
+    def _raise_lost(self, resp: http.Response, what: str) -> None:
+        """UploadLost for GCS's NoSuchUpload (our upload is gone), else the 404 as usual (no bucket)."""
+        try:
+            code = gcsxml.find_text(resp.body, "Code")
+        except gcsxml.ParseError:
+            code = None
+        if code == "NoSuchUpload":
+            self.upload_id = None  # nothing left to abort
+            raise UploadLost(f"{self.pw.what}: the multipart upload was aborted or lost on the server (a server "
+                             f"restart, or `fluxfs cleanup` / abort_incomplete_uploads elsewhere); nothing was "
+                             f"written")
+        raise_for_status(404, resp.body, what, resp.headers)
 
     async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict:
         manifest = "<CompleteMultipartUpload>" + "".join(
@@ -109,8 +126,10 @@ class XmlUploader(BaseUploader):
                 resp = await http.request_once(self.fs, "POST", self.url, what=what,
                                                params={"uploadId": self.upload_id},
                                                headers={"Content-Type": "application/xml", **self._precondition()},
-                                               data=manifest.encode())
-            except (FileNotFoundError, PreconditionFailed) as exc:
+                                               data=manifest.encode(), ok=(200, 404))
+                if resp.status == 404:
+                    self._raise_lost(resp, what)
+            except (FileNotFoundError, PreconditionFailed, UploadLost) as exc:
                 # A retry after a lost answer finds the upload gone (404) or the object present (412).
                 if n > 0:
                     found = await confirm_written(self.fs, self.pw.bucket, self.pw.key, crc, size)

@@ -1,0 +1,137 @@
+"""Timeouts that measure progress: a request fails after `read_timeout` seconds in which no byte moved,
+in either direction, however long the whole transfer takes.
+
+aiohttp's `sock_read` only starts once the request body is handed to the kernel, and nothing bounds
+the sending itself: a server that stops reading mid-body blocks the writer forever, while on a slow
+uplink the megabytes still queued in socket buffers when `sock_read` starts make a live transfer fail.
+`Watchdog` counts body bytes handed over (`SlicedBytes`, through a context variable, because aiohttp
+writes bodies in a task of its own), watches the socket's send queue shrink as the server takes them
+(Linux `SIOCOUTQ`), counts answer bytes received, and cancels the request once none of these moved
+for `limit` seconds.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import fcntl
+import struct
+import termios
+from typing import Any, Optional
+
+import aiohttp.payload
+
+from ..errors import RequestTimeout
+
+SEND_SLICE = 1 << 20
+_OUTQ = getattr(termios, "TIOCOUTQ", None)  # the same ioctl as SIOCOUTQ: bytes the peer has not acked
+
+_current: contextvars.ContextVar[Optional["Watchdog"]] = contextvars.ContextVar("fluxfs_watchdog", default=None)
+
+
+def _unacked(transport: Any) -> Optional[int]:
+    """Bytes given to this connection that the server has not taken yet (asyncio's buffer plus the
+    kernel's send queue), or None where the kernel does not tell."""
+    if transport is None or _OUTQ is None:
+        return None
+    sock = transport.get_extra_info("socket")
+    try:
+        queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), _OUTQ, b"\0\0\0\0"))[0]
+    except (OSError, AttributeError, ValueError):
+        return None
+    return queued + transport.get_write_buffer_size()
+
+
+class Watchdog:
+    """Cancels the task it guards once no byte moved for `limit` seconds (checked every limit/4)."""
+
+    def __init__(self, limit: float, what: str, method: str):
+        self.limit, self.what, self.method = limit, what, method
+        self.loop = asyncio.get_running_loop()
+        self.last = self.loop.time()
+        self.sent = 0              # body bytes handed to the connection
+        self.received: Optional[int] = None  # answer bytes; None until the headers arrived
+        self.expired = False
+        self._transport: Any = None
+        self._backlog: Optional[int] = None
+        self._task: Optional[asyncio.Task] = None
+        self._timer: Optional[asyncio.TimerHandle] = None
+
+    # -- progress, reported by the body and the answer --
+    def on_sent(self, n: int, transport: Any) -> None:
+        self.sent += n
+        self._transport = transport
+        self._backlog = _unacked(transport)
+        self.last = self.loop.time()
+
+    def on_answer(self) -> None:
+        self.received = 0
+        self.last = self.loop.time()
+
+    def on_received(self, n: int) -> None:
+        self.received = (self.received or 0) + n
+        self.last = self.loop.time()
+
+    # -- the guard --
+    def _check(self) -> None:
+        now = self.loop.time()
+        backlog = _unacked(self._transport)
+        if backlog is not None and backlog != self._backlog:  # the server took queued bytes
+            self._backlog, self.last = backlog, now
+        if now - self.last >= self.limit:
+            self.expired = True
+            self._task.cancel()
+            return
+        self._timer = self.loop.call_later(self.limit / 4, self._check)
+
+    def message(self) -> str:
+        n = f"{self.limit:g} s"
+        if self.received is not None:
+            return f"{self.what}: timed out: the answer stalled for {n} after {self.received} bytes ({self.method})"
+        if self._backlog:
+            return (f"{self.what}: timed out: the server took no bytes of the request body for {n} "
+                    f"({self.sent - self._backlog} bytes sent; {self.method})")
+        return f"{self.what}: timed out: no answer from the server within {n} ({self.method})"
+
+    async def run(self, coro: Any) -> Any:
+        """Await `coro` in this task under the guard; a stall raises RequestTimeout naming the stage."""
+        self._task = asyncio.current_task()
+        self._timer = self.loop.call_later(self.limit / 4, self._check)
+        token = _current.set(self)
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            if self.expired and self._task.uncancel() == 0:
+                raise RequestTimeout(self.message()) from None
+            raise
+        finally:
+            _current.reset(token)
+            self._timer.cancel()
+
+
+def current() -> Optional[Watchdog]:
+    """The watchdog guarding the request being sent in this context, if any."""
+    return _current.get()
+
+
+class SlicedBytes(aiohttp.payload.BytesPayload):
+    """A request body sent in 1 MiB slices (reusable across retries), reporting each to the watchdog.
+
+    Handing aiohttp a 16 MiB bytes object makes Python 3.11's asyncio join it with the headers and
+    then copy whatever the socket does not take at once into the transport's buffer: two extra
+    copies of every part, held in memory while in flight. Slices go out under aiohttp's drain()
+    back-pressure instead, so no part is ever copied.
+    """
+
+    async def write(self, writer: Any) -> None:
+        await self.write_with_length(writer, None)
+
+    async def write_with_length(self, writer: Any, content_length: Optional[int]) -> None:
+        view = memoryview(self._value)
+        if content_length is not None:
+            view = view[:content_length]
+        watch = _current.get()
+        for i in range(0, len(view), SEND_SLICE):
+            piece = view[i:i + SEND_SLICE]
+            await writer.write(piece)
+            if watch is not None:
+                watch.on_sent(len(piece), writer.transport)

@@ -1,0 +1,98 @@
+"""Failing fast, and clearly, when the server cannot be reached at all.
+
+A refused connection or an unresolvable name means the request never left this machine, so it is
+safe to repeat whatever it does; a server restarting is back within a second or two. After
+`CONNECT_RETRY_S` of such failures every request (fluxfs's and gcsfs's own, through the session
+middleware) fails with one `ServerUnreachable` line naming the endpoint and how to point fluxfs
+elsewhere, instead of tens of seconds of retries ending in a long aiohttp traceback.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import aiohttp
+
+from ..errors import ServerUnreachable
+
+CONNECT_RETRY_S = 1.5
+HINT = ("set STORAGE_EMULATOR_HOST=HOST:PORT or endpoint_url= to where your server listens, "
+        "or start one with `fluxfs serve`")
+
+
+def describe(request: aiohttp.ClientRequest, exc: aiohttp.ClientConnectorError) -> str:
+    """One line: which endpoint, what went wrong, what to do."""
+    url = request.url
+    origin = f"{url.scheme}://{url.host}" + (f":{url.port}" if not url.is_default_port() else "")
+    cause = getattr(exc.os_error, "strerror", None) or str(exc.os_error or exc)
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        cause = f"cannot resolve {url.host} ({cause}; no network?)"
+    else:
+        cause = cause.lower()
+    return f"cannot reach the storage server at {origin}: {cause}; {HINT}"
+
+
+async def fail_fast(request: aiohttp.ClientRequest, handler) -> aiohttp.ClientResponse:
+    """aiohttp client middleware: retry connection failures for `CONNECT_RETRY_S`, then ServerUnreachable."""
+    first = None
+    delay = 0.05
+    while True:
+        try:
+            return await handler(request)
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc, (aiohttp.ClientConnectorSSLError, aiohttp.ClientConnectorCertificateError)):
+                raise  # not a server that is down: retrying cannot help, and aiohttp's message says it
+            now = time.monotonic()
+            first = first if first is not None else now
+            if now - first + delay > CONNECT_RETRY_S:
+                raise ServerUnreachable(describe(request, exc)) from None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+class _QuietUnreachable(logging.Filter):
+    """gcsfs logs every error it does not retry with its traceback (`logger.exception`); ServerUnreachable
+    reaches the caller as one line anyway, so that log record would only repeat it, 20 lines long."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ServerUnreachable))
+
+
+_QUIET = _QuietUnreachable()
+logging.getLogger("gcsfs").addFilter(_QUIET)
+
+
+def with_fail_fast(session_kwargs: dict | None) -> dict:
+    """gcsfs's `session_kwargs` with the middleware added (kept first, whatever the caller gave)."""
+    kwargs = dict(session_kwargs or {})
+    given = tuple(kwargs.get("middlewares") or ())
+    if fail_fast not in given:
+        kwargs["middlewares"] = (fail_fast, *given)
+    return kwargs
+
+
+def check_resolvable(url: str, timeout: float = 2.0) -> None:
+    """ServerUnreachable at once when the endpoint's host name does not resolve (no network).
+
+    Without an endpoint or a token, gcsfs looks for credentials first, and with no network the
+    metadata-server retries alone take half a minute before any request fails. A lookup that is
+    merely slow (longer than `timeout`) is let through.
+    """
+    import concurrent.futures
+    import socket
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname
+    if not host:
+        return
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        pool.submit(socket.getaddrinfo, host, 443).result(timeout)
+    except socket.gaierror as exc:
+        raise ServerUnreachable(f"cannot reach the storage server at {url}: cannot resolve {host} "
+                                f"({exc.strerror}; no network?); {HINT}") from None
+    except (concurrent.futures.TimeoutError, OSError):
+        pass
+    finally:
+        pool.shutdown(wait=False)
