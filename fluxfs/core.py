@@ -6,8 +6,6 @@ delegated to `listing`, `reads` and `writes`.
 """
 from __future__ import annotations
 
-import functools
-import inspect
 import os
 from typing import Any, AsyncIterator, Iterator
 from urllib.parse import quote
@@ -19,7 +17,7 @@ from . import listing, temporaries
 from .gcs import bridge, fork, http, reach, redact, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
-from .options import FluxOptions
+from .options import FluxOptions, refuse_unknown_options
 from .reads import batched, direct, handle, into, lookup, stream
 from .writes import FluxAppendFile, FluxWriteFile, object_fields, upload_local_file, write_bytes
 
@@ -55,7 +53,7 @@ class FluxFileSystem(GCSFileSystem):
         progress: bool | None = None,
         **kwargs: Any,
     ):
-        _refuse_unknown_options(kwargs)
+        refuse_unknown_options(kwargs)
         if kwargs.get("endpoint_url"):  # "127.0.0.1:9023" as STORAGE_EMULATOR_HOST accepts it
             kwargs["endpoint_url"] = urls.normalize_endpoint(kwargs["endpoint_url"])
         if (kwargs.get("token") is None and not args and urls.is_loopback(kwargs.get("endpoint_url"))
@@ -126,8 +124,8 @@ class FluxFileSystem(GCSFileSystem):
 
     async def _call(self, method: str, path: str, *args: Any, **kwargs: Any):
         """gcsfs's own requests (info, ls, mkdir, ...): a timeout says what timed out, as fluxfs's do
-        (fsspec turns a bare one into an empty FSTimeoutError)."""
-        async with http.timeouts_named(self, "/".join(map(str, args)) or path, method.upper()):
+        (fsspec turns a bare one into an empty FSTimeoutError), and errors are redacted like fluxfs's own."""
+        async with http.timeouts_named(self, "/".join(map(str, args)) or path, method.upper()), redact.scrubbing():
             return await super()._call(method, path, *args, **kwargs)
 
     def retry_policy(self, op: str) -> RetryPolicy:
@@ -138,11 +136,6 @@ class FluxFileSystem(GCSFileSystem):
     def job_id(self) -> str:
         """Id for this process's temporary objects; a forked worker gets its own."""
         return self.options.job_id or self._auto_job_id
-
-    async def _call(self, *args: Any, **kwargs: Any) -> Any:
-        """gcsfs's request path (the calls fluxfs leaves to gcsfs), its errors redacted like fluxfs's own."""
-        async with redact.scrubbing():
-            return await super()._call(*args, **kwargs)
 
     def json_url(self, fmt: str, *parts: str) -> str:
         """A JSON API URL: `fmt` like "b/{}/o/{}" with each part percent-encoded."""
@@ -377,30 +370,6 @@ def _refuse_unknown(call: str, path: str, kwargs: dict) -> None:
     unknown = sorted(set(kwargs) - _UPLOAD_IGNORED)
     if unknown:
         raise TypeError(f"{call}({path}): unexpected arguments {unknown}")
-
-
-# Keyword arguments fsspec's base classes take without naming them in a signature: the rest of what
-# gcsfs would pass up to them (storage_options=, a misspelled option) would be silently ignored.
-_FSSPEC_KWARGS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
-                            "asynchronous", "loop", "batch_size"})
-
-
-@functools.lru_cache(maxsize=1)
-def _known_kwargs() -> frozenset:
-    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    gcsfs_own = {n for n, p in inspect.signature(GCSFileSystem.__init__).parameters.items() if p.kind in named}
-    return frozenset(gcsfs_own | _FSSPEC_KWARGS) - {"self"}
-
-
-def _refuse_unknown_options(kwargs: dict) -> None:
-    """TypeError naming every keyword argument that neither fluxfs, gcsfs nor fsspec takes."""
-    unknown = sorted(set(kwargs) - _known_kwargs())
-    if not unknown:
-        return
-    hint = ("storage_options is what fsspec.open and the datasets take; FluxFileSystem takes the options "
-            "themselves: FluxFileSystem(**storage_options)" if "storage_options" in unknown
-            else "not an option of fluxfs, gcsfs or fsspec (fluxfs's: see fluxfs.options.FluxOptions)")
-    raise TypeError(f"FluxFileSystem got unexpected keyword argument(s) {', '.join(map(repr, unknown))}: {hint}")
 
 
 def _create_only(mode: str) -> bool:

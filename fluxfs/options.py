@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import re
 from typing import Any, Mapping, Optional
 
 import aiohttp
+from gcsfs.core import GCSFileSystem
 
 from .gcs import tempnames
 from .gcs.retry import RetryPolicy, resolve_policies
@@ -166,3 +168,27 @@ class FluxOptions:
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
         return self.retry.get(op) or self.retry["read"]
+
+
+# Keyword arguments fsspec's base classes take without naming them in a signature: the rest of what
+# gcsfs would pass up to them (storage_options=, a misspelled option) would be silently ignored.
+_FSSPEC_KWARGS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
+                            "asynchronous", "loop", "batch_size"})
+
+
+@functools.lru_cache(maxsize=1)
+def _known_kwargs() -> frozenset:
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    gcsfs_own = {n for n, p in inspect.signature(GCSFileSystem.__init__).parameters.items() if p.kind in named}
+    return frozenset(gcsfs_own | _FSSPEC_KWARGS) - {"self"}
+
+
+def refuse_unknown_options(kwargs: dict) -> None:
+    """TypeError naming every keyword argument that neither fluxfs, gcsfs nor fsspec takes."""
+    unknown = sorted(set(kwargs) - _known_kwargs())
+    if not unknown:
+        return
+    hint = ("storage_options is what fsspec.open and the datasets take; FluxFileSystem takes the options "
+            "themselves: FluxFileSystem(**storage_options)" if "storage_options" in unknown
+            else "not an option of fluxfs, gcsfs or fsspec (fluxfs's: see fluxfs.options.FluxOptions)")
+    raise TypeError(f"FluxFileSystem got unexpected keyword argument(s) {', '.join(map(repr, unknown))}: {hint}")

@@ -8,7 +8,6 @@ is written under a temporary name and renamed only when complete, so no partial 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import threading
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
