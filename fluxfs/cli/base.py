@@ -11,6 +11,8 @@ import sys
 
 from tqdm import tqdm
 
+from fluxfs.gcs.urls import DEFAULT_PROTOCOL, parse_url, url_protocol
+
 # Exit codes: what a script calling `fluxfs` can test for.
 EXIT_OK = 0
 EXIT_ERROR = 1  # anything else (server error, network failure, checksum mismatch)
@@ -36,7 +38,8 @@ def is_remote(url: str) -> bool:
     """True for flux:// (gs://, gcs://) URLs, False for local paths; other schemes are a usage error."""
     if "://" not in url:
         return False
-    scheme = url.split("://", 1)[0].lower()
+    # The parser reads a "://" after a '/' as part of a path; on the command line it is a mistyped URL.
+    scheme = (url_protocol(url) or url.partition("://")[0]).lower()
     if scheme in REMOTE_SCHEMES:
         return True
     if scheme == "file":
@@ -45,18 +48,18 @@ def is_remote(url: str) -> bool:
 
 
 def remote_path(url: str, allow_no_bucket: bool = False) -> str:
-    """``flux://bucket/key`` -> ``"bucket/key"``, checking the URL names a valid bucket."""
+    """``flux://bucket/key`` -> ``"bucket/key"``, checking the URL names a valid bucket; the rest stays as typed."""
     if not is_remote(url):
         raise UsageError(f"not a bucket URL: {url!r} (expected flux://BUCKET/PATH)")
-    rest = url.split("://", 1)[1]
-    bucket = rest.split("/", 1)[0]
-    if not bucket:
-        if allow_no_bucket and not rest.strip("/"):
+    parsed = parse_url(url)
+    if not parsed.bucket:
+        if allow_no_bucket and not parsed.key.strip("/"):
             return ""
         raise UsageError(f"no bucket in {url!r} (expected flux://BUCKET/PATH)")
+    bucket = parsed.bucket
     if not _BUCKET_RE.match(bucket):
         raise UsageError(f"invalid bucket name {bucket!r} in {url!r}: 3-63 lowercase letters, digits, '-', '_', '.'")
-    return rest
+    return parsed.path if parsed.key or url.endswith("/") else bucket  # flux://bucket -> "bucket"
 
 
 def local_path(url: str) -> str:
@@ -80,8 +83,7 @@ def printable(text: str) -> str:
 
 def url_of(path: str, like: str = "flux://") -> str:
     """A filesystem path back as a URL, in the scheme the user typed."""
-    scheme = like.split("://", 1)[0] if "://" in like else "flux"
-    return f"{scheme}://{path}"
+    return f"{url_protocol(like) or DEFAULT_PROTOCOL}://{path}"
 
 
 # -- output ---------------------------------------------------------------------------------

@@ -1,9 +1,14 @@
-"""Endpoint URLs and object names: the one place that parses them."""
+"""Endpoint URLs, object URLs and object names: the one place that parses them.
+
+Pure string work (no torch, no I/O but the environment), so the CLI and pipes share one object-URL parser.
+"""
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import NamedTuple, Optional
 from urllib.parse import SplitResult, urlsplit
+
+DEFAULT_PROTOCOL = "flux"
 
 
 def split_endpoint(endpoint: str) -> SplitResult:
@@ -34,3 +39,33 @@ def split_name(name: str) -> tuple[str, str]:
     """("bucket", "key") from an info dict's "bucket/key" name (no protocol, no generation)."""
     bucket, _, key = name.partition("/")
     return bucket, key
+
+
+class ObjectURL(NamedTuple):
+    """An object URL's parts. `key` may be empty (a bucket) or end in '/' (a prefix); `bucket` may be empty."""
+
+    protocol: str
+    bucket: str
+    key: str
+
+    @property
+    def path(self) -> str:
+        """``bucket/key``, as fsspec paths and info-dict names are spelled."""
+        return f"{self.bucket}/{self.key}"
+
+
+def url_protocol(url: str) -> Optional[str]:
+    """The protocol of ``protocol://...``, or None for a bare path (a "://" inside a key is no protocol)."""
+    head, sep, _ = url.partition("://")
+    return head if sep and "/" not in head else None
+
+
+def parse_url(url: str, default_protocol: str = DEFAULT_PROTOCOL) -> ObjectURL:
+    """``protocol://bucket/key`` or ``bucket/key`` -> `ObjectURL`, the key kept as written (fsspec would strip a trailing '/').
+
+    Nothing is checked: callers that need a bucket or a key say so in their own words.
+    """
+    protocol = url_protocol(url)
+    rest = url if protocol is None else url[len(protocol) + 3:]
+    bucket, _, key = rest.partition("/")
+    return ObjectURL(default_protocol if protocol is None else protocol, bucket, key)

@@ -10,12 +10,12 @@ open() is given new ones; a missing object is created (an "ab" open that writes 
 from __future__ import annotations
 
 import io
-import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import temporaries
 from ..gcs import bridge, tempnames
 from .append_commit import commit_append, current_resource, destination_fields, new_temp
+from .lifecycle import AtomicWriter
 from .settings import object_path
 from .single import object_info, upload_single
 from .write_file import FluxWriteFile
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
 
-class FluxAppendFile(io.IOBase):
+class FluxAppendFile(AtomicWriter):
     """Binary append handle for one object; see the module docstring for the guarantees.
 
     `tell()` counts the bytes written through this handle (as fsspec's buffered files do in "ab").
@@ -52,105 +52,45 @@ class FluxAppendFile(io.IOBase):
         except BaseException:
             temporaries.release(fs, self._temp)  # nothing was created
             raise
-        self._state = "open"  # -> "uploaded" (autocommit=False) -> "committed" | "aborted"
-        self._exc_at_open = sys.exc_info()[1]
         #: the object's info dict (gcsfs shape) after the append; its generation, as gcsfs's files have
         self.object_info: dict | None = None
         self.generation: str | None = None
+        self._opened()
 
-    # -- io protocol ------------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:  # type: ignore[override]
-        return self._state != "open"
-
-    def readable(self) -> bool:
-        return False
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
+    # -- io protocol (the rest, and close/commit/discard: AtomicWriter) ------------------------
 
     def tell(self) -> int:
         return self._part.tell()
-
-    def flush(self, force: bool = False) -> None:
-        """Nothing to do: appended bytes become visible together, at close."""
-        if self._state != "open":
-            raise ValueError(f"I/O operation on closed file {self.path}")
 
     def read(self, size: int = -1) -> bytes:
         raise io.UnsupportedOperation(f"read: {self.path} is open for appending ('ab')")
 
     def write(self, data: Any) -> int:
-        if self._state != "open":
-            raise ValueError(f"I/O operation on closed file {self.path}")
+        self._check_open()
         try:
             return self._part.write(data)
         except BaseException as exc:
-            self._abort()
+            self._abort_now()
             raise self._named(exc)
-
-    def close(self) -> None:
-        """Append the bytes written, unless an exception is propagating through this close."""
-        if self._state != "open":
-            return
-        exc = sys.exc_info()[1]
-        self._end(abort=exc is not None and exc is not self._exc_at_open)
-
-    def __enter__(self) -> "FluxAppendFile":
-        if self._state != "open":
-            raise ValueError(f"I/O operation on closed file {self.path}")
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self._state == "open":
-            self._end(abort=exc_type is not None)
-
-    def __del__(self) -> None:
-        # Dropped without close(): append nothing; the part's own handle aborts its upload.
-        if getattr(self, "_state", None) in ("open", "uploaded") and not sys.is_finalizing():
-            try:
-                self._abort(timeout=30)
-            except Exception:  # the loop is gone: the atexit hook or `fluxfs cleanup` deletes the part
-                pass
-
-    # -- fsspec transactions (autocommit=False) -------------------------------------------
-
-    def commit(self) -> None:
-        """Append the uploaded bytes of a closed (autocommit=False) handle."""
-        if self._state != "uploaded":
-            raise ValueError(f"nothing to commit for {self.path} (state {self._state})")
-        try:
-            resource = bridge.run(self.fs, self._commit)
-        except BaseException:
-            self._abort()
-            raise
-        self.object_info = object_info(self.fs, self.bucket, resource)
-        self.generation = self.object_info.get("generation")
-        self._state = "committed"
-        self.fs.invalidate_cache(self.path)
-
-    def discard(self) -> None:
-        """Drop the appended bytes (uploaded or not)."""
-        self._abort()
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _end(self, abort: bool) -> None:
-        if abort:
-            self._abort()
-            return
+    def _finish(self) -> None:
         try:
             self._part.__exit__(None, None, None)  # uploads the part (crc32c-checked), visible only as a temporary
         except BaseException as exc:
-            self._abort()
+            self._abort_now()
             raise self._named(exc)
         self._state = "uploaded"
         if self.autocommit:
             self.commit()
+
+    def _commit_uploaded(self) -> dict:
+        return bridge.run(self.fs, self._commit)
+
+    def _record(self, resource: dict) -> None:
+        self.object_info = object_info(self.fs, self.bucket, resource)
+        self.generation = self.object_info.get("generation")
 
     async def _commit(self) -> dict:
         if self._part.object_info["size"] == 0:  # nothing appended: only a missing object is created
@@ -165,10 +105,7 @@ class FluxAppendFile(io.IOBase):
         part = {**self._part.object_info, "name": self._temp.split("/", 1)[1]}
         return await commit_append(self.fs, self.bucket, self.key, self.base, part, self._given)
 
-    def _abort(self, timeout: float | None = None) -> None:
-        if self._state in ("aborted", "committed"):
-            return
-        self._state = "aborted"
+    def _drop(self, timeout: float | None) -> None:
         self._part.discard()  # aborts an upload in flight (nothing committed)
         bridge.run(self.fs, _release_part, self.fs, self._temp, timeout=timeout)
 
@@ -177,9 +114,6 @@ class FluxAppendFile(io.IOBase):
         if isinstance(exc, OSError) and exc.args and isinstance(exc.args[0], str) and self._temp in exc.args[0]:
             exc.args = (exc.args[0].replace(self._temp, self.path), *exc.args[1:])
         return exc
-
-    def __repr__(self) -> str:
-        return f"<FluxAppendFile ab flux://{self.path} ({self._state})>"
 
 
 async def _release_part(fs: "FluxFileSystem", path: str) -> None:

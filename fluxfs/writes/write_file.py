@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import io
-import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ from ..gcs import bridge
 from ..gcs.checksums import crc32c
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
 from .fields import ObjectFields, object_fields
+from .lifecycle import AtomicWriter
 from .parts import PartWriter
 from .schedule import beyond_reach, max_part, reach
 from .schedule import part_size as scheduled_part_size
@@ -40,7 +40,7 @@ _OPEN: "weakref.WeakSet[FluxWriteFile]" = weakref.WeakSet()
 _IGNORED_KWARGS = frozenset({"cache_options", "cache_type", "consistency", "timeout", "compression", "concurrency"})
 
 
-class FluxWriteFile(io.IOBase):
+class FluxWriteFile(AtomicWriter):
     """Binary write handle for one object; see the module docstring for the guarantees.
 
     gcsfs's write options are honoured on every strategy: ``content_type`` (guessed from the key when
@@ -83,8 +83,6 @@ class FluxWriteFile(io.IOBase):
             else:
                 raise exists_error(self.bucket, self.key)
         self._loc = 0
-        self._state = "open"  # -> "uploaded" (autocommit=False) -> "committed" | "aborted"
-        self._exc_at_open = sys.exc_info()[1]
         _OPEN.add(self)
         #: the written object's info dict (gcsfs shape, with generation and crc32c) once committed
         self.object_info: dict | None = None
@@ -93,6 +91,7 @@ class FluxWriteFile(io.IOBase):
         #: what made a write or close fail. Callers that write through another library (torch.save's
         #: zip writer replaces a failed write's exception with its own "unexpected pos") re-raise it.
         self.error: Exception | None = None
+        self._opened()
 
     # -- what the object stores besides its bytes ---------------------------------------------
 
@@ -158,31 +157,10 @@ class FluxWriteFile(io.IOBase):
         else:
             raise ValueError(f"{self.path}: metadata changed after the upload started; set it before writing")
 
-    # -- io protocol ------------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:  # type: ignore[override]
-        return self._state != "open"
-
-    def readable(self) -> bool:
-        return False
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
+    # -- io protocol (the rest, and close/commit/discard: AtomicWriter) ------------------------
 
     def tell(self) -> int:
         return self._loc
-
-    def flush(self, force: bool = False) -> None:
-        """Nothing to do: bytes go up in whole parts, and only `close` may make the object visible.
-
-        `force` (fsspec's signature) changes nothing for the same reason.
-        """
-        if self._state != "open":
-            raise ValueError(f"I/O operation on closed file {self.path}")
 
     def read(self, size: int = -1) -> bytes:
         raise io.UnsupportedOperation(f"read: {self.path} is open for writing ({self.mode!r})")
@@ -195,8 +173,7 @@ class FluxWriteFile(io.IOBase):
         return self.fs.url(self.path, generation=self.generation)
 
     def write(self, data: Any) -> int:
-        if self._state != "open":
-            raise ValueError(f"I/O operation on closed file {self.path}")
+        self._check_open()
         mv = memoryview(data)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
@@ -223,55 +200,12 @@ class FluxWriteFile(io.IOBase):
         self._loc += n
         return n
 
-    def close(self) -> None:
-        """Complete the upload, unless an exception is propagating through this close (for example
-        from fsspec's ``OpenFile.__exit__``), in which case the upload is aborted instead."""
-        if self._state != "open":
-            return
-        exc = sys.exc_info()[1]
-        self._end(abort=exc is not None and exc is not self._exc_at_open)
-
-    def __enter__(self) -> "FluxWriteFile":
-        if self._state != "open":
-            raise ValueError(f"I/O operation on closed file {self.path}")
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self._state == "open":
-            self._end(abort=exc_type is not None)
-
-    def __del__(self) -> None:
-        # Dropped without close(): never commit half a file; abort while the event loop still runs.
-        if getattr(self, "_state", None) in ("open", "uploaded") and not sys.is_finalizing():
-            try:
-                self._abort_now(timeout=30)
-            except Exception:  # the loop is gone: `fluxfs cleanup` collects the leftovers
-                pass
-
-    # -- fsspec transactions (autocommit=False) -------------------------------------------
-
-    def commit(self) -> None:
-        """Make an uploaded (closed, autocommit=False) file visible."""
-        if self._state != "uploaded":
-            raise ValueError(f"nothing to commit for {self.path} (state {self._state})")
-        try:
-            self._committed(bridge.run(self.fs, self._writer.commit))
-        except BaseException:
-            self._abort_now()
-            raise
-        self._state = "committed"
-        _OPEN.discard(self)
-        self.fs.invalidate_cache(self.path)
-
-    def discard(self) -> None:
-        """Drop an uploaded but uncommitted file (or abort an open one)."""
-        self._abort_now()
-
     # -- internals ----------------------------------------------------------------------------
 
-    def _committed(self, info: dict) -> None:
+    def _record(self, info: dict) -> None:
         self.object_info = info
         self.generation = info.get("generation")
+        _OPEN.discard(self)
 
     def _part_limit(self) -> int:
         """Size of the next part: growing with the part number so a 5 TiB write stays under the cap."""
@@ -295,10 +229,7 @@ class FluxWriteFile(io.IOBase):
         chunks, self._chunks, self._buffered = self._chunks, [], 0
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def _end(self, abort: bool) -> None:
-        if abort:
-            self._abort_now()
-            return
+    def _finish(self) -> None:
         try:
             self._settle_fields()
         except BaseException as exc:
@@ -314,21 +245,18 @@ class FluxWriteFile(io.IOBase):
             raise
         if self.autocommit:
             self._committed(info)
-            self._state = "committed"
-            _OPEN.discard(self)
-            self.fs.invalidate_cache(self.path)
         else:
             self._state = "uploaded"
+
+    def _commit_uploaded(self) -> dict:
+        return bridge.run(self.fs, self._writer.commit)
 
     def _failed(self, exc: BaseException) -> None:
         if isinstance(exc, Exception) and self.error is None:
             self.error = exc
         self._abort_now()
 
-    def _abort_now(self, timeout: float | None = None) -> None:
-        if self._state in ("aborted", "committed"):
-            return
-        self._state = "aborted"
+    def _drop(self, timeout: float | None) -> None:
         _OPEN.discard(self)
         self._chunks, self._buffered = [], 0
         try:
@@ -336,9 +264,6 @@ class FluxWriteFile(io.IOBase):
                 bridge.run(self.fs, self._writer.abort, timeout=timeout)
         except Exception as exc:
             logger.warning("aborting the upload of %s failed: %s", self.path, exc)
-
-    def __repr__(self) -> str:
-        return f"<FluxWriteFile {self.mode} flux://{self.path} ({self._state})>"
 
 
 def _abort_unclosed() -> None:
