@@ -54,8 +54,9 @@ class ServerUnreachable(FluxError, ConnectionError, aiohttp.ClientError, NonRetr
 
 
 class UploadLost(FluxError):
-    """The server no longer knows the multipart upload a write was using (it restarted, or
-    `fluxfs cleanup` / `abort_incomplete_uploads` aborted it): nothing was written."""
+    """The server no longer knows the multipart upload or resumable session a write was using (it
+    restarted, the session expired, or `fluxfs cleanup` / `abort_incomplete_uploads` aborted it):
+    nothing was written."""
 
 
 class ChecksumMismatch(FluxError):

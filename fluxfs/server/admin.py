@@ -3,7 +3,7 @@ requires one, and JSON bodies: guard.py) used by ServerHandle.
 
 POST configure {settings} | GET stats | POST reset_stats | POST bucket {"name"} |
 POST generate {"bucket","count","size","prefix","seed"} | GET names?bucket=&prefix= |
-GET uploads?bucket= | GET health
+GET uploads?bucket= | POST forget_sessions {"bucket"} (resumable sessions lost as in a restart) | GET health
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from aiohttp import web
 from ..gcs.limits import MAX_OBJECT_SIZE
 from .errors import ServerError
 from .store import prefix_successor
+from .uploads import forget_sessions
 
 # Objects one generate call may create: about 150 bytes of index each, so at most ~1.5 GB of memory.
 MAX_GENERATE = 10_000_000
@@ -71,5 +72,7 @@ async def handle(srv, request: web.Request, path: str, query: str) -> web.Stream
         out = [{"key": u.key, "upload_id": uid, "parts": sorted(u.parts)}
                for uid, u in srv.multipart.items() if u.bucket == bucket]
         return web.json_response(sorted(out, key=lambda d: (d["key"], d["upload_id"])))
+    if cmd == "forget_sessions" and m == "POST":
+        return web.json_response(forget_sessions(srv, (await _body(request))["bucket"]))
     raise ServerError(404, f"unknown control endpoint {m} {path}")
 

@@ -79,6 +79,10 @@ class ServerHandle:
     def multipart_uploads(self, bucket: str) -> List[Dict[str, Any]]:
         return self._call("GET", "uploads", query=urlencode({"bucket": bucket}))
 
+    def forget_sessions(self, bucket: str) -> List[str]:
+        """Drop the resumable sessions into `bucket` as a restart without a root would; the names they were for."""
+        return self._call("POST", "forget_sessions", {"bucket": bucket})
+
     def close(self) -> None:
         if self._closer is not None:
             closer, self._closer = self._closer, None

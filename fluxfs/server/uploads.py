@@ -92,6 +92,15 @@ def _drop(srv, uid: str) -> None:
         srv.pending.drop_resumable(uid)
 
 
+def forget_sessions(srv, bucket: str) -> List[str]:
+    """Drop every resumable session into `bucket` (what a restart without ``--root`` does); their names."""
+    uids = [uid for uid, s in srv.resumable.items() if s.bucket == bucket]
+    names = sorted(srv.resumable[uid].name for uid in uids)
+    for uid in uids:
+        _drop(srv, uid)
+    return names
+
+
 def _store_upload(srv, request, q, bucket, name, meta, data, status=200) -> Reply:
     ctype, md, extra = meta_from(meta)
     extra = with_kms_key(extra, q.get("kmsKeyName"))

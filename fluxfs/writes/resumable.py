@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..errors import PreconditionFailed
+from ..errors import PreconditionFailed, UploadLost
 from ..gcs import http
 from ..gcs.checksums import crc_to_b64
 from .bodies import body as sliced
@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .parts import PartWriter
 
 _RANGE = re.compile(r"bytes=0-(\d+)")
+# GCS: 404 for a session that expired or is unknown (cancelled, or a restarted server), 410 for one
+# that must be started over; either way the bytes sent so far are gone.
+_GONE = (404, 410)
 
 
 class ResumableUploader(BaseUploader):
@@ -44,10 +47,17 @@ class ResumableUploader(BaseUploader):
             raise exists_error(self.pw.bucket, self.pw.key) from None
         self.session = resp.headers["Location"]
 
+    def _lost(self) -> UploadLost:
+        self.session = None  # nothing left to cancel
+        return UploadLost(f"{self.pw.what}: the resumable upload session was cancelled or lost on the server (a "
+                          f"server restart, or the session expired); nothing was written")
+
     async def _persisted(self) -> tuple[int, dict | None]:
         """Ask the session how many bytes it holds (or the object, if it is already finalized)."""
         resp = await http.request_once(self.fs, "PUT", self.session, what=self.pw.what,
-                                       headers={"Content-Range": "bytes */*"}, ok=(200, 201, 308))
+                                       headers={"Content-Range": "bytes */*"}, ok=(200, 201, 308, *_GONE))
+        if resp.status in _GONE:
+            raise self._lost()
         if resp.status in (200, 201):
             return -1, resp.json()
         m = _RANGE.match(resp.headers.get("Range", ""))
@@ -63,7 +73,7 @@ class ResumableUploader(BaseUploader):
             if n > 0:
                 try:
                     have, done = await self._persisted()
-                except FileNotFoundError:
+                except UploadLost:
                     if total is not None:  # the session finished: did our final chunk land?
                         found = await confirm_written(self.fs, self.pw.bucket, self.pw.key, crc, total)
                         if found is not None:
@@ -83,9 +93,11 @@ class ResumableUploader(BaseUploader):
             try:
                 resp = await http.request_once(self.fs, "PUT", self.session, what=what, headers=headers,
                                                data=sliced(payload),
-                                               ok=(308,) if total is None else (200, 201))
+                                               ok=((308,) if total is None else (200, 201)) + _GONE)
             except PreconditionFailed:
                 raise exists_error(self.pw.bucket, self.pw.key) from None
+            if resp.status in _GONE:
+                raise self._lost()
             if total is None:
                 return None
             return await answer_or_confirm(self.fs, resp, self.pw.bucket, self.pw.key, crc, total, what)

@@ -1,5 +1,6 @@
-"""Bad-input catalogue: the server forgets an XML multipart upload mid-write (a restart, or
-`fluxfs cleanup` / `abort_incomplete_uploads` run elsewhere) (docs/bad-inputs.md).
+"""Bad-input catalogue: the server forgets an XML multipart upload (a restart, or `fluxfs cleanup` /
+`abort_incomplete_uploads` run elsewhere) or a resumable session (a restart, expiry) mid-write
+(docs/bad-inputs.md).
 
 The writer says what happened, and where the data is still in hand (`pipe_file`, `put_file`) the
 upload starts over once, so the object is written whole.
@@ -117,6 +118,55 @@ def test_compose_pipe_file_whose_parts_were_deleted_starts_over(flux_server, buc
     fs = make_fs(flux_server, multipart="compose", part_size=256 * 1024)
     data = os.urandom(600 * 1024)
     box = delete_the_parts_before_compose(flux_server, bucket, lambda: fs.pipe_file(f"{bucket}/k", data))
+    assert "error" not in box, box.get("error")
+    assert fs.cat_file(f"{bucket}/k") == data
+    assert_nothing_left(flux_server, bucket)
+
+
+def lose_the_session_mid_write(flux_server, bucket, write):
+    """Run `write` (multipart="off") with a chunk held mid-body, drop the bucket's resumable sessions as a
+    server restart without a root does, then let the chunk go on."""
+    import threading
+
+    flux_server.reset_stats()
+    flux_server.configure(stall_after=MiB // 2, fail_ops={"write"})
+    box: dict = {}
+    t = threading.Thread(target=lambda: box.update(within(60, write)), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 20
+    while flux_server.stats()["faults"].get("write", 0) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert flux_server.forget_sessions(bucket) == ["k"], "no session to lose"
+    flux_server.configure(stall_after=None)
+    t.join(60)
+    return box
+
+
+def test_resumable_write_whose_session_was_lost_says_so(flux_server, bucket):
+    fs = make_fs(flux_server, multipart="off", part_size=MiB)
+    data = os.urandom(3 * MiB)
+
+    def write():
+        with fs.open(f"{bucket}/k", "wb") as f:
+            f.write(data)
+
+    box = lose_the_session_mid_write(flux_server, bucket, write)
+    assert isinstance(box.get("error"), UploadLost), box
+    assert str(box["error"]) == (f"{bucket}/k: the resumable upload session was cancelled or lost on the server "
+                                 f"(a server restart, or the session expired); nothing was written")
+    assert not fs.exists(f"{bucket}/k")
+    assert_nothing_left(flux_server, bucket)
+
+
+@pytest.mark.parametrize("how", ["pipe_file", "put_file"])
+def test_resumable_upload_with_the_data_in_hand_starts_over_once(flux_server, bucket, how, tmp_path):
+    fs = make_fs(flux_server, multipart="off", part_size=MiB)
+    data = os.urandom(3 * MiB + 12345)
+    local = tmp_path / "local.bin"
+    local.write_bytes(data)
+    write = {"pipe_file": lambda: fs.pipe_file(f"{bucket}/k", data),
+             "put_file": lambda: fs.put_file(str(local), f"{bucket}/k")}[how]
+    box = lose_the_session_mid_write(flux_server, bucket, write)
     assert "error" not in box, box.get("error")
     assert fs.cat_file(f"{bucket}/k") == data
     assert_nothing_left(flux_server, bucket)
