@@ -123,9 +123,10 @@ def test_compose_pipe_file_whose_parts_were_deleted_starts_over(flux_server, buc
     assert_nothing_left(flux_server, bucket)
 
 
-def lose_the_session_mid_write(flux_server, bucket, write):
-    """Run `write` (multipart="off") with a chunk held mid-body, drop the bucket's resumable sessions as a
-    server restart without a root does, then let the chunk go on."""
+def lose_the_session_mid_write(flux_server, bucket, write, how="restart"):
+    """Run `write` (multipart="off") with a chunk held mid-body, lose the bucket's resumable sessions
+    (`how`: "restart" drops them as a server restart without a root does; "expiry" makes every session,
+    later ones too, expire at once), then let the chunk go on."""
     import threading
 
     flux_server.reset_stats()
@@ -136,13 +137,17 @@ def lose_the_session_mid_write(flux_server, bucket, write):
     deadline = time.monotonic() + 20
     while flux_server.stats()["faults"].get("write", 0) == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert flux_server.forget_sessions(bucket) == ["k"], "no session to lose"
+    if how == "restart":
+        assert flux_server.forget_sessions(bucket) == ["k"], "no session to lose"
+    else:
+        flux_server.configure(resumable_ttl_s=0.001)
     flux_server.configure(stall_after=None)
     t.join(60)
     return box
 
 
-def test_resumable_write_whose_session_was_lost_says_so(flux_server, bucket):
+@pytest.mark.parametrize("how", ["restart", "expiry"])
+def test_resumable_write_whose_session_was_lost_says_so(flux_server, bucket, how):
     fs = make_fs(flux_server, multipart="off", part_size=MiB)
     data = os.urandom(3 * MiB)
 
@@ -150,7 +155,7 @@ def test_resumable_write_whose_session_was_lost_says_so(flux_server, bucket):
         with fs.open(f"{bucket}/k", "wb") as f:
             f.write(data)
 
-    box = lose_the_session_mid_write(flux_server, bucket, write)
+    box = lose_the_session_mid_write(flux_server, bucket, write, how)
     assert isinstance(box.get("error"), UploadLost), box
     assert str(box["error"]) == (f"{bucket}/k: the resumable upload session was cancelled or lost on the server "
                                  f"(a server restart, or the session expired); nothing was written")
@@ -169,4 +174,15 @@ def test_resumable_upload_with_the_data_in_hand_starts_over_once(flux_server, bu
     box = lose_the_session_mid_write(flux_server, bucket, write)
     assert "error" not in box, box.get("error")
     assert fs.cat_file(f"{bucket}/k") == data
+    assert_nothing_left(flux_server, bucket)
+
+
+def test_resumable_pipe_file_starts_over_only_once(flux_server, bucket):
+    """Every session expires at once: the one restart fails too, and that is reported, not retried again."""
+    fs = make_fs(flux_server, multipart="off", part_size=MiB)
+    data = os.urandom(3 * MiB)
+    box = lose_the_session_mid_write(flux_server, bucket, lambda: fs.pipe_file(f"{bucket}/k", data), "expiry")
+    assert isinstance(box.get("error"), UploadLost), box
+    assert str(box["error"]).startswith(f"{bucket}/k: the resumable upload session was cancelled or lost")
+    assert not fs.exists(f"{bucket}/k")
     assert_nothing_left(flux_server, bucket)
