@@ -68,17 +68,23 @@ class ResumableUploader(BaseUploader):
         start, end = self.offset, self.offset + len(data)
         what = self.pw.what
 
+        async def gone() -> dict:
+            """The session is gone: finished by our own final chunk (its answer lost, or a resend the
+            HTTP client made on its own after a dropped connection found it finalized), or lost."""
+            if total is not None:
+                found = await confirm_written(self.fs, self.pw.bucket, self.pw.key, crc, total)
+                if found is not None:
+                    self.session = None
+                    return found
+            raise self._lost()
+
         async def attempt(n: int) -> dict | None:
             begin = start
             if n > 0:
                 try:
                     have, done = await self._persisted()
                 except UploadLost:
-                    if total is not None:  # the session finished: did our final chunk land?
-                        found = await confirm_written(self.fs, self.pw.bucket, self.pw.key, crc, total)
-                        if found is not None:
-                            return found
-                    raise
+                    return await gone()
                 if done is not None:
                     return done
                 if have >= end and total is None:
@@ -97,7 +103,7 @@ class ResumableUploader(BaseUploader):
             except PreconditionFailed:
                 raise exists_error(self.pw.bucket, self.pw.key) from None
             if resp.status in _GONE:
-                raise self._lost()
+                return await gone()
             if total is None:
                 return None
             return await answer_or_confirm(self.fs, resp, self.pw.bucket, self.pw.key, crc, total, what)
