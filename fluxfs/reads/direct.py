@@ -19,6 +19,7 @@ import google_crc32c
 from ..errors import ChecksumMismatch, raise_for_status
 from ..gcs import http
 from ..gcs.checksums import crc_from_b64
+from ..gcs.tasks import gather_all
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -233,14 +234,7 @@ async def read_object(fs: "FluxFileSystem", bucket: str, key: str, *, start: Opt
         async with sem:
             return (await get_chunks(fs, bucket, key, a, b, gen)).chunks
 
-    tasks = [asyncio.ensure_future(one(a, b)) for a, b in ranges]
-    try:
-        parts = await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    parts = await gather_all(one(a, b) for a, b in ranges)
     # One copy: every received chunk of every range straight into the result.
     body = b"".join(itertools.chain(first.chunks, *parts))
     if s == 0 and stop == first.size and first.crc32c is not None and google_crc32c.value(body) != first.crc32c:

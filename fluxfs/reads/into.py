@@ -16,6 +16,7 @@ import google_crc32c
 
 from ..errors import ChecksumMismatch, raise_for_status
 from ..gcs import http
+from ..gcs.tasks import gather_all
 from ..gcs.checksums import crc32c_combine
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _media_params, _object_headers
 from .direct import _range_header, media_url
@@ -167,14 +168,7 @@ async def read_into(fs: "FluxFileSystem", bucket: str, key: str, segments: Seque
         rest = reqs[1:]
     else:
         rest = reqs
-    tasks = [asyncio.ensure_future(one(r)) for r in rest]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    await gather_all(one(r) for r in rest)
     received = sum(r.end - r.start for r in reqs)
     verified = False
     if verify and seen["crc"] is not None and reqs and seen["size"] == reqs[-1].end:

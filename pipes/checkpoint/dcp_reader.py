@@ -27,6 +27,7 @@ from torch.futures import Future
 
 from fluxfs.gcs import bridge
 from fluxfs.gcs.chunks import Chunked
+from fluxfs.gcs.tasks import gather_all
 
 from ..in_flight import in_order
 from ..options import merge_storage_options
@@ -189,14 +190,7 @@ class FluxStorageReader(FsspecReader):
                         "(overwritten by another save to the same URL?); load it again"
                     ) from exc
 
-        tasks = [asyncio.ensure_future(one(*r)) for r in zip(paths, starts, ends)]
-        try:
-            return await asyncio.gather(*tasks)
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        return await gather_all(one(*r) for r in zip(paths, starts, ends))
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         windows = list(self._windows(self._ranges(plan)))

@@ -15,6 +15,7 @@ import torch
 
 from fluxfs import FluxFileSystem
 from fluxfs.gcs import bridge
+from fluxfs.gcs.tasks import gather_all
 
 from .header import SafetensorsError
 from .objects import filesystem, load_tensors, open_object, select, to_device
@@ -84,14 +85,7 @@ async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], co
             return await load_staged(fs, opened, select(opened, names), device, limit)
         return to_device(await load_tensors(fs, opened, names, limit, slices), device)
 
-    tasks = [asyncio.ensure_future(one(s, n)) for s, n in shards.items()]
-    try:
-        parts = await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    parts = await gather_all(one(s, n) for s, n in shards.items())
     out: dict[str, torch.Tensor] = {}
     for part in parts:
         out.update(part)

@@ -14,6 +14,7 @@ from typing import Optional
 import torch
 
 from fluxfs import FluxFileSystem
+from fluxfs.gcs.tasks import gather_all
 
 from .header import TensorInfo
 from .objects import Opened, byte_view, fill
@@ -73,12 +74,5 @@ async def load_staged(fs: FluxFileSystem, opened: Opened, chosen: list[TensorInf
         finally:
             free.put_nowait(stage)
 
-    tasks = [asyncio.ensure_future(one(w)) for w in windows(chosen, window)]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    await gather_all(one(w) for w in windows(chosen, window))
     return out
