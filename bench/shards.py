@@ -17,7 +17,8 @@ shard and index uploads), against reading the same objects once with gcsfs `cat`
 Not included: MosaicML `streaming` reads gs:// through the S3 interoperability API at a fixed
 storage.googleapis.com endpoint with HMAC keys (no endpoint to point at another server), and
 LitData needs its own format and client; neither could read from the embedded server as shipped.
-Reported: samples/s, MB/s, client CPU seconds per GB, share of step time waiting for data.
+Reported: samples/s, MB/s, client CPU seconds per GB, share of step time waiting for data, and the
+server's count of reads and the most in flight at once (what bounds a fully shuffled shard map path).
 """
 from __future__ import annotations
 
@@ -118,12 +119,17 @@ def run(args: argparse.Namespace) -> dict:
             def measured(make_batches: Callable[[], Iterable]) -> Callable[[], dict]:
                 def fn() -> dict:
                     batches = make_batches()
+                    srv.reset_stats()
                     r = train_epoch(batches)
+                    stats = srv.stats()
                     if (r["samples"], r["label_sum"], r["pixel_sum"]) != (count, *sums):
                         raise WrongResult(f"epoch saw {r['samples']} samples, sums {r['label_sum']}/{r['pixel_sum']}; "
                                           f"expected {count}, {sums[0]}/{sums[1]}")
                     return {"objects": count, "bytes": total_bytes, "samples_per_s": count / r["wall_s"],
-                            "wall_s": r["wall_s"], "data_wait_share": r["wait_s"] / r["wall_s"]}
+                            "wall_s": r["wall_s"], "data_wait_share": r["wait_s"] / r["wall_s"],
+                            # what the server saw: GETs per sample and the most in flight at once
+                            "reads": stats["requests"].get("read", 0),
+                            "peak_reads_in_flight": stats["peak_in_flight"].get("read", 0)}
                 return fn
 
             def shards_iterable():
@@ -180,6 +186,9 @@ def run(args: argparse.Namespace) -> dict:
             _per_gb(report)
             shares = {n: c["median"]["data_wait_share"] for n, c in report["contenders"].items() if "median" in c}
             print("share of step time waiting for data: " + "  ".join(f"{k}={v:.0%}" for k, v in shares.items()))
+            print("server reads (peak in flight): " + "  ".join(
+                f"{n}={c['median']['reads']:.0f} ({c['median']['peak_reads_in_flight']:.0f})"
+                for n, c in report["contenders"].items() if "median" in c and "reads" in c["median"]))
             combined["sets"]["training"] = report
             combined["ratios"].update(report["ratios"])
 
