@@ -100,6 +100,19 @@ def _verify(chunks: Iterable[bytes], crc: Optional[int], what: str, gen: Optiona
         raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}): bytes corrupted in transit")
 
 
+async def check_ranged_answer(r: aiohttp.ClientResponse, start: int, end: int, what: str, past_end: str) -> None:
+    """Raise for an error answer to a streamed ranged GET of [start, end) (a 416 as ValueError(`past_end`)),
+    or for a whole object answered where a later range was asked for: slicing it would misplace bytes."""
+    if r.status not in (200, 206):
+        body = await r.read()
+        if r.status == 416:
+            raise ValueError(past_end)
+        raise_for_status(r.status, body, what, r.headers)
+        raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
+    if r.status == 200 and start > 0:
+        raise ValueError(f"the server ignored the Range header (bytes={start}-{end - 1}) reading {what}")
+
+
 # -- one GET --------------------------------------------------------------------------------
 
 async def _get_once(fs, bucket, key, start, end, generation, check) -> Fetched:
@@ -148,15 +161,7 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
             if on_head is not None:
                 on_head(got.size, got.generation, got.crc32c)
             return Streamed([got.body] if got.body else [], 0, got.size, got.generation, got.crc32c)
-        if r.status not in (200, 206):
-            body = await r.read()
-            if r.status == 416:
-                raise ValueError(f"Requested range {start}-{end} not satisfiable for {what}")
-            raise_for_status(r.status, body, what, r.headers)
-            raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
-        if r.status == 200 and start > 0:
-            # A whole object where a later range was asked for: slicing it would misplace bytes.
-            raise ValueError(f"the server ignored the Range header (bytes={start}-{end - 1}) reading {what}")
+        await check_ranged_answer(r, start, end, what, f"Requested range {start}-{end} not satisfiable for {what}")
         gen, crc = _object_headers(r.headers)
         begin, size = _content_range(r.headers.get("Content-Range", "")) if r.status == 206 else (0, -1)
         if r.status == 206 and on_head is not None:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 import aiohttp
 import google_crc32c
 
-from ..errors import ChecksumMismatch, raise_for_status
+from ..errors import ChecksumMismatch
 from ..gcs import http
 from ..gcs.tasks import gather_all
 from ..gcs.checksums import crc32c_combine
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _media_params, _object_headers
-from .direct import _range_header, media_url
+from .direct import _range_header, check_ranged_answer, media_url
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -108,14 +108,8 @@ async def _fetch_once(fs, bucket, key, req: Request, generation, verify: bool) -
             session.get(media_url(fs, bucket, key), params=fs._get_params(_media_params(generation)),
                         headers=fs._get_headers(_range_header(req.start, req.end)),
                         timeout=fs.options.http_timeout) as r:
-        if r.status not in (200, 206):
-            body = await r.read()
-            if r.status == 416:
-                raise ValueError(f"bytes {req.start}-{req.end - 1} lie past the end of {what}")
-            raise_for_status(r.status, body, what, r.headers)
-            raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
-        if r.status == 200 and req.start > 0:
-            raise ValueError(f"the server ignored the Range header (bytes={req.start}-{req.end - 1}) reading {what}")
+        await check_ranged_answer(r, req.start, req.end, what,
+                                  f"bytes {req.start}-{req.end - 1} lie past the end of {what}")
         gen, crc = _object_headers(r.headers)
         size = _content_range(r.headers.get("Content-Range", ""))[1] if r.status == 206 else -1
         want = req.end - req.start
