@@ -14,6 +14,7 @@ from torchdata.nodes.base_node import BaseNode
 from .object_store import read_infos, stream_listing
 from ..in_flight import InFlight
 from ..options import merge_storage_options
+from ..process_fs import ProcessFilesystem
 from ..urls import DEFAULT_PROTOCOL
 from .objects import Transform, key_and_bytes, meta_from_info
 from .source import MISSING_POLICIES, split_url
@@ -75,7 +76,7 @@ class ListObjects(BaseNode[Dict[str, Any]]):
         return {self.LAST_NAME_KEY: self._last_name, self.YIELDED_KEY: self._yielded}
 
 
-class ReadObjects(BaseNode[Any]):
+class ReadObjects(ProcessFilesystem, BaseNode[Any]):
     """Reads the objects its source yields, `batch_size` per compose-backed batched read, `prefetch` batches ahead.
 
     Source items are info dicts (as `ListObjects` yields; sizes let reads be composed) or URLs.
@@ -113,12 +114,6 @@ class ReadObjects(BaseNode[Any]):
         self._reads: Optional[InFlight[dict]] = None
         self._shut_down = False
         self._fs = None
-
-    @property
-    def fs(self):
-        if self._fs is None:
-            self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
-        return self._fs
 
     def reset(self, initial_state: Optional[Dict[str, Any]] = None):
         super().reset(initial_state)

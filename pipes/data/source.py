@@ -12,6 +12,7 @@ import fsspec
 
 from fluxfs.gcs import fork
 
+from ..process_fs import ProcessFilesystem
 from ..urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 from .manifests import manifest_infos
 from .object_store import list_objects, lookup_objects, read_infos
@@ -28,7 +29,7 @@ def split_url(url: str) -> ObjectURL:
     return parsed
 
 
-class ObjectSource:
+class ObjectSource(ProcessFilesystem):
     """A prefix, URL list or manifest, resolved lazily to an `ObjectTable`, plus batched reads of its objects."""
 
     def __init__(self, kind: str, target: Any, *, storage_options: Optional[dict] = None,
@@ -69,16 +70,10 @@ class ObjectSource:
 
     # -- per-process state -----------------------------------------------------------------
 
-    @property
-    def fs(self):
-        """This process's filesystem, built from the storage options (a forked child builds its own)."""
-        if self._fs is None:
-            self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
-        return self._fs
-
     def _after_fork(self) -> None:
         """A forked DataLoader worker builds its own filesystems (gcsfs's are not fork-safe)."""
-        self._fs = self._direct_fs = None
+        super()._after_fork()
+        self._direct_fs = None
 
     def __getstate__(self) -> dict:
         # Resolve before pickling, so spawned workers get the list instead of listing again.

@@ -10,13 +10,13 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence, Union
 
-import fsspec
 from braceexpand import braceexpand
 
 from fluxfs.gcs import fork
 
 from ..data.manifests import manifest_infos
 from ..data.object_store import list_objects, lookup_objects
+from ..process_fs import ProcessFilesystem
 from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
 from .errors import ShardError
 from .index import INDEX_SUFFIX, ShardIndex, index_path
@@ -151,7 +151,7 @@ def read_index(fs: Any, shard: ShardInfo, must_exist: bool = False) -> Optional[
     return index
 
 
-class ShardCatalog:
+class ShardCatalog(ProcessFilesystem):
     """A prefix, URL list (brace patterns allowed) or manifest of shards, resolved once, with per-process reads.
 
     Resolved in the process that first asks (the main process, before DataLoader workers start) and
@@ -185,16 +185,6 @@ class ShardCatalog:
 
     def describe(self) -> str:
         return f"{len(self.target)} shard URLs" if self.kind == "urls" else f"{self.kind} {self.target}"
-
-    @property
-    def fs(self):
-        """This process's filesystem (a forked child builds its own)."""
-        if self._fs is None:
-            self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
-        return self._fs
-
-    def _after_fork(self) -> None:
-        self._fs = None
 
     def __getstate__(self) -> dict:
         self.shards  # noqa: B018  (resolve before pickling: spawned workers get the list)

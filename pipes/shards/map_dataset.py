@@ -20,6 +20,7 @@ from fluxfs.gcs import fork
 
 from ..data.readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
 from ..options import merge_storage_options, split_keywords
+from ..process_fs import ProcessFilesystem
 from ..urls import parse_url
 from .catalog import expand_urls, shards_under_prefix
 from .index import ShardIndex
@@ -57,7 +58,7 @@ class BlockSampler(FluxSampler):
         return runs
 
 
-class FluxShardMapDataset(torch.utils.data.Dataset):
+class FluxShardMapDataset(ProcessFilesystem, torch.utils.data.Dataset):
     """Map-style dataset over the samples of indexed tar shards: ``dataset[i]`` is ``transform(sample)``.
 
     A sample is WebDataset's dict (``{"__key__": ..., "__shard__": url, "jpg": b"...", ...}``) of
@@ -109,14 +110,8 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
 
     # -- per-process state -----------------------------------------------------------------
 
-    @property
-    def fs(self):
-        if self._fs is None:
-            self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
-        return self._fs
-
     def _after_fork(self) -> None:
-        self._fs = None
+        super()._after_fork()
         self._ahead = None
 
     def __getstate__(self) -> dict:
