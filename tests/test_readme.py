@@ -120,3 +120,20 @@ def test_install_commands_work_from_the_clone():
                     assert (project / "pyproject.toml").is_file() or (project / "setup.cfg").is_file(), (
                         f"{line.strip()!r}: {arg} is not a project pip can install from the clone")
     assert checked >= 6, checked
+
+
+def test_the_opening_says_when_to_choose_fluxfs_over_gcsfs_and_when_not():
+    """The README's opening and docs/compat.md's section name the costs and limits a gcsfs user weighs."""
+    text = README.read_text(encoding="utf-8")
+    opening = text[:text.index("## Install")]
+    anchor = "docs/compat.md#when-to-choose-fluxfs-over-gcsfs-and-when-not"
+    assert anchor in opening
+    compat = (README.parent / "docs" / "compat.md").read_text(encoding="utf-8")
+    heading = "## When to choose fluxfs over gcsfs, and when not"
+    assert heading in compat
+    section = compat[compat.index(heading):].split("\n## ", 1)[0]
+    for topic in ("write permission", "read-only service account", "Class A", "Class B", "compose=False",
+                  "Versioned buckets", "zonal buckets", "not supported yet", "soft delete"):
+        assert topic.lower() in section.lower(), topic
+    for topic in ("write permission", "read-only service account", "Class A", "zonal", "versioned"):
+        assert topic.lower() in opening.lower(), topic
