@@ -8,6 +8,10 @@ Their public names are re-exported here.
 """
 from __future__ import annotations
 
+from .requirements import require_torch
+
+require_torch()  # before anything below imports torch: a missing one is named with the command that installs it
+
 from .data import FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, ReadObjects, reader_states
 from .lazy import lazy_exports
 from .shards import FluxShardDataset, ReadShards

@@ -69,6 +69,12 @@ def test_pipes_imports_from_built_wheel(tmp_path):
         assert "fluxfs/pipes/__init__.py" in names and "fluxfs/server/__init__.py" in names
         assert not any(n.startswith("pipes/") for n in names)  # never a top-level `pipes` (stdlib clash)
         zf.extractall(site)
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        requires = [ln.split(":", 1)[1].strip() for ln in zf.read(metadata).decode().splitlines()
+                    if ln.startswith("Requires-Dist:")]
+    # `pip install fluxfs` brings no torch; `pip install 'fluxfs[torch]'` does.
+    torch_reqs = [r for r in requires if r.startswith(("torch", "numpy"))]
+    assert torch_reqs and all('extra == "torch"' in r for r in torch_reqs), requires
     # PYTHONPATH entries come before site-packages on sys.path, and the editable install's finder is
     # appended to sys.meta_path after the path finder, so the unpacked wheel wins if it is complete.
     env = {**os.environ, "PYTHONPATH": str(site)}

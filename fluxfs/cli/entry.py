@@ -100,6 +100,10 @@ def cli_logging(debug: bool) -> Iterator[None]:
         gcsfs_log.setLevel(saved[1])
 
 
+# setup.cfg's `torch` extra (fluxfs.pipes.requirements), which the plain `pip install fluxfs` leaves out.
+_TORCH_EXTRA = ("torch", "torchdata", "numpy", "braceexpand")
+
+
 def describe_error(exc: BaseException) -> tuple[int, str]:
     """(exit code, one-line message) for a failure, naming what went wrong in the user's terms."""
     from fluxfs.errors import ChecksumMismatch, HttpError, ServerUnreachable
@@ -107,6 +111,9 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, UsageError):
         return EXIT_USAGE, text
+    if isinstance(exc, ModuleNotFoundError) and exc.name in _TORCH_EXTRA:  # shard, demo: fluxfs.pipes or torch
+        return EXIT_ERROR, "needs PyTorch: pip install 'fluxfs[torch]'" + (
+            "" if exc.name == "torch" else f" ({exc.name} is not installed)")
     if isinstance(exc, FileNotFoundError):
         return EXIT_NOT_FOUND, f"not found: {text}"
     if isinstance(exc, PermissionError):
