@@ -9,6 +9,7 @@ Their public names are re-exported here.
 from __future__ import annotations
 
 from .data import FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, ReadObjects, reader_states
+from .errors import PipesError
 from .lazy import lazy_exports
 from .shards import FluxShardDataset, ReadShards
 
@@ -26,6 +27,6 @@ _LAZY = {
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
-           "FluxShardDataset", "ReadShards", "reader_states", *_LAZY]
+           "FluxShardDataset", "ReadShards", "reader_states", "PipesError", *_LAZY]
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
