@@ -13,7 +13,8 @@ from urllib.parse import quote
 from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
-from . import listing, temporaries
+from . import inherited, listing, temporaries
+from .errors import from_gcsfs
 from .gcs import bridge, fork, http, reach, redact, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
@@ -27,7 +28,7 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)
@@ -122,12 +123,6 @@ class FluxFileSystem(GCSFileSystem):
         idempotent request once, silently, when its kept-alive connection drops before the answer."""
         return http.count_sends(await super()._set_session())
 
-    async def _call(self, method: str, path: str, *args: Any, **kwargs: Any):
-        """gcsfs's own requests (info, ls, mkdir, ...): a timeout says what timed out, as fluxfs's do
-        (fsspec turns a bare one into an empty FSTimeoutError), and errors are redacted like fluxfs's own."""
-        async with http.timeouts_named(self, "/".join(map(str, args)) or path, method.upper()), redact.scrubbing():
-            return await super()._call(method, path, *args, **kwargs)
-
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
         return self.options.retry_policy(op)
@@ -189,15 +184,11 @@ class FluxFileSystem(GCSFileSystem):
                                   prefix=prefix, update_cache=kwargs.get("update_cache", True),
                                   versions=bool(kwargs.get("versions")))
 
-    find = bridge.sync_method(_find)
-
     async def _du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Sizes from one fast `_find(detail=True)` (fsspec's default asks `_info` object by object)."""
         infos = await self._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=True, **kwargs)
         sizes = {name: info.get("size", 0) or 0 for name, info in infos.items()}
         return sum(sizes.values()) if total else sizes
-
-    du = bridge.sync_method(_du)
 
     async def _info(self, path, generation=None, **kwargs):
         """gcsfs's `_info`; a generation named (``key#generation`` with `version_aware`, or `generation=`)
@@ -247,8 +238,6 @@ class FluxFileSystem(GCSFileSystem):
                     raise
                 return exc
         return await lookup.cat_paths(self, paths, on_error=on_error, skip_dirs=recursive)
-
-    cat = bridge.sync_method(_cat)
 
     @property
     def batch_read_concurrency(self) -> int:
@@ -327,11 +316,16 @@ class FluxFileSystem(GCSFileSystem):
         """gcsfs's download (which removes a partial file on failure), with local I/O errors naming the file."""
         try:
             await super()._get_file(rpath, lpath, callback=callback, **kwargs)
-        except OSError as exc:
-            if exc.errno is None or exc.filename is not None:
+        except Exception as exc:
+            if isinstance(exc, OSError) and exc.errno is not None:  # local I/O
+                if exc.filename is not None:
+                    raise
+                # "No space left on device" alone does not say which disk: name the destination.
+                raise OSError(exc.errno, exc.strerror, lpath) from exc
+            mapped = from_gcsfs(exc, self._strip_protocol(rpath))  # the server's answer: its GET bypasses `_call`
+            if mapped is None:
                 raise
-            # "No space left on device" alone does not say which disk: name the destination.
-            raise OSError(exc.errno, exc.strerror, lpath) from exc
+            raise mapped from exc
 
     # -- writes (writes/) -----------------------------------------------------------------
 
@@ -361,6 +355,10 @@ class FluxFileSystem(GCSFileSystem):
         return await upload_local_file(self, lpath, rpath, create_only=_create_only(mode), fields=fields,
                                        callback=callback)
 
+
+# Every blocking twin of an async method runs through the one bridge (Ctrl-C cancels and cleans up),
+# fsspec's generated ones (pipe_file, info, rm, ...) and gcsfs's `sync_wrapper`s included.
+bridge.route_sync_methods(FluxFileSystem)
 
 # gcsfs keywords of uploads that change nothing here: every fluxfs write is checked by crc32c, in parts it chooses.
 _UPLOAD_IGNORED = frozenset({"consistency", "chunksize", "timeout"})

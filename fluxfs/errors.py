@@ -157,3 +157,31 @@ def raise_for_status(status: int, body: bytes, what: str, headers=None) -> None:
     if status == 416:
         raise ValueError(f"Requested range not satisfiable for {detail}")
     raise HttpError(status, detail)
+
+
+def from_gcsfs(exc: BaseException, what: str, create_only: bool = False) -> BaseException | None:
+    """The exception fluxfs raises for an HTTP error gcsfs raised about `what`, or None when gcsfs's is
+    already that one (FileNotFoundError, ValueError). gcsfs answers 403 with a bare OSError("Forbidden"),
+    412 with FileExistsError, 502 with requests' ProxyError and other codes with its own HttpError;
+    `create_only`: the request had ifGenerationMatch=0, whose 412 means the object exists."""
+    import requests.exceptions
+    from gcsfs.retry import HttpError as GcsfsHttpError
+
+    if isinstance(exc, GcsfsHttpError) and isinstance(exc.code, int):
+        message = str(exc.message or "").removesuffix(f", {exc.code}")
+        status, body = exc.code, message.encode()
+    elif type(exc) is OSError and str(exc).startswith("Forbidden"):
+        status, body = 403, str(exc).partition("\n")[2].encode()
+    elif type(exc) is FileExistsError and not create_only:
+        status, body = 412, b"the object's generation did not match the request's precondition"
+    elif type(exc) is FileExistsError:
+        return FileExistsError(f"Object already exists: {what}")
+    elif isinstance(exc, requests.exceptions.ProxyError):
+        status, body = 502, b"Bad Gateway"
+    else:
+        return None
+    try:
+        raise_for_status(status, body, what)
+    except Exception as mapped:  # noqa: BLE001 - the mapped exception is returned, raised by the caller
+        return mapped
+    return None

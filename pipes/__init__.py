@@ -13,6 +13,7 @@ from .requirements import require_torch
 require_torch()  # before anything below imports torch: a missing one is named with the command that installs it
 
 from .data import FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, ReadObjects, reader_states
+from .errors import PipesError
 from .lazy import lazy_exports
 from .shards import FluxShardDataset, ReadShards
 
@@ -30,6 +31,6 @@ _LAZY = {
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
-           "FluxShardDataset", "ReadShards", "reader_states", *_LAZY]
+           "FluxShardDataset", "ReadShards", "reader_states", "PipesError", *_LAZY]
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

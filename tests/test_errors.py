@@ -62,3 +62,25 @@ def test_raised_message_is_one_clean_line(status, exc):
     with pytest.raises(exc) as bare:
         raise_for_status(status, b'{"error": {"code": %d}}' % status, "b/k")
     assert str(bare.value).endswith("b/k") and "{" not in str(bare.value)
+
+
+def test_gcsfs_errors_map_to_fluxfs_types():
+    """gcsfs's errors after its own retries (HttpError, bare OSError for 403, FileExistsError for 412, ProxyError for
+    502) are the types fluxfs's own requests raise for the same status, naming the object."""
+    import requests.exceptions
+    from gcsfs.retry import HttpError as GcsfsHttpError
+
+    from fluxfs.errors import PreconditionFailed, RetryableError, from_gcsfs
+
+    for status in (429, 500, 503):
+        exc = from_gcsfs(GcsfsHttpError({"code": status, "message": "backend busy"}), "b/k")
+        assert type(exc) is RetryableError and exc.status == status and str(exc) == f"HTTP {status}: b/k: backend busy"
+    exc = from_gcsfs(requests.exceptions.ProxyError(), "b/k")
+    assert type(exc) is RetryableError and exc.status == 502
+    exc = from_gcsfs(GcsfsHttpError({"code": 401, "message": "Invalid Credentials"}), "b/k")
+    assert type(exc) is PermissionError and str(exc) == "Permission denied (HTTP 401) for b/k: Invalid Credentials"
+    exc = from_gcsfs(OSError("Forbidden: b/o/k\nno access"), "b/k")
+    assert type(exc) is PermissionError and str(exc) == "Permission denied (HTTP 403) for b/k: no access"
+    assert type(from_gcsfs(FileExistsError("b/o/k"), "b/k")) is PreconditionFailed
+    assert type(from_gcsfs(FileExistsError("b/o/k"), "b/k", create_only=True)) is FileExistsError
+    assert from_gcsfs(FileNotFoundError("b/k"), "b/k") is None  # already the type fluxfs raises

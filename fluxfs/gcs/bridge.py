@@ -3,7 +3,8 @@
 fsspec's `sync` leaves a coroutine running when its caller is interrupted; here Ctrl-C (or
 any exception while waiting) cancels the coroutine and waits for its cleanup, so `finally`
 blocks delete the temporary objects they made before the interrupt is re-raised.
-Sync methods are one-liners made by `sync_method`, as fsspec's `sync_wrapper` makes them.
+Sync methods are one-liners made by `sync_method`, as fsspec's `sync_wrapper` makes them; `route_sync_methods`
+puts them in place of every blocking method fsspec or gcsfs generated from an async one.
 Ctrl-C reaches only the main thread: work on other threads is stopped through a `CancelScope`.
 """
 from __future__ import annotations
@@ -12,8 +13,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import inspect
+import re
 import threading
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, TypeVar
+
+from fsspec.exceptions import FSTimeoutError
 
 from .redact import get_logger
 
@@ -33,6 +38,10 @@ def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 def submit(fs: Any, coro: Coroutine[Any, Any, T], what: str = "this call") -> "concurrent.futures.Future[T]":
     """Start `coro` on `fs.loop` from another thread; refuses (closing it) on the loop's own thread."""
     loop = fs.loop
+    if loop is None:  # an asynchronous instance: its caller's loop, which this thread cannot wait on
+        coro.close()
+        raise RuntimeError(f"{what} is blocking: an asynchronous filesystem has no loop of its own "
+                           "(await its `_` methods)")
     if on_loop(loop):
         coro.close()
         raise RuntimeError(f"{what} is blocking: do not call it on the filesystem's event loop "
@@ -79,8 +88,8 @@ class Pending:
 
     def _wait(self, timeout: float | None) -> None:
         if timeout is not None:
-            if not self._done.wait(timeout):
-                raise TimeoutError(f"no result within {timeout:g} s")
+            if not self._done.wait(timeout):  # fsspec's type, a TimeoutError, as its sync wrappers raise
+                raise FSTimeoutError(f"no result within {timeout:g} s")
             return
         while not self._done.wait(1.0):  # short waits: the main thread sees Ctrl-C promptly
             pass
@@ -152,21 +161,78 @@ def cleanup() -> Iterator[None]:
 
 
 def run(fs: Any, fn: Callable[..., Awaitable[T]], *args: Any, timeout: float | None = None, **kwargs: Any) -> T:
-    """Run `fn(*args, **kwargs)` on the filesystem's loop and wait; an interrupt cancels it and waits for cleanup."""
-    return Pending(fs, fn, *args, **kwargs).result(timeout)
+    """Run `fn(*args, **kwargs)` on the filesystem's loop and wait; an interrupt cancels it and waits for cleanup.
+
+    `timeout` (seconds; 0 or None: none, as in fsspec's `sync`) cancels it and raises FSTimeoutError.
+    """
+    return Pending(fs, fn, *args, **kwargs).result(timeout or None)
 
 
 def sync_method(async_method: Callable[..., Awaitable[T]]) -> Callable[..., T]:
-    """A blocking method that runs `async_method` through `run` (fsspec's `sync_wrapper`, interruptible)."""
+    """A blocking method that runs the instance's `async_method` (looked up by name, so a subclass's
+    override runs) through `run`: fsspec's `sync_wrapper`, interruptible."""
+    name = async_method.__name__
 
     @functools.wraps(async_method)
     def method(self: Any, *args: Any, **kwargs: Any) -> T:
-        return run(self, async_method, self, *args, **kwargs)
+        return run(self, getattr(self, name), *args, **kwargs)
 
-    method.__name__ = method.__qualname__ = async_method.__name__.lstrip("_")
-    method.__doc__ = f"Blocking `{async_method.__name__}`; Ctrl-C cancels it and its cleanup runs first.\n\n" \
-                     + (async_method.__doc__ or "")
+    return _named(method, async_method, "Ctrl-C cancels it and its cleanup runs first")
+
+
+def iterate_method(async_gen: Callable[..., AsyncIterator[T]]) -> Callable[..., Iterator[T]]:
+    """A blocking generator method over the instance's async generator method, through `iterate`."""
+    name = async_gen.__name__
+
+    @functools.wraps(async_gen)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Iterator[T]:
+        return iterate(self, getattr(self, name)(*args, **kwargs))
+
+    return _named(method, async_gen, "closing it early or Ctrl-C cancels the work in flight")
+
+
+def _named(method: Any, async_fn: Any, how: str) -> Any:
+    method.__name__ = method.__qualname__ = async_fn.__name__.lstrip("_")
+    method.__doc__ = f"Blocking `{async_fn.__name__}`; {how}.\n\n" + (async_fn.__doc__ or "")
+    method.__fluxfs_bridge__ = True
     return method
+
+
+def is_bridged(method: Any) -> bool:
+    """True for a method made by `sync_method` or `iterate_method`."""
+    return getattr(method, "__fluxfs_bridge__", False) is True
+
+
+_PRIVATE = re.compile("_[^_]")  # fsspec's test for the async twin of a public method
+
+
+def route_sync_methods(cls: type) -> list[str]:
+    """Make every blocking twin of an async method of `cls` go through this bridge; returns their names.
+
+    Replaced: the AbstractFileSystem defaults fsspec's `mirror_sync_methods` would wrap per instance with
+    its `sync` (which leaves the coroutine running on Ctrl-C), and the base classes' `sync_wrapper`s
+    (gcsfs's `rm`, `mv`, `call`, ...). Set on the class, so fsspec then mirrors nothing: every instance,
+    cached or unpickled, has them. Hand-written blocking methods are left as they are.
+    """
+    from fsspec.spec import AbstractFileSystem
+
+    routed = []
+    for name in dir(cls):
+        if not _PRIVATE.match(name):
+            continue
+        async_fn, current = getattr(cls, name, None), getattr(cls, name[1:], None)
+        if current is None or is_bridged(current):
+            continue
+        generated = current is getattr(AbstractFileSystem, name[1:], None) or \
+            inspect.iscoroutinefunction(getattr(current, "__wrapped__", None))
+        if generated and inspect.iscoroutinefunction(async_fn):
+            setattr(cls, name[1:], sync_method(async_fn))
+        elif generated and inspect.isasyncgenfunction(async_fn):
+            setattr(cls, name[1:], iterate_method(async_fn))
+        else:
+            continue
+        routed.append(name[1:])
+    return routed
 
 
 def iterate(fs: Any, agen: AsyncIterator[T]) -> Iterator[T]:

@@ -5,23 +5,25 @@ import contextlib
 import pickle
 from typing import Any, Iterator
 
+from ..errors import PipesError
+
 __all__ = ["CheckpointSaveError", "IncompleteCheckpointError", "CheckpointChangedError", "UnsafeCheckpointError",
            "upload_errors"]
 
 
-class CheckpointSaveError(IOError):
+class CheckpointSaveError(PipesError, IOError):
     """A background checkpoint save failed; the message names the URL and `__cause__` holds the reason."""
 
 
-class IncompleteCheckpointError(FileNotFoundError):
+class IncompleteCheckpointError(PipesError, FileNotFoundError):
     """The checkpoint has no ``.metadata``: it was never saved, or its save did not finish."""
 
 
-class CheckpointChangedError(RuntimeError):
+class CheckpointChangedError(PipesError, RuntimeError):
     """A data file was replaced after its ``.metadata`` was read (a concurrent save to the same URL)."""
 
 
-class UnsafeCheckpointError(pickle.UnpicklingError):
+class UnsafeCheckpointError(PipesError, pickle.UnpicklingError):
     """A checkpoint's ``.metadata`` names a callable that DCP metadata never holds: it was refused, not run."""
 
 

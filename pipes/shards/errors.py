@@ -1,8 +1,10 @@
 """The error a bad shard raises: it names the shard and the byte offset where reading went wrong."""
 from __future__ import annotations
 
+from ..errors import PipesError
 
-class ShardError(ValueError):
+
+class ShardError(PipesError, ValueError):
     """A shard or its index is corrupt, truncated or stale; `shard` and `offset` say where."""
 
     def __init__(self, shard: str, offset: int | None, problem: str):

@@ -16,6 +16,8 @@ from typing import Mapping, Optional
 
 import torch
 
+from ..errors import PipesError
+
 # The header may not be larger than this (the safetensors package refuses larger ones too).
 MAX_HEADER = 100_000_000
 
@@ -32,7 +34,7 @@ NAMES: dict[torch.dtype, str] = {d: n for n, d in DTYPES.items()}
 RANK = {n: i for i, n in enumerate(_DTYPE_ORDER)}
 
 
-class SafetensorsError(ValueError):
+class SafetensorsError(PipesError, ValueError):
     """A safetensors file (or a tensor dict to save) that is not valid; the message names the file."""
 
 

@@ -96,3 +96,57 @@ def test_write_denied_leaves_nothing(flux_server, bucket):
     flux_server.configure(deny_ops=[])
     assert flux_server.list_names(bucket) == []
     assert_nothing_left(flux_server, bucket)
+
+
+# Calls fluxfs implements and calls inherited from gcsfs (info, exists, ls, cp, mv, setxattrs, get_file)
+# raise the same exception type for a denied object, naming it.
+DENIED_CALLS = {
+    "info": lambda fs, b: fs.info(f"{b}/obj"),
+    "exists": lambda fs, b: fs.exists(f"{b}/obj"),
+    "ls": lambda fs, b: fs.ls(b),
+    "find": lambda fs, b: fs.find(b),
+    "rm": lambda fs, b: fs.rm(f"{b}/obj"),
+    "cp": lambda fs, b: fs.cp(f"{b}/obj", f"{b}/copy"),
+    "mv": lambda fs, b: fs.mv(f"{b}/obj", f"{b}/moved"),
+    "cat": lambda fs, b: fs.cat(f"{b}/obj"),
+    "open": lambda fs, b: fs.open(f"{b}/obj").read(),
+    "setxattrs": lambda fs, b: fs.setxattrs(f"{b}/obj", owner="me"),
+    "get_file": lambda fs, b, tmp: fs.get_file(f"{b}/obj", str(tmp / "obj")),
+}
+
+
+@pytest.mark.parametrize("call", sorted(DENIED_CALLS))
+def test_denied_object_is_a_permission_error_from_every_call(flux_server, bucket, call, tmp_path):
+    fs = make_fs(flux_server)
+    fs.pipe(f"{bucket}/obj", b"precious")
+    fs.invalidate_cache()
+    flux_server.configure(deny_ops={"read", "list", "copy", "delete", "metadata"})
+    fn = DENIED_CALLS[call]
+    with pytest.raises(PermissionError, match=rf"Permission denied \(HTTP 403\) for {bucket}(/obj)?\b.*: "
+                                              r"The caller does not have permission for '\w+' operations"):
+        fn(fs, bucket, tmp_path) if call == "get_file" else fn(fs, bucket)
+    flux_server.configure(deny_ops=[])
+    assert fs.cat_file(f"{bucket}/obj") == b"precious" and fs.ls(bucket, detail=False) == [f"{bucket}/obj"]
+    assert not (tmp_path / "obj").exists()
+
+
+@pytest.mark.parametrize("call", ["info", "ls", "cp", "cat"])
+def test_unauthenticated_is_a_permission_error_from_every_call(flux_server, bucket, call):
+    fs = make_fs(flux_server)
+    fs.pipe(f"{bucket}/obj", b"precious")
+    fs.invalidate_cache()
+    flux_server.configure(require_token="not-the-callers")
+    try:
+        with pytest.raises(PermissionError, match=rf"Permission denied \(HTTP 401\) for {bucket}(/obj)?\b.*: "
+                                                  r"Anonymous caller does not have storage access"):
+            DENIED_CALLS[call](fs, bucket)
+    finally:
+        flux_server.configure(require_token=None)
+
+
+def test_failed_precondition_of_a_gcsfs_call_is_precondition_failed(fs, bucket):
+    from fluxfs.errors import PreconditionFailed
+
+    fs.pipe(f"{bucket}/obj", b"v1")
+    with pytest.raises(PreconditionFailed, match=rf"HTTP 412: {bucket}/obj\b"):
+        fs.call("GET", "b/{}/o/{}", bucket, "obj", json_out=True, ifGenerationMatch=1)
