@@ -17,11 +17,11 @@ import numpy as np
 import torch.utils.data
 
 from ..data.epochs import EpochCell, Run, iter_slots
-from ..data.resume import ReaderState, listing_digest, load, plan
+from ..data.resume import ReaderState, ResumeStateError, listing_digest, load, plan
 from ..data.splits import current_split, distributed_rank, epoch_order
 from ..options import merge_storage_options, split_keywords
 from .catalog import ShardCatalog
-from .stream import DEFAULT_RANGE_SIZE, DEFAULT_RANGES_IN_FLIGHT, ShardReader, UnitRead
+from .stream import DEFAULT_RANGE_SIZE, DEFAULT_RANGES_IN_FLIGHT, ShardReader, UnitRead, part_bounds
 
 # Samples a reader's shuffle buffer holds when shuffling (memory: this x the sample size, per worker).
 DEFAULT_SHUFFLE_BUFFER = 256
@@ -170,7 +170,14 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
             i = uid // parts
             info = self.catalog.shards[i]
             read = UnitRead(info, info.url(self.catalog.protocol), uid % parts, parts, first, take)
-            return read, self.catalog.index(i)
+            index = self.catalog.index(i)
+            if index is not None:  # a restored cursor or buffered sample past the unit's samples
+                lo, hi = part_bounds(len(index.samples), read.part, parts)
+                if first > hi - lo:
+                    raise ResumeStateError(f"{self.STATE_NAME} resume state: sample {first} of slot {slot} is past "
+                                           f"the {hi - lo} samples of {read.url}" + (f" (part {read.part} of {parts})"
+                                                                                     if parts > 1 else ""))
+            return read, index
 
         runs = state.runs_of(self._slots)
         rng = np.random.default_rng([self.seed, state.epoch, *state.split, state.resumes])  # type: ignore[misc]
@@ -232,4 +239,8 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
             for ordinal, sample in reader.samples(read, index):
                 if ordinal in wanted:
                     got[(slot, ordinal)] = sample
+        absent = [[slot, item] for slot, item in refs if (slot, item) not in got]
+        if absent:
+            raise ResumeStateError(f"{self.STATE_NAME} resume state: 'buffered' names samples [slot, item] the "
+                                   f"shards do not hold: {absent[:5]}")
         return [([slot, item], got[(slot, item)]) for slot, item in refs]

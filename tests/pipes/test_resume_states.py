@@ -48,7 +48,8 @@ FORGED = {
     "negative-cursor": (lambda s: edited(s, cursor=[-1, 0]),
                         r"'cursor' must be \[slot position, item\] \(integers >= 0\), not \[-1, 0\]"),
     "cursor-past-end": (lambda s: edited(s, cursor=[101, 0]),
-                        r"'cursor' must be \[position in 0\.\.100, 0\] \(reader 1 of 2 has 100 slots\), not \[101, 0\]"),
+                        r"'cursor' must be \[position in 0\.\.100, 0\] \(reader 1 of 2 has 100 slots\), "
+                        r"not \[101, 0\]"),
     "cursor-item": (lambda s: edited(s, cursor=[3, 2]), r"'cursor' must be \[position in 0\.\.100, 0\]"),
     "split": (lambda s: edited(s, split=[2, 2]),
               r"'split' must be None or \[index, count\] with 0 <= index < count, not \[2, 2\]"),

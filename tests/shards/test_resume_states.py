@@ -160,3 +160,20 @@ def test_read_shards_valid_state_resumes_every_sample_once(shard_bucket, options
     again = new_node()
     again.reset(state)
     assert head + keys_of(again) == all_sample_keys()
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"cursor": [0, 9]}, r"FluxShardDataset resume state: sample 9 of slot 0 is past the 7 samples of "
+                         r"flux://\S+/ds/shard-000000\.tar"),
+    ({"buffered": [[0, 9]]}, r"sample 9 of slot 0 is past the 7 samples of flux://\S+/ds/shard-000000\.tar"),
+    ({"buffered": [[2, 1], [2, 9]]}, r"'buffered' names samples \[slot, item\] the shards do not hold: \[\[2, 9\]\]"),
+])
+def test_a_sample_past_the_end_of_its_shard_is_refused_when_read(shard_bucket, options, change, message):
+    """Slot k is shard k (no shuffle, one reader); shard 0 has 7 samples and an index, shard 2 (5) none."""
+    kwargs = dict(shuffle=False, shuffle_buffer=4, rank=0, world_size=1)
+    ds = make(shard_bucket, options, **kwargs)
+    next(iter(ds))
+    again = make(shard_bucket, options, **kwargs)
+    again.load_state_dict(edited(ds.state_dict(), **change))
+    with pytest.raises(ResumeStateError, match=message):
+        next(iter(again))
