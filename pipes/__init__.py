@@ -1,6 +1,6 @@
 """fluxfs.pipes: feed PyTorch from flux:// (torchdata Nodes, datasets) and checkpoint back to it.
 
-Four subpackages, one job each: `fluxfs.pipes.data` (Nodes, datasets, sharding, read-ahead),
+Four subpackages, one job each: `fluxfs.pipes.data` (Nodes, datasets, splits, resume states, read-ahead),
 `fluxfs.pipes.shards` (tar shards: format, index, `FluxShardDataset`, `ReadShards`),
 `fluxfs.pipes.checkpoint` (torch.save checkpoints, torch.distributed.checkpoint storage, Lightning) and
 `fluxfs.pipes.weights` (safetensors model weights, also as `fluxfs.pipes.safetensors`).
@@ -12,7 +12,8 @@ from .requirements import require_torch
 
 require_torch()  # before anything below imports torch: a missing one is named with the command that installs it
 
-from .data import FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, ReadObjects, reader_states
+from .data import (FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, ReadObjects,
+                   ResumeStateError, reader_states)
 from .errors import PipesError
 from .lazy import lazy_exports
 from .shards import FluxShardDataset, ReadShards
@@ -31,6 +32,6 @@ _LAZY = {
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
-           "FluxShardDataset", "ReadShards", "reader_states", "PipesError", *_LAZY]
+           "FluxShardDataset", "ReadShards", "reader_states", "PipesError", "ResumeStateError", *_LAZY]
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -6,10 +6,10 @@ for `torch.utils.data.DataLoader` and `torchdata.stateful_dataloader.StatefulDat
 from __future__ import annotations
 
 from .datasets import FluxIterableDataset, FluxMapDataset
-from .epochs import reader_states
+from .epochs import ResumeStateError, reader_states
 from .nodes import ListObjects, ReadObjects
 from .objects import ObjectMeta
 from .readahead import FluxSampler
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
-           "reader_states"]
+           "reader_states", "ResumeStateError"]

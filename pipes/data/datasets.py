@@ -7,6 +7,7 @@ the main process and shipped to DataLoader workers, and each process builds its 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
@@ -17,9 +18,10 @@ from fluxfs.gcs import fork
 from ..in_flight import in_order
 from ..options import merge_storage_options, split_keywords
 from .objects import Transform, key_and_bytes
-from .epochs import EpochCell, Run, check_complete, reader_runs, remaining, runs_from_state, runs_to_state, share
+from .epochs import EpochCell
 from .readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
-from .sharding import Shard, current_shard, distributed_rank, epoch_order
+from .resume import ReaderState, listing_digest, load, plan
+from .splits import current_split, distributed_rank, epoch_order
 from .source import ObjectSource
 
 # Batched reads kept in flight by the iterable dataset, per DataLoader worker (ReadObjects keeps
@@ -163,26 +165,20 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
 
 
 class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
-    """Iterable dataset sharded over distributed ranks x DataLoader workers, with seeded shuffling and resume.
+    """Iterable dataset split over distributed ranks x DataLoader workers, with seeded shuffling and resume.
 
     Every object is read exactly once per epoch across all ranks and workers (``drop_uneven=True``
-    instead gives every shard the same count, leaving out up to shards-1 objects per epoch, different
+    instead gives every reader the same count, leaving out up to readers-1 objects per epoch, different
     ones each epoch when shuffled). The object list is resolved when the dataset is built. `state_dict` /
     `load_state_dict` let ``torchdata.stateful_dataloader.StatefulDataLoader`` resume mid-epoch; on another
     world size or num_workers, give a fresh dataset every old rank's loader state instead:
     ``ds.load_state_dict({"readers": reader_states(*states)})`` (`pipes.data.epochs`). `set_epoch` reaches
-    persistent workers.
+    persistent workers. The state is a `pipes.data.resume.ReaderState` as a dict; a forged or foreign one
+    is refused with a `ResumeStateError` naming what is wrong.
     """
 
-    EPOCH_KEY = "epoch"
-    POSITION_KEY = "position"  # how far into this shard's order the consumer has got
-    SHARD_KEY = "shard"
-    SEED_KEY = "seed"
-    SHUFFLE_KEY = "shuffle"
-    COUNT_KEY = "num_objects"
-    PLANNED_KEY = "planned_readers"  # readers the epoch was dealt to at its start
-    RUNS_KEY = "runs"  # this reader's share after a resume on another layout (None: its fresh share)
-    READERS_KEY = "readers"  # a gathered state: every old reader's state
+    STATE_NAME = "FluxIterableDataset"  # the "dataset" of its states
+    READERS_KEY = ReaderState.READERS_KEY  # a gathered state: every old reader's state
 
     def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
                  shuffle: bool = False, seed: int = 0, rank: Optional[int] = None,
@@ -195,16 +191,15 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
             raise ValueError(f"read_batch and prefetch must be >= 1, not {read_batch} and {prefetch}")
         # List now, in the constructing (main) process: DataLoader forks its workers without asking
         # an IterableDataset anything, so a lazy listing would run once in every worker.
-        self._source.table  # noqa: B018
+        self._listing = listing_digest(self._source.table.names)
         self.shuffle, self.seed, self.drop_uneven = bool(shuffle), int(seed), bool(drop_uneven)
         self.read_batch, self.prefetch = read_batch, prefetch
         self._rank, self._world_size = rank, world_size
         self._epoch = EpochCell(0)  # shared: set_epoch reaches persistent DataLoader workers
-        self._position = 0
-        self._shard: Optional[Shard] = None
-        self._runs: Optional[list[Run]] = None
-        self._planned: Optional[int] = None
-        self._resume: Optional[dict] = None
+        self._position = 0  # how far into this reader's slots the consumer has got
+        self._state: Optional[ReaderState] = None  # this reader's, once iterated
+        self._loaded: Optional[tuple[ReaderState, ...]] = None  # restored, not iterated yet
+        self._gathered = False
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch: with ``shuffle=True`` each epoch has its own order, fixed by (seed, epoch).
@@ -223,88 +218,54 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
 
     # -- resume ---------------------------------------------------------------------------
 
+    def _mine(self) -> ReaderState:
+        """A state of this dataset before any reader started (what a loaded state is checked against)."""
+        return ReaderState(self.STATE_NAME, self._epoch.get(), self.seed, self.shuffle, 0, self.num_objects,
+                           self._listing)
+
     def state_dict(self) -> dict:
-        if self._resume is not None:  # restored but not iterated yet: the restored state still holds
-            return dict(self._resume)
-        shard = self._shard
-        return {
-            self.EPOCH_KEY: self._epoch.get(),
-            self.POSITION_KEY: self._position,
-            self.SHARD_KEY: None if shard is None else [shard.index, shard.count],
-            self.SEED_KEY: self.seed,
-            self.SHUFFLE_KEY: self.shuffle,
-            self.COUNT_KEY: self.num_objects,
-            self.PLANNED_KEY: self._planned,
-            self.RUNS_KEY: runs_to_state(self._runs),
-        }
+        if self._loaded is not None:  # restored but not iterated yet: the restored state still holds
+            states = [s.to_dict() for s in self._loaded]
+            return {self.READERS_KEY: states} if self._gathered else states[0]
+        if self._state is None:
+            return self._mine().to_dict()
+        return replace(self._state, cursor=(self._position, 0)).to_dict()
 
     def load_state_dict(self, state: dict) -> None:
         """Resume at the next `iter()`, continuing after the last sample consumed.
 
         `state`: this reader's `state_dict()` (what StatefulDataLoader restores; same world size and
         num_workers), or ``{"readers": reader_states(*every_old_rank_loader_state)}`` to resume on
-        another layout (give it to a fresh dataset and do not load the new loader's state).
+        another layout (give it to a fresh dataset and do not load the new loader's state). A state
+        this dataset cannot continue from raises `ResumeStateError` (a ValueError) naming the key.
         """
-        states = state[self.READERS_KEY] if self.READERS_KEY in state else [state]
-        for s in states:
-            if s[self.SEED_KEY] != self.seed or s[self.SHUFFLE_KEY] != self.shuffle:
-                raise ValueError(f"state was saved with seed={s[self.SEED_KEY]}, shuffle={s[self.SHUFFLE_KEY]}; "
-                                 f"this dataset has seed={self.seed}, shuffle={self.shuffle}")
-        epochs = {s[self.EPOCH_KEY] for s in states}
-        if len(epochs) != 1:
-            raise ValueError(f"reader states come from different epochs {sorted(epochs)}")
-        self._epoch.set(epochs.pop())
-        self._resume = dict(state)
+        count = self.num_objects
+        self._loaded, self._gathered = load(state, self._mine(), "objects", lambda p: self._slots(count, p),
+                                            items=False)
+        self._epoch.set(self._loaded[0].epoch)
 
     def _slots(self, count: int, planned: int) -> int:
         # equal shares (DDP steps in lockstep): drop this epoch's last count % readers
         return count - count % planned if self.drop_uneven else count
 
-    def _reader_runs(self, state: dict, count: int) -> list[Run]:
-        index, readers = state[self.SHARD_KEY]
-        explicit = runs_from_state(state.get(self.RUNS_KEY))
-        planned = state.get(self.PLANNED_KEY) or readers
-        return explicit if explicit is not None else reader_runs(index, readers, self._slots(count, planned))
-
-    def _start(self, shard: Shard, count: int) -> tuple[list[Run], int, int]:
-        """(this reader's runs of the epoch order, the reader count they were planned for, where to start)."""
-        state, self._resume = self._resume, None
-        here = [shard.index, shard.count]
-        fresh = reader_runs(shard.index, shard.count, self._slots(count, shard.count)), shard.count, 0
-        states = state[self.READERS_KEY] if state is not None and self.READERS_KEY in state else [state]
-        for s in states:
-            if s is not None and s[self.COUNT_KEY] != count:
-                raise ValueError(f"state was saved over {s[self.COUNT_KEY]} objects; the dataset now has {count}")
-        if state is None or (self.READERS_KEY not in state and state[self.SHARD_KEY] is None):
-            return fresh
-        if self.READERS_KEY not in state:
-            if state[self.SHARD_KEY] != here:
-                raise ValueError(
-                    f"state was saved by reader {state[self.SHARD_KEY][0]} of {state[self.SHARD_KEY][1]} (rank x "
-                    f"DataLoader worker); this is reader {shard.index} of {shard.count}. To resume on another world "
-                    f"size or num_workers, give every old reader's state: ds.load_state_dict({{'readers': "
-                    f"reader_states(*old_loader_states)}}) and do not load the new loader's state")
-            planned = state.get(self.PLANNED_KEY) or shard.count
-            return self._reader_runs(state, count), planned, int(state[self.POSITION_KEY])
-        check_complete([s[self.SHARD_KEY] for s in states])
-        left: list[Run] = []
-        for s in sorted(states, key=lambda s: s[self.SHARD_KEY]):
-            left += remaining(self._reader_runs(s, count), int(s[self.POSITION_KEY]))
-        planned = states[0].get(self.PLANNED_KEY) or states[0][self.SHARD_KEY][1]
-        return share(left, shard.index, shard.count), planned, 0
-
     # -- iteration -------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
         # Set up eagerly (not inside the generator) so state_dict() is right before the first next().
-        shard = current_shard(*distributed_rank(self._rank, self._world_size))
+        split = current_split(*distributed_rank(self._rank, self._world_size))
         count = self.num_objects
-        runs, planned, start = self._start(shard, count)
-        self._shard, self._position, self._runs, self._planned = shard, start, runs, planned
-        order = epoch_order(count, self.shuffle, self.seed, self._epoch.get())
-        slots = [np.arange(r.start, r.stop, r.step) for r in runs]
-        order = order[np.concatenate(slots)] if slots else order[:0]
-        return self._generate(order, start)
+        loaded, self._loaded = self._loaded, None
+        fresh = replace(self._mine(), split=(split.index, split.count), planned=split.count)
+
+        def slots(planned: int) -> int:
+            return self._slots(count, planned)
+
+        state = plan(loaded, self._gathered, fresh, slots)
+        self._state, self._position = state, state.cursor[0]
+        order = epoch_order(count, self.shuffle, self.seed, state.epoch)
+        picked = [np.arange(r.start, r.stop, r.step) for r in state.runs_of(slots)]
+        order = order[np.concatenate(picked)] if picked else order[:0]
+        return self._generate(order, state.cursor[0])
 
     def _generate(self, order, start: int) -> Iterator[Any]:
         chunks = ((pos, order[pos:pos + self.read_batch]) for pos in range(start, len(order), self.read_batch))

@@ -1,11 +1,12 @@
 """Epoch plans for the iterable datasets (objects and shards): who reads which slots, and what is left after a stop.
 
 An epoch is a sequence of slots (an object, or a shard or part of one) in an order fixed by (seed,
-epoch). Readers (rank x DataLoader worker) take every readers-th slot. A reader's share is a list of
-`Run`s, so what remains after a checkpoint (where each reader got to) is again a list of runs, which
+epoch). Readers (rank x DataLoader worker) take every readers-th slot. A reader's split (its share) is
+a list of `Run`s, so what remains after a checkpoint (where each reader got to) is again a list of runs, which
 any number of new readers can split between them (`share`): resume works across layouts.
 
-`EpochCell` carries `set_epoch` to DataLoader workers that persist across epochs.
+`EpochCell` carries `set_epoch` to DataLoader workers that persist across epochs. The state that
+records all this is `pipes.data.resume.ReaderState`.
 """
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional, Sequence
 
 import torch
+
+from ..errors import PipesError
+
+
+class ResumeStateError(PipesError, ValueError):
+    """A resume state a dataset or node cannot continue from; the message names the key and the owner."""
 
 
 class EpochCell:
@@ -52,10 +59,6 @@ class Run:
 
     def to_list(self) -> list:
         return [self.start, self.stop, self.step, self.skip, self.take]
-
-    @classmethod
-    def from_list(cls, value: Sequence) -> "Run":
-        return cls(*value)
 
 
 def split_first(run: Run) -> list[Run]:
@@ -128,14 +131,6 @@ def remaining(runs: Sequence[Run], pos: int, item: int = 0) -> list[Run]:
     return out
 
 
-def runs_to_state(runs: Optional[Sequence[Run]]) -> Optional[list]:
-    return None if runs is None else [r.to_list() for r in runs]
-
-
-def runs_from_state(value: Optional[Sequence]) -> Optional[list[Run]]:
-    return None if value is None else [Run.from_list(v) for v in value]
-
-
 _SNAPSHOT, _WORKERS, _LAG, _DATASET = "_snapshot", "_worker_snapshots", "_steps_since_snapshot", "dataset_state"
 
 
@@ -146,28 +141,36 @@ def reader_states(*loader_states: dict) -> list[dict]:
     ``torch.distributed.all_gather_object``); the result goes to ``dataset.load_state_dict({"readers": ...})``.
     """
     out: list[dict] = []
-    for state in loader_states:
+    for n, state in enumerate(loader_states):
+        where = f"reader_states: loader state {n}"
+        if not isinstance(state, dict):
+            raise ResumeStateError(f"{where} must be a dict (a StatefulDataLoader's state_dict()), not "
+                                   f"{type(state).__name__}")
         if _SNAPSHOT in state:  # DataLoader workers: one snapshot each
             if state.get(_LAG):
-                raise ValueError(f"this loader state is {state[_LAG]} steps past its last snapshot: save states "
-                                 f"with snapshot_every_n_steps=1 (the default) to resume on another layout")
-            workers = state[_SNAPSHOT][_WORKERS]
-            out += [workers[k][_DATASET] for k in sorted(workers, key=lambda k: int(k.rsplit("_", 1)[1]))]
+                raise ResumeStateError(f"this loader state is {state[_LAG]} steps past its last snapshot: save "
+                                       f"states with snapshot_every_n_steps=1 (the default) to resume on another layout")
+            workers = state[_SNAPSHOT].get(_WORKERS) if isinstance(state[_SNAPSHOT], dict) else None
+            if not isinstance(workers, dict) or not all(isinstance(k, str) and k.rsplit("_", 1)[-1].isdigit()
+                                                        and isinstance(v, dict) for k, v in workers.items()):
+                raise ResumeStateError(f"{where}: {_SNAPSHOT!r} must hold {_WORKERS!r}, a dict of 'worker_<n>' -> "
+                                       f"that worker's state, not {str(workers)[:80]}")
+            out += [workers[k].get(_DATASET) for k in sorted(workers, key=lambda k: int(k.rsplit("_", 1)[1]))]
         elif _DATASET in state:  # num_workers=0
             out.append(state[_DATASET])
         else:  # a dataset's own state_dict()
             out.append(state)
     if any(s is None for s in out):
-        raise ValueError("a loader state holds no dataset state (was its dataset resumable?)")
+        raise ResumeStateError("a loader state holds no dataset state (was its dataset resumable?)")
     return out
 
 
 def check_complete(readers: Sequence[Optional[Sequence[int]]]) -> None:
     """Gathered states must be those of every reader of one layout ([index, count] each), once."""
     if any(r is None for r in readers):
-        raise ValueError("a reader state was saved before that reader started: its share is unknown")
+        raise ResumeStateError("a reader state was saved before that reader started: its share is unknown")
     counts = sorted({r[1] for r in readers})  # type: ignore[index]
     seen = sorted(r[0] for r in readers)  # type: ignore[index]
     if len(counts) != 1 or seen != list(range(counts[0])):
-        raise ValueError(f"states of readers {seen} (of {counts}) do not make one complete layout: "
-                         f"pass every rank's loader state, each once")
+        raise ResumeStateError(f"states of readers {seen} (of {counts}) do not make one complete layout: "
+                               f"pass every rank's loader state, each once")

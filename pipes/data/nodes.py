@@ -17,6 +17,7 @@ from ..options import merge_storage_options
 from ..process_fs import ProcessFilesystem
 from ..urls import DEFAULT_PROTOCOL
 from .objects import Transform, key_and_bytes, meta_from_info
+from .resume import ResumeStateError, bad, check_int, need
 from .source import MISSING_POLICIES, split_url
 
 
@@ -56,15 +57,26 @@ class ListObjects(BaseNode[Dict[str, Any]]):
             self._listing.close()  # type: ignore[attr-defined]
         self._last_name, self._yielded = None, 0
         if initial_state is not None:
-            if not self.sort and initial_state[self.YIELDED_KEY]:
-                raise ValueError(f"ListObjects({self.url}) resumes only with sort=True: unsorted order differs per run")
-            self._last_name = initial_state[self.LAST_NAME_KEY]
-            self._yielded = initial_state[self.YIELDED_KEY]
+            self._last_name, self._yielded = self._checked(initial_state)
         fs = fsspec.filesystem(self.protocol, **self.storage_options)
         # A module-level generator, not a method: a generator holding `self` would make a reference
         # cycle, and a cycle may be collected on fsspec's event-loop thread, where closing the
         # listing (a blocking call onto that loop) cannot run.
         self._listing = stream_listing(fs, self.url, self.bucket, self.key_prefix, self.sort, self._last_name)
+
+    def _checked(self, state: Any) -> tuple[Optional[str], int]:
+        """(last name, yielded) of a state this listing saved; anything else is a ResumeStateError naming it."""
+        owner = f"ListObjects({self.url})"
+        last, yielded = need(state, self.LAST_NAME_KEY, owner), need(state, self.YIELDED_KEY, owner)
+        yielded = check_int(owner, self.YIELDED_KEY, yielded)
+        if yielded and not self.sort:
+            raise ResumeStateError(f"{owner} resumes only with sort=True: unsorted order differs per run")
+        under = f"{self.bucket}/{self.key_prefix}"
+        if (last is None) != (yielded == 0) or (last is not None and not (isinstance(last, str)
+                                                                         and last.startswith(under))):
+            raise bad(owner, self.LAST_NAME_KEY, f"the name of the last object yielded, under {under!r} "
+                      f"(None when {self.YIELDED_KEY!r} is 0; it is {yielded})", last)
+        return last, yielded  # type: ignore[return-value]
 
     def next(self) -> Dict[str, Any]:
         info = next(self._listing)  # type: ignore[arg-type]
@@ -126,8 +138,11 @@ class ReadObjects(ProcessFilesystem, BaseNode[Any]):
         self._offset = 0
         self._source_done = False
         if initial_state is not None:
-            self.source.reset(initial_state[self.SOURCE_KEY])
-            self._skip = int(initial_state[self.OFFSET_KEY])
+            source = need(initial_state, self.SOURCE_KEY, "ReadObjects")
+            offset = need(initial_state, self.OFFSET_KEY, "ReadObjects")
+            # items of the batch handed out: fewer than a batch (more would skip items never handed out)
+            self._skip = check_int("ReadObjects", self.OFFSET_KEY, offset, hi=self.batch_size - 1)  # type: ignore
+            self.source.reset(source)
             self._restored: Optional[Dict[str, Any]] = initial_state
         else:
             self.source.reset()

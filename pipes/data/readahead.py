@@ -17,7 +17,7 @@ import numpy as np
 import torch.utils.data
 
 from .epochs import EpochCell
-from .sharding import epoch_order
+from .splits import epoch_order
 
 from fluxfs.gcs.redact import get_logger
 

@@ -1,26 +1,27 @@
-"""`FluxShardDataset`: an iterable dataset of tar shards, sharded over ranks x workers, shuffled, resumable.
+"""`FluxShardDataset`: an iterable dataset of tar shards, split over ranks x workers, shuffled, resumable.
 
 An epoch's work is a list of units: each shard, or, when there are fewer shards than readers (ranks x
 DataLoader workers), each of `parts` pieces of every shard. Units are put in an order fixed by (seed,
-epoch) and dealt to the readers in turn (`pipes.data.epochs`), so every sample is read exactly once per
-epoch by exactly one reader. Each reader streams its units (`stream.ShardReader`) through a shuffle
-buffer whose draws come from a generator seeded by (seed, epoch, reader), so a state (where the reader
+epoch) and dealt to the readers in turn (each reader's split, `pipes.data.epochs`), so every sample is
+read exactly once per epoch by exactly one reader. Each reader streams its units (`stream.ShardReader`)
+through a shuffle buffer whose draws come from a generator seeded by (seed, epoch, reader), so a state (where the reader
 is, which samples its buffer holds, the generator's state) resumes the exact same sequence.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch.utils.data
 
-from ..data.epochs import (EpochCell, Run, check_complete, iter_slots, reader_runs, remaining, runs_from_state,
-                           runs_to_state, share)
-from ..data.sharding import current_shard, distributed_rank, epoch_order
+from ..data.epochs import EpochCell, Run, iter_slots
+from ..data.resume import ReaderState, ResumeStateError, listing_digest, load, plan
+from ..data.splits import current_split, distributed_rank, epoch_order
 from ..options import merge_storage_options, split_keywords
 from .catalog import ShardCatalog
-from .stream import DEFAULT_RANGE_SIZE, DEFAULT_RANGES_IN_FLIGHT, ShardReader, UnitRead
+from .stream import DEFAULT_RANGE_SIZE, DEFAULT_RANGES_IN_FLIGHT, ShardReader, UnitRead, part_bounds
 
 # Samples a reader's shuffle buffer holds when shuffling (memory: this x the sample size, per worker).
 DEFAULT_SHUFFLE_BUFFER = 256
@@ -43,19 +44,8 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
     loader states beside the checkpoint, or gather them with ``torch.distributed.all_gather_object``.
     """
 
-    EPOCH_KEY = "epoch"
-    SEED_KEY = "seed"
-    SHUFFLE_KEY = "shuffle"
-    BUFFER_KEY = "shuffle_buffer"
-    SHARDS_KEY = "num_shards"
-    PLANNED_KEY = "planned_readers"  # readers the epoch's units were made for
-    READER_KEY = "reader"  # [index, count] of the reader this state belongs to
-    RUNS_KEY = "runs"  # the reader's share after a resume on another layout (None: its fresh-epoch share)
-    CURSOR_KEY = "cursor"  # [slot position, sample] of the next sample to read
-    BUFFERED_KEY = "buffered"  # [slot, sample] of each sample in the shuffle buffer, in buffer order
-    RNG_KEY = "rng"
-    RESUMES_KEY = "resumes"  # resumes on another layout this epoch (new draws for each)
-    READERS_KEY = "readers"  # a gathered state: every old reader's state
+    STATE_NAME = "FluxShardDataset"  # the "dataset" of its states (`pipes.data.resume.ReaderState`)
+    READERS_KEY = ReaderState.READERS_KEY  # a gathered state: every old reader's state
 
     def __init__(self, catalog: ShardCatalog, *, transform: Optional[Callable[[Sample], Any]] = None,
                  shuffle: bool = False, seed: int = 0, shuffle_buffer: Optional[int] = None,
@@ -74,10 +64,12 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
         self.range_size, self.ranges_in_flight = range_size, ranges_in_flight
         self._rank, self._world_size = rank, world_size
         # List now, in the main process: DataLoader starts workers without asking the dataset.
-        self.catalog.shards  # noqa: B018
+        self._listing = listing_digest(s.path for s in self.catalog.shards)
         self._epoch = EpochCell(0)
-        self._resume: Optional[dict] = None
-        self._state: Optional[dict] = None
+        self._loaded: Optional[tuple[ReaderState, ...]] = None  # restored, not iterated yet
+        self._gathered = False
+        self._state: Optional[ReaderState] = None  # this reader's, as planned at iter()
+        self._cursor = (0, 0)  # [slot position, sample] of the next sample to read
         self._live: Optional[tuple[list, np.random.Generator]] = None
 
     # -- constructors -------------------------------------------------------------------------
@@ -122,77 +114,31 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
         state["_rank"], state["_world_size"] = distributed_rank(self._rank, self._world_size)
         return state
 
+    def _mine(self) -> ReaderState:
+        """A state of this dataset before any reader started (what a loaded state is checked against)."""
+        return ReaderState(self.STATE_NAME, self.epoch, self.seed, self.shuffle, self.shuffle_buffer,
+                           len(self.catalog), self._listing)
+
     def state_dict(self) -> dict:
-        if self._resume is not None:  # restored, not iterated yet: the restored state still holds
-            return dict(self._resume)
-        if self._state is not None:
-            state = dict(self._state)
-            if self._live is not None:  # the shuffle buffer's samples and the draws so far
-                buffer, rng = self._live
-                state[self.BUFFERED_KEY] = [ref for ref, _ in buffer]
-                state[self.RNG_KEY] = rng.bit_generator.state
-            return state
-        return {self.EPOCH_KEY: self.epoch, self.SEED_KEY: self.seed, self.SHUFFLE_KEY: self.shuffle,
-                self.BUFFER_KEY: self.shuffle_buffer, self.SHARDS_KEY: len(self.catalog), self.CURSOR_KEY: None}
+        if self._loaded is not None:  # restored, not iterated yet: the restored state still holds
+            states = [s.to_dict() for s in self._loaded]
+            return {self.READERS_KEY: states} if self._gathered else states[0]
+        if self._state is None:
+            return self._mine().to_dict()
+        state = replace(self._state, cursor=self._cursor)
+        if self._live is not None:  # the shuffle buffer's samples and the draws so far
+            buffer, rng = self._live
+            state = replace(state, buffered=tuple(tuple(ref) for ref, _ in buffer), rng=rng.bit_generator.state)
+        return state.to_dict()
 
     def load_state_dict(self, state: dict) -> None:
-        """Resume at the next `iter()`: one reader's state (same layout), or ``{"readers": [every reader's]}``."""
-        states = state[self.READERS_KEY] if self.READERS_KEY in state else [state]
-        if not states:
-            raise ValueError("no reader states to resume from")
-        for s in states:
-            self._check_compatible(s)
-        epochs = {s[self.EPOCH_KEY] for s in states}
-        if len(epochs) != 1:
-            raise ValueError(f"reader states come from different epochs {sorted(epochs)}")
-        self._epoch.set(epochs.pop())
-        self._resume = dict(state)
+        """Resume at the next `iter()`: one reader's state (same layout), or ``{"readers": [every reader's]}``.
+
+        A state this dataset cannot continue from raises `ResumeStateError` (a ValueError) naming the key.
+        """
+        self._loaded, self._gathered = load(state, self._mine(), "shards", self._slots, items=True)
+        self._epoch.set(self._loaded[0].epoch)
         self._state = self._live = None
-
-    def _check_compatible(self, s: dict) -> None:
-        mine = (self.seed, self.shuffle, self.shuffle_buffer, len(self.catalog))
-        theirs = (s[self.SEED_KEY], s[self.SHUFFLE_KEY], s[self.BUFFER_KEY], s[self.SHARDS_KEY])
-        if mine != theirs:
-            raise ValueError(f"state was saved with (seed, shuffle, shuffle_buffer, shards) = {theirs}; this "
-                             f"dataset has {mine}")
-
-    # -- planning -------------------------------------------------------------------------------
-
-    def _plan(self, index: int, count: int) -> dict:
-        """This reader's state at the start of iteration: fresh, restored, or its share of a gathered one."""
-        state, self._resume = self._resume, None
-        base = {self.EPOCH_KEY: self.epoch, self.SEED_KEY: self.seed, self.SHUFFLE_KEY: self.shuffle,
-                self.BUFFER_KEY: self.shuffle_buffer, self.SHARDS_KEY: len(self.catalog)}
-        fresh = {**base, self.PLANNED_KEY: count, self.READER_KEY: [index, count], self.RUNS_KEY: None,
-                 self.CURSOR_KEY: [0, 0], self.BUFFERED_KEY: [], self.RNG_KEY: None, self.RESUMES_KEY: 0}
-        if state is None or (self.READERS_KEY not in state and state.get(self.CURSOR_KEY) is None):
-            return fresh
-        if self.READERS_KEY not in state:
-            if state[self.READER_KEY] != [index, count]:
-                raise ValueError(
-                    f"state was saved by reader {state[self.READER_KEY][0]} of {state[self.READER_KEY][1]} "
-                    f"(rank x DataLoader worker); this is reader {index} of {count}. To resume on another world size "
-                    f"or num_workers, give every old reader's state: ds.load_state_dict({{'readers': "
-                    f"reader_states(*old_loader_states)}}) and do not load the new loader's state")
-            return dict(state)
-        olds = state[self.READERS_KEY]
-        check_complete([s.get(self.READER_KEY) if s.get(self.CURSOR_KEY) is not None else None for s in olds])
-        planned = {s[self.PLANNED_KEY] for s in olds}
-        if len(planned) != 1:
-            raise ValueError(f"reader states were planned for different reader counts {sorted(planned)}")
-        left: list[Run] = []
-        for s in sorted(olds, key=lambda s: s[self.READER_KEY]):
-            left += [Run(slot, slot + 1, 1, item, 1) for slot, item in s[self.BUFFERED_KEY]]
-            left += remaining(self._runs(s), *s[self.CURSOR_KEY])
-        return {**fresh, self.PLANNED_KEY: planned.pop(), self.RUNS_KEY: runs_to_state(share(left, index, count)),
-                self.RESUMES_KEY: 1 + max(s[self.RESUMES_KEY] for s in olds)}
-
-    def _runs(self, state: dict) -> list[Run]:
-        explicit = runs_from_state(state[self.RUNS_KEY])
-        if explicit is not None:
-            return explicit
-        index, count = state[self.READER_KEY]
-        return reader_runs(index, count, self._units(state[self.PLANNED_KEY])[0])
 
     def _units(self, planned: int) -> tuple[int, int]:
         """(units, parts per shard): shards split in parts when there are fewer of them than readers."""
@@ -200,17 +146,22 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
         parts = math.ceil(planned / n) if n < planned else 1
         return n * parts, parts
 
+    def _slots(self, planned: int) -> int:
+        return self._units(planned)[0]
+
     # -- iteration -----------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
-        shard = current_shard(*distributed_rank(self._rank, self._world_size))
-        state = self._plan(shard.index, shard.count)
-        self._state, self._live = state, None
+        split = current_split(*distributed_rank(self._rank, self._world_size))
+        loaded, self._loaded = self._loaded, None
+        fresh = replace(self._mine(), split=(split.index, split.count), planned=split.count)
+        state = plan(loaded, self._gathered, fresh, self._slots)
+        self._state, self._cursor, self._live = state, state.cursor, None
         return self._generate(state)
 
-    def _generate(self, state: dict) -> Iterator[Any]:
-        units, parts = self._units(state[self.PLANNED_KEY])
-        order = epoch_order(units, self.shuffle, self.seed, state[self.EPOCH_KEY])
+    def _generate(self, state: ReaderState) -> Iterator[Any]:
+        units, parts = self._units(state.planned)  # type: ignore[arg-type]
+        order = epoch_order(units, self.shuffle, self.seed, state.epoch)
         reader = ShardReader(self.catalog.fs, range_size=self.range_size, in_flight=self.ranges_in_flight,
                              extensions=self.extensions)
 
@@ -219,17 +170,23 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
             i = uid // parts
             info = self.catalog.shards[i]
             read = UnitRead(info, info.url(self.catalog.protocol), uid % parts, parts, first, take)
-            return read, self.catalog.index(i)
+            index = self.catalog.index(i)
+            if index is not None:  # a restored cursor or buffered sample past the unit's samples
+                lo, hi = part_bounds(len(index.samples), read.part, parts)
+                if first > hi - lo:
+                    raise ResumeStateError(f"{self.STATE_NAME} resume state: sample {first} of slot {slot} is past "
+                                           f"the {hi - lo} samples of {read.url}" + (f" (part {read.part} of {parts})"
+                                                                                     if parts > 1 else ""))
+            return read, index
 
-        runs = self._runs(state)
-        rng = np.random.default_rng([self.seed, state[self.EPOCH_KEY], *state[self.READER_KEY],
-                                     state[self.RESUMES_KEY]])
-        if state[self.RNG_KEY] is not None:
-            rng.bit_generator.state = state[self.RNG_KEY]
+        runs = state.runs_of(self._slots)
+        rng = np.random.default_rng([self.seed, state.epoch, *state.split, state.resumes])  # type: ignore[misc]
+        if state.rng is not None:
+            rng.bit_generator.state = state.rng
         size = self.shuffle_buffer
-        buffer = self._refill(state[self.BUFFERED_KEY], unit, reader)
+        buffer = self._refill(state.buffered, unit, reader)
         self._live = (buffer, rng)
-        for ref, sample in self._inputs(runs, state, unit, reader):
+        for ref, sample in self._inputs(runs, state.cursor, unit, reader):
             if size <= 1:
                 yield self._out(sample)
             elif len(buffer) < size:
@@ -247,9 +204,10 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
     def _out(self, sample: Sample) -> Any:
         return self.transform(sample) if self.transform is not None else sample
 
-    def _inputs(self, runs: list[Run], state: dict, unit, reader: ShardReader) -> Iterator[tuple[list, Sample]]:
-        """([slot, sample], sample) of the reader's share from its cursor on; the cursor moves past each."""
-        pos0, item0 = state[self.CURSOR_KEY]
+    def _inputs(self, runs: list[Run], cursor: tuple[int, int], unit,
+                reader: ShardReader) -> Iterator[tuple[list, Sample]]:
+        """([slot, sample], sample) of the reader's split from its cursor on; the cursor moves past each."""
+        pos0, item0 = cursor
 
         def units() -> Iterator[tuple]:
             for pos, slot, skip, take in iter_slots(runs, pos0):
@@ -262,11 +220,11 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
                 yield (pos, slot), *unit(slot, first, take)
 
         for (pos, slot), ordinal, sample in reader.stream_units(units()):
-            state[self.CURSOR_KEY] = [pos, ordinal + 1]
+            self._cursor = (pos, ordinal + 1)
             yield [slot, ordinal], sample
-        state[self.CURSOR_KEY] = [len(list(iter_slots(runs))), 0]
+        self._cursor = (sum(len(r) for r in runs), 0)
 
-    def _refill(self, refs: list, unit, reader: ShardReader) -> list:
+    def _refill(self, refs: Sequence[tuple[int, int]], unit, reader: ShardReader) -> list:
         """The shuffle buffer of a restored state: its samples read again, in buffer order."""
         if not refs:
             return []
@@ -281,4 +239,8 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
             for ordinal, sample in reader.samples(read, index):
                 if ordinal in wanted:
                     got[(slot, ordinal)] = sample
+        absent = [[slot, item] for slot, item in refs if (slot, item) not in got]
+        if absent:
+            raise ResumeStateError(f"{self.STATE_NAME} resume state: 'buffered' names samples [slot, item] the "
+                                   f"shards do not hold: {absent[:5]}")
         return [([slot, item], got[(slot, item)]) for slot, item in refs]

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Union
 import fsspec
 from torchdata.nodes.base_node import BaseNode
 
+from ..data.resume import ResumeStateError, bad, check_int, is_int, need
 from ..options import merge_storage_options
 from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
 from .catalog import MissingIndexWarning, ShardInfo, read_index
@@ -68,14 +69,31 @@ class ReadShards(BaseNode[Any]):
         self._shard: Optional[ShardInfo] = None
         self._handed = 0
         if initial_state is not None:
-            self.source.reset(initial_state[self.SOURCE_KEY])
-            self._source_state = initial_state[self.SOURCE_KEY]
-            shard = initial_state[self.SHARD_KEY]
+            source = need(initial_state, self.SOURCE_KEY, "ReadShards")
+            shard, skip = self._checked(initial_state)
+            self.source.reset(source)
+            self._source_state = source
             if shard is not None:
-                self._open(ShardInfo(*shard), int(initial_state[self.SAMPLES_KEY]))
+                self._open(shard, skip)
         else:
             self.source.reset()
             self._source_state = self.source.state_dict()
+
+    def _checked(self, state: Any) -> tuple[Optional[ShardInfo], int]:
+        """(the current shard, samples of it handed out) of a saved state; anything else is a ResumeStateError."""
+        shard, samples = need(state, self.SHARD_KEY, "ReadShards"), need(state, self.SAMPLES_KEY, "ReadShards")
+        samples = check_int("ReadShards", self.SAMPLES_KEY, samples)
+        if shard is None:
+            if samples:
+                raise bad("ReadShards", self.SAMPLES_KEY, f"0 when {self.SHARD_KEY!r} is None", samples)
+            return None, 0
+        ok = (isinstance(shard, (list, tuple)) and len(shard) == 5 and isinstance(shard[0], str) and shard[0]
+              and is_int(shard[1]) and shard[1] >= 0 and all(v is None or isinstance(v, str) for v in shard[2:4])
+              and isinstance(shard[4], bool))
+        if not ok:
+            raise bad("ReadShards", self.SHARD_KEY, "None or [path, size >= 0, generation or None, crc32c or None, "
+                      "has_index]", shard)
+        return ShardInfo(shard[0], int(shard[1]), *shard[2:]), samples  # type: ignore[return-value]
 
     def _close(self) -> None:
         samples, self._samples = getattr(self, "_samples", None), None
@@ -113,6 +131,10 @@ class ReadShards(BaseNode[Any]):
                           f"byte; build indexes with `fluxfs shard index`", MissingIndexWarning, stacklevel=2)
         reader = ShardReader(self.fs, range_size=self.range_size, in_flight=self.ranges_in_flight,
                              extensions=self.extensions)
+        if index is not None and skip > len(index.samples):  # a restored state past the shard's end
+            raise ResumeStateError(f"ReadShards resume state: {self.SAMPLES_KEY!r} must be in 0..{len(index.samples)}"
+                                   f" ({shard.url(self.protocol or DEFAULT_PROTOCOL)} has {len(index.samples)} "
+                                   f"samples), not {skip}")
         unit = UnitRead(shard, shard.url(self.protocol or DEFAULT_PROTOCOL), first=skip)
         self._shard, self._handed = shard, skip
         self._samples = reader.samples(unit, index)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import fluxfs.pipes
-from fluxfs.pipes import PipesError
+from fluxfs.pipes import PipesError, ResumeStateError
 from fluxfs.pipes.checkpoint import CheckpointChangedError, CheckpointSaveError, IncompleteCheckpointError
 from fluxfs.pipes.checkpoint.errors import UnsafeCheckpointError
 from fluxfs.pipes.safetensors import SafetensorsError
@@ -21,6 +21,7 @@ ERRORS = [  # (an instance as pipes raises it, the built-in base it always had)
     (CheckpointChangedError("flux://b/ckpt/__0_0.distcp was replaced"), RuntimeError),
     (UnsafeCheckpointError("flux://b/ckpt/.metadata names os.system"), pickle.UnpicklingError),
     (SafetensorsError("flux://b/model.safetensors: header too large"), ValueError),
+    (ResumeStateError("FluxIterableDataset resume state must be a dict, not list"), ValueError),
 ]
 
 

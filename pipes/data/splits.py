@@ -1,8 +1,8 @@
-"""Which objects a (rank, DataLoader worker) pair reads, and in what order.
+"""Which share of an epoch (its *split*) a reader, one (rank, DataLoader worker) pair, reads, and in what order.
 
 The global order (sorted, or a permutation seeded by `seed` and the epoch) is the same on every
 rank and worker, so dealing it by a global reader index (`epochs.reader_runs`) gives every object
-to exactly one of them per epoch.
+to exactly one of them per epoch. ("Shard" is kept for a tar file, `pipes.shards`.)
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import torch.utils.data
 
 
 @dataclass(frozen=True)
-class Shard:
-    """This process's share: `index` in 0..count-1, where count = world_size x num_workers."""
+class Split:
+    """This reader's split of the epoch: `index` in 0..count-1, where count = world_size x num_workers."""
 
     index: int
     count: int
@@ -40,12 +40,12 @@ def distributed_rank(rank: Optional[int] = None, world_size: Optional[int] = Non
     return rank, world_size
 
 
-def current_shard(rank: int, world_size: int) -> Shard:
-    """The shard of this DataLoader worker (or of the main process when there are no workers)."""
+def current_split(rank: int, world_size: int) -> Split:
+    """The split of this DataLoader worker (or of the main process when there are no workers)."""
     info = torch.utils.data.get_worker_info()
     worker_id, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
-    # Rank-major numbering: rank r's workers hold shards r*W .. r*W+W-1.
-    return Shard(rank * num_workers + worker_id, world_size * num_workers, rank, world_size, worker_id, num_workers)
+    # Rank-major numbering: rank r's workers hold splits r*W .. r*W+W-1.
+    return Split(rank * num_workers + worker_id, world_size * num_workers, rank, world_size, worker_id, num_workers)
 
 
 def epoch_order(n: int, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
