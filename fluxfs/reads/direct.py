@@ -65,6 +65,12 @@ def media_url(fs: "FluxFileSystem", bucket: str, key: str) -> str:
     return f"{fs._location}/download/storage/v1/b/{quote(bucket, safe='')}/o/{quote(key, safe='')}"
 
 
+def named(bucket: str, key: str, generation: Optional[str] = None) -> str:
+    """"bucket/key", or "bucket/key#generation" when one generation is read: an error about a deleted
+    generation must not read as if the live object were missing."""
+    return f"{bucket}/{key}#{generation}" if generation else f"{bucket}/{key}"
+
+
 # -- what both GET paths send and read back --------------------------------------------------
 
 def _media_params(generation: Optional[str]) -> dict[str, str]:
@@ -117,7 +123,7 @@ async def check_ranged_answer(r: aiohttp.ClientResponse, start: int, end: int, w
 
 async def _get_once(fs, bucket, key, start, end, generation, check) -> Fetched:
     """One GET (optionally ranged [start, end)), verified against x-goog-hash when it covers the object."""
-    what = f"{bucket}/{key}"
+    what = named(bucket, key, generation)
     resp = await http.request_once(fs, "GET", media_url(fs, bucket, key), what=what,
                                    params=_media_params(generation),
                                    headers=_range_header(start, end) if start is not None else {},
@@ -140,7 +146,7 @@ async def get_range(fs: "FluxFileSystem", bucket: str, key: str, start: Optional
     """GET bytes [start, end) (all when both are None) under the read retry policy."""
     policy = fs.retry_policy("read")
     return await policy.run(lambda _attempt: _get_once(fs, bucket, key, start, end, generation, check),
-                            what=f"read {bucket}/{key}")
+                            what=f"read {named(bucket, key, generation)}")
 
 
 # -- one streamed GET --------------------------------------------------------------------------
@@ -149,7 +155,7 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
     """One GET of [start, end), its body collected chunk by chunk; `on_head(size, generation, crc32c)`
     is called as soon as the headers tell them (before the body, on a 206), so a caller can start
     the other ranges one transfer time earlier."""
-    what = f"{bucket}/{key}"
+    what = named(bucket, key, generation)
     session = await fs._set_session()
     async with http.timeouts_named(fs, what), \
             session.get(media_url(fs, bucket, key), params=fs._get_params(_media_params(generation)),
@@ -199,7 +205,7 @@ async def get_chunks(fs: "FluxFileSystem", bucket: str, key: str, start: int, en
 
     policy = fs.retry_policy("read")
     return await policy.run(lambda _attempt: _stream_once(fs, bucket, key, start, end, seen["gen"], head),
-                            what=f"read {bucket}/{key}")
+                            what=f"read {named(bucket, key, generation)}")
 
 
 # -- parallel ranges ----------------------------------------------------------------------------
@@ -253,7 +259,7 @@ async def cat_file(fs: "FluxFileSystem", path: str, start: Optional[int] = None,
     bucket, key, gen = fs.split_path(path)
     for name, value in (("start", start), ("end", end)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
-            raise TypeError(f"{name} must be a whole byte offset (an int) or None, not {value!r}, reading {bucket}/{key}")
+            raise TypeError(f"{name} must be a whole byte offset (an int) or None, not {value!r}, reading {named(bucket, key, gen)}")
     size = None
     if start is not None and start < 0 or end is not None and end < 0:
         size = (await fs._info(path))["size"]

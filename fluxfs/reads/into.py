@@ -19,7 +19,7 @@ from ..gcs import http
 from ..gcs.tasks import gather_all
 from ..gcs.checksums import crc32c_combine
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _media_params, _object_headers
-from .direct import _range_header, check_ranged_answer, media_url
+from .direct import _range_header, check_ranged_answer, media_url, named
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -102,7 +102,7 @@ def _scatter(data: bytes, pos: int, pieces: list, i: int) -> int:
 
 async def _fetch_once(fs, bucket, key, req: Request, generation, verify: bool) -> tuple[int, Optional[str], Optional[int]]:
     """One GET of `req`'s range into its pieces; returns (object size, generation, object crc32c)."""
-    what = f"{bucket}/{key}"
+    what = named(bucket, key, generation)
     session = await fs._set_session()
     async with http.timeouts_named(fs, what), \
             session.get(media_url(fs, bucket, key), params=fs._get_params(_media_params(generation)),
@@ -144,7 +144,7 @@ async def read_into(fs: "FluxFileSystem", bucket: str, key: str, segments: Seque
     flight (shared between objects); else `concurrency` (16) for this call. Without `generation`,
     the first request's answer pins it for the others.
     """
-    what = f"{bucket}/{key}"
+    what = named(bucket, key, generation)
     reqs = plan(segments, range_size or DEFAULT_CHUNK, max_gap, what)
     sem = limit or asyncio.Semaphore(concurrency or DEFAULT_RANGE_CONCURRENCY)
     policy = fs.retry_policy("read")
