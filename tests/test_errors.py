@@ -62,3 +62,11 @@ def test_raised_message_is_one_clean_line(status, exc):
     with pytest.raises(exc) as bare:
         raise_for_status(status, b'{"error": {"code": %d}}' % status, "b/k")
     assert str(bare.value).endswith("b/k") and "{" not in str(bare.value)
+
+
+def test_a_deeply_nested_error_body_is_shown_as_text():
+    """A server's error body nested 100k deep made json.loads raise RecursionError instead of the HTTP error."""
+    body = b'{"error": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(HttpError, match="HTTP 500: B/a: ") as err:
+        raise_for_status(500, body, "B/a")
+    assert len(str(err.value)) <= MAX_MESSAGE + 100
