@@ -106,13 +106,17 @@ def _verify(chunks: Iterable[bytes], crc: Optional[int], what: str, gen: Optiona
         raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}): bytes corrupted in transit")
 
 
-async def check_ranged_answer(r: aiohttp.ClientResponse, start: int, end: int, what: str, past_end: str) -> None:
-    """Raise for an error answer to a streamed ranged GET of [start, end) (a 416 as ValueError(`past_end`)),
-    or for a whole object answered where a later range was asked for: slicing it would misplace bytes."""
+async def check_ranged_answer(r: aiohttp.ClientResponse, start: int, end: int, what: str, past_end: str,
+                              missing: Optional[str] = None) -> None:
+    """Raise for an error answer to a streamed ranged GET of [start, end) (a 416 as ValueError(`past_end`),
+    a 404 naming `missing`, the generation read, when given), or for a whole object answered where a later
+    range was asked for: slicing it would misplace bytes."""
     if r.status not in (200, 206):
         body = await r.read()
         if r.status == 416:
             raise ValueError(past_end)
+        if r.status == 404 and missing:
+            raise_for_status(404, body, missing)
         raise_for_status(r.status, body, what, r.headers)
         raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
     if r.status == 200 and start > 0:
@@ -123,11 +127,13 @@ async def check_ranged_answer(r: aiohttp.ClientResponse, start: int, end: int, w
 
 async def _get_once(fs, bucket, key, start, end, generation, check) -> Fetched:
     """One GET (optionally ranged [start, end)), verified against x-goog-hash when it covers the object."""
-    what = named(bucket, key, generation)
+    what = f"{bucket}/{key}"
     resp = await http.request_once(fs, "GET", media_url(fs, bucket, key), what=what,
                                    params=_media_params(generation),
                                    headers=_range_header(start, end) if start is not None else {},
-                                   ok=(200, 206, 416))
+                                   ok=(200, 206, 404, 416))
+    if resp.status == 404:  # a generation asked for is named: the live object may well exist
+        raise_for_status(404, resp.body, named(bucket, key, generation), resp.headers)
     if resp.status == 416:
         if start == 0:
             # GCS answers a ranged GET of an empty object with 416: read it whole instead.
@@ -146,7 +152,7 @@ async def get_range(fs: "FluxFileSystem", bucket: str, key: str, start: Optional
     """GET bytes [start, end) (all when both are None) under the read retry policy."""
     policy = fs.retry_policy("read")
     return await policy.run(lambda _attempt: _get_once(fs, bucket, key, start, end, generation, check),
-                            what=f"read {named(bucket, key, generation)}")
+                            what=f"read {bucket}/{key}")
 
 
 # -- one streamed GET --------------------------------------------------------------------------
@@ -155,7 +161,7 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
     """One GET of [start, end), its body collected chunk by chunk; `on_head(size, generation, crc32c)`
     is called as soon as the headers tell them (before the body, on a 206), so a caller can start
     the other ranges one transfer time earlier."""
-    what = named(bucket, key, generation)
+    what = f"{bucket}/{key}"
     session = await fs._set_session()
     async with http.timeouts_named(fs, what), \
             session.get(media_url(fs, bucket, key), params=fs._get_params(_media_params(generation)),
@@ -167,7 +173,8 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
             if on_head is not None:
                 on_head(got.size, got.generation, got.crc32c)
             return Streamed([got.body] if got.body else [], 0, got.size, got.generation, got.crc32c)
-        await check_ranged_answer(r, start, end, what, f"Requested range {start}-{end} not satisfiable for {what}")
+        await check_ranged_answer(r, start, end, what, f"Requested range {start}-{end} not satisfiable for {what}",
+                                  missing=named(bucket, key, generation))
         gen, crc = _object_headers(r.headers)
         begin, size = _content_range(r.headers.get("Content-Range", "")) if r.status == 206 else (0, -1)
         if r.status == 206 and on_head is not None:
@@ -205,7 +212,7 @@ async def get_chunks(fs: "FluxFileSystem", bucket: str, key: str, start: int, en
 
     policy = fs.retry_policy("read")
     return await policy.run(lambda _attempt: _stream_once(fs, bucket, key, start, end, seen["gen"], head),
-                            what=f"read {named(bucket, key, generation)}")
+                            what=f"read {bucket}/{key}")
 
 
 # -- parallel ranges ----------------------------------------------------------------------------
@@ -259,7 +266,7 @@ async def cat_file(fs: "FluxFileSystem", path: str, start: Optional[int] = None,
     bucket, key, gen = fs.split_path(path)
     for name, value in (("start", start), ("end", end)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
-            raise TypeError(f"{name} must be a whole byte offset (an int) or None, not {value!r}, reading {named(bucket, key, gen)}")
+            raise TypeError(f"{name} must be a whole byte offset (an int) or None, not {value!r}, reading {bucket}/{key}")
     size = None
     if start is not None and start < 0 or end is not None and end < 0:
         size = (await fs._info(path))["size"]

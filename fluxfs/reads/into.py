@@ -102,14 +102,14 @@ def _scatter(data: bytes, pos: int, pieces: list, i: int) -> int:
 
 async def _fetch_once(fs, bucket, key, req: Request, generation, verify: bool) -> tuple[int, Optional[str], Optional[int]]:
     """One GET of `req`'s range into its pieces; returns (object size, generation, object crc32c)."""
-    what = named(bucket, key, generation)
+    what = f"{bucket}/{key}"
     session = await fs._set_session()
     async with http.timeouts_named(fs, what), \
             session.get(media_url(fs, bucket, key), params=fs._get_params(_media_params(generation)),
                         headers=fs._get_headers(_range_header(req.start, req.end)),
                         timeout=fs.options.http_timeout) as r:
-        await check_ranged_answer(r, req.start, req.end, what,
-                                  f"bytes {req.start}-{req.end - 1} lie past the end of {what}")
+        await check_ranged_answer(r, req.start, req.end, what, f"bytes {req.start}-{req.end - 1} lie past the end "
+                                  f"of {what}", missing=named(bucket, key, generation))
         gen, crc = _object_headers(r.headers)
         size = _content_range(r.headers.get("Content-Range", ""))[1] if r.status == 206 else -1
         want = req.end - req.start
@@ -144,7 +144,7 @@ async def read_into(fs: "FluxFileSystem", bucket: str, key: str, segments: Seque
     flight (shared between objects); else `concurrency` (16) for this call. Without `generation`,
     the first request's answer pins it for the others.
     """
-    what = named(bucket, key, generation)
+    what = f"{bucket}/{key}"
     reqs = plan(segments, range_size or DEFAULT_CHUNK, max_gap, what)
     sem = limit or asyncio.Semaphore(concurrency or DEFAULT_RANGE_CONCURRENCY)
     policy = fs.retry_policy("read")
