@@ -18,7 +18,7 @@ from .errors import from_gcsfs
 from .gcs import bridge, fork, http, reach, redact, tempnames, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
-from .options import FluxOptions, refuse_unknown_options
+from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, refuse_unknown_options
 from .reads import batched, direct, handle, into, lookup, stream
 from .writes import FluxAppendFile, FluxWriteFile, object_fields, upload_local_file, write_bytes
 
@@ -32,28 +32,11 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)
+    __signature__ = constructor_signature(with_self=False)  # what inspect.signature(FluxFileSystem) shows
 
-    def __init__(
-        self,
-        *args: Any,
-        list_concurrency: int | None = None,
-        list_page_size: int | None = None,
-        compose: bool | None = None,
-        max_composite_size: int | None = None,
-        compose_threshold: int | None = None,
-        read_concurrency: int | None = None,
-        multipart: str | None = None,
-        part_size: int | None = None,
-        write_concurrency: int | None = None,
-        write_memory: int | None = None,
-        compose_max_components: int | None = None,
-        retry: Any = None,
-        read_timeout: float | None = None,
-        job_id: str | None = None,
-        temp_prefix: str | None = None,
-        progress: bool | None = None,
-        **kwargs: Any,
-    ):
+    def __init__(self, *args: Any, **kwargs: Any):
+        # fluxfs's options are FluxOptions's fields (defined there only); the rest go to gcsfs and fsspec.
+        given = {name: kwargs.pop(name) for name in OPTION_NAMES if name in kwargs}
         refuse_unknown_options(kwargs)
         if kwargs.get("endpoint_url"):  # "127.0.0.1:9023" as STORAGE_EMULATOR_HOST accepts it
             kwargs["endpoint_url"] = urls.normalize_endpoint(kwargs["endpoint_url"])
@@ -68,13 +51,7 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
         # Requests that cannot connect fail within seconds, naming the endpoint (gcs/reach.py).
         kwargs["session_kwargs"] = reach.with_fail_fast(kwargs.get("session_kwargs"))
         # Validated before gcsfs starts anything: a bad option fails at once, naming itself.
-        self.options = FluxOptions.from_arguments(
-            list_concurrency=list_concurrency, list_page_size=list_page_size, compose=compose,
-            max_composite_size=max_composite_size, compose_threshold=compose_threshold,
-            read_concurrency=read_concurrency, multipart=multipart, part_size=part_size,
-            write_concurrency=write_concurrency, write_memory=write_memory,
-            compose_max_components=compose_max_components, retry=retry, read_timeout=read_timeout, job_id=job_id,
-            temp_prefix=temp_prefix, progress=progress)
+        self.options = FluxOptions.from_arguments(**given)
         # gcsfs's own requests (info, ls, ...) would otherwise wait up to aiohttp's 300 s per attempt.
         kwargs.setdefault("requests_timeout", self.options.http_timeout)
         with redact.scrubbing():  # gcsfs's raw-token expiry lookup quotes the token in its errors
@@ -83,6 +60,10 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
         self._compose_denied = False   # set when the server refuses compose: batched reads go direct
         self._temporaries = temporaries.TempRegistry(self)
         fork.reset_in_child(self)
+
+    # inspect.signature, help() and the CLI's check of `-o` names see every option, from FluxOptions.
+    __init__.__signature__ = constructor_signature()  # type: ignore[attr-defined]
+    __init__.__doc__ = constructor_doc()
 
     # -- plumbing shared by the accelerations ---------------------------------------------
 

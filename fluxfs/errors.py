@@ -6,11 +6,12 @@ below are fluxfs's own, for what no built-in says (all are OSError subclasses).
 """
 from __future__ import annotations
 
-import json
 import re
 
 import aiohttp
 from gcsfs.retry import NonRetryableError
+
+from . import jsontext
 
 __all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "RequestTimeout",
            "ChecksumMismatch", "ServerUnreachable", "UploadLost", "raise_for_status"]
@@ -81,7 +82,7 @@ def error_message(body: bytes) -> str:
 def _message_of(text: str, depth: int = 0) -> str:
     if text[:1] in ("{", '"') and depth < 3:
         try:
-            doc = json.loads(text)
+            doc = jsontext.loads(text)
         except ValueError:
             doc = None
         if doc is not None:

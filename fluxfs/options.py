@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 import re
 from typing import Any, Mapping, Optional
 
@@ -48,111 +49,146 @@ DEFAULT_WRITE_MEMORY = 2 * 2**30
 DEFAULT_COMPOSE_MAX_COMPONENTS = 32_768
 
 DEFAULT_LIST_CONCURRENCY = 64
-STRATEGIES = ("xml", "compose", "off")
+# The upload strategies of the `multipart` option; "off" is the older name of "resumable".
+STRATEGIES = ("xml", "compose", "resumable")
+STRATEGY_ALIASES = {"off": "resumable"}
 
 
 _BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", re.IGNORECASE)
-BOOL_OPTIONS = ("compose", "progress")
-COUNT_OPTIONS = ("list_concurrency", "list_page_size", "read_concurrency", "write_concurrency")
-SIZE_OPTIONS = ("part_size", "max_composite_size", "compose_threshold")
+SIZE_UNITS = ("a whole number (8388608) or one with a unit, binary KiB/MiB/GiB/TiB (also K/M/G/T) or decimal "
+              "KB/MB/GB/TB, such as '512MiB' or '1GB'")
+
+# What an option holds, which says how text from `FSSPEC_FLUX_*` or `-o` is read (`coerce`).
+BOOL, COUNT, SIZE, SECONDS, STRATEGY, RETRY, TEXT = "bool", "count", "size", "seconds", "strategy", "retry", "text"
 
 
 def parse_size(name: str, value: Any) -> int:
     """Bytes from an int or text such as "8MiB", "8M" (binary), "8MB" (decimal) or "8388608"."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{name} must be a size in bytes (8388608, '8MiB'), not {value!r}")
     if isinstance(value, str):
         m = _SIZE.fullmatch(value)
         unit = _UNITS.get(m.group(2).lower()) if m else None
         if unit is None:
-            raise ValueError(f"{name} must be a size in bytes such as 8388608, '8MiB', '8M' or '8MB', not {value!r}")
+            raise ValueError(f"{name} must be a size in bytes: {SIZE_UNITS}; not {value!r}")
         value = float(m.group(1)) * unit
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a size in bytes: {SIZE_UNITS}; not {value!r}")
     if value != int(value):
         raise ValueError(f"{name} must be a whole number of bytes, not {value!r}")
     return int(value)
 
 
+def parse_count(name: str, value: Any) -> int:
+    """A whole number from an int, an integral float (8.0) or text ("8"); 1.5, True or "1.5" are refused."""
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"{name} must be a whole number, not {value!r}")
+
+
+def _parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (str, int)) and str(value).strip().lower() in _BOOLS:
+        return _BOOLS[str(value).strip().lower()]
+    raise ValueError(f"{name} must be True or False, not {value!r}")
+
+
+def _parse_seconds(name: str, value: Any) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, not {value!r}") from None
+
+
+def _parse_strategy(name: str, value: Any) -> str:
+    text = value.strip().lower() if isinstance(value, str) else value
+    text = STRATEGY_ALIASES.get(text, text) if isinstance(text, str) else text
+    if text not in STRATEGIES:
+        raise ValueError(f"{name} must be 'xml', 'compose' or 'resumable' ('off' is another name for 'resumable'), "
+                         f"not {value!r}")
+    return text
+
+
+_PARSERS = {BOOL: _parse_bool, COUNT: parse_count, SIZE: parse_size, SECONDS: _parse_seconds,
+            STRATEGY: _parse_strategy, RETRY: lambda _name, value: resolve_policies(value),
+            TEXT: lambda _name, value: value}
+
+
+def option(default: Any, kind: str, doc: str, factory: Any = None) -> Any:
+    """A `FluxOptions` field: its default, what it holds (`kind`) and a line saying what it does."""
+    meta = {"kind": kind, "doc": doc}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
 def coerce(name: str, value: Any) -> Any:
     """`value` as option `name`'s type; ValueError naming the option when it cannot be one."""
-    if name in BOOL_OPTIONS:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, (str, int)) and str(value).strip().lower() in _BOOLS:
-            return _BOOLS[str(value).strip().lower()]
-        raise ValueError(f"{name} must be True or False, not {value!r}")
-    if name in SIZE_OPTIONS:
-        return parse_size(name, value)
-    if name in COUNT_OPTIONS:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)
-        raise ValueError(f"{name} must be a whole number, not {value!r}")
-    if name == "read_timeout":
-        try:
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"read_timeout must be a number of seconds, not {value!r}") from None
-    return value
+    return _PARSERS[FIELDS[name].metadata["kind"]](name, value)
 
 
 @dataclasses.dataclass(frozen=True)
 class FluxOptions:
-    """fluxfs's own options (gcsfs's, such as `token` or `project`, stay gcsfs's)."""
+    """fluxfs's own options (gcsfs's, such as `token` or `project`, stay gcsfs's); each is defined here
+    only: `FluxFileSystem`'s keyword arguments and its signature are derived from these fields."""
 
-    list_concurrency: int = DEFAULT_LIST_CONCURRENCY   # objects.list calls of the parallel lister
-    list_page_size: int = 1000                          # items per page (GCS's cap)
-    compose: bool = True                                # batched reads through temporary composites
-    max_composite_size: int = DEFAULT_MAX_COMPOSITE_SIZE
-    compose_threshold: int = DEFAULT_COMPOSE_THRESHOLD  # larger objects are read directly
-    read_concurrency: int = DEFAULT_READ_CONCURRENCY    # requests a batched read keeps in flight
-    multipart: str = "xml"                              # upload strategy: "xml", "compose" or "off"
-    part_size: int = DEFAULT_PART_SIZE
-    write_concurrency: int = DEFAULT_WRITE_CONCURRENCY
-    write_memory: int = DEFAULT_WRITE_MEMORY            # bytes one write holds at most (parts grow up to half)
-    compose_max_components: int = DEFAULT_COMPOSE_MAX_COMPONENTS  # parts of one compose write
-    retry: Mapping[str, RetryPolicy] = dataclasses.field(default_factory=lambda: resolve_policies(None))
-    read_timeout: float = 60.0                          # seconds without progress before a request fails
-    job_id: Optional[str] = None                        # names this job's temporary objects; None: generated
-    temp_prefix: str = tempnames.TEMP_PREFIX            # where temporaries live (only fluxfs-named ones are hidden)
-    progress: bool = False                              # progress bars for long listings
+    list_concurrency: int = option(DEFAULT_LIST_CONCURRENCY, COUNT, "objects.list calls of the parallel lister")
+    list_page_size: int = option(1000, COUNT, "items per listing page (GCS's cap, 1000)")
+    compose: bool = option(True, BOOL, "batched reads of small objects through temporary composites")
+    max_composite_size: int = option(DEFAULT_MAX_COMPOSITE_SIZE, SIZE, "size cap of one composite")
+    compose_threshold: int = option(DEFAULT_COMPOSE_THRESHOLD, SIZE, "larger objects are read directly")
+    read_concurrency: int = option(DEFAULT_READ_CONCURRENCY, COUNT, "requests a batched read keeps in flight")
+    multipart: str = option("xml", STRATEGY, "upload strategy: 'xml', 'compose' or 'resumable' (alias 'off')")
+    part_size: int = option(DEFAULT_PART_SIZE, SIZE, "upload part size")
+    write_concurrency: int = option(DEFAULT_WRITE_CONCURRENCY, COUNT, "upload parts in flight")
+    write_memory: int = option(DEFAULT_WRITE_MEMORY, SIZE, "bytes one write holds at most (parts grow up to half)")
+    compose_max_components: int = option(DEFAULT_COMPOSE_MAX_COMPONENTS, COUNT, "parts of one compose write")
+    retry: Mapping[str, RetryPolicy] = option(None, RETRY, "RetryPolicy, its fields, or per operation kind",
+                                              factory=lambda: resolve_policies(None))
+    read_timeout: float = option(60.0, SECONDS, "seconds without progress before a request fails")
+    job_id: Optional[str] = option(None, TEXT, "names this job's temporary objects; None: generated")
+    temp_prefix: str = option(tempnames.TEMP_PREFIX, TEXT, "where temporaries live (only fluxfs-named ones hidden)")
+    progress: bool = option(False, BOOL, "progress bars for long listings")
 
     @classmethod
     def from_arguments(cls, **given: Any) -> "FluxOptions":
         """Options from constructor arguments; None means "the default". Text from `FSSPEC_FLUX_*` or the
         CLI's `-o` is read as its field's type ("False", "8MiB", "5"), and a wrong type is refused here,
         naming the option, rather than failing somewhere later."""
-        values = {k: coerce(k, v) for k, v in given.items() if v is not None}
-        if "retry" in values:
-            values["retry"] = resolve_policies(values["retry"])
-        return cls(**values)
+        return cls(**{k: v for k, v in given.items() if v is not None})
 
     def __post_init__(self) -> None:
-        if self.multipart not in STRATEGIES:
-            raise ValueError(f"multipart must be 'xml', 'compose' or 'off', not {self.multipart!r}")
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None:  # direct FluxOptions(...) is read as from_arguments is
+                object.__setattr__(self, f.name, coerce(f.name, value))
         if not 1 <= self.list_page_size <= 1000:
             raise ValueError(f"list_page_size must be between 1 and 1000 (GCS's cap), not {self.list_page_size}")
         for name in ("list_concurrency", "read_concurrency", "write_concurrency", "part_size", "write_memory",
                      "compose_max_components"):
-            if int(getattr(self, name)) < 1:
+            if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
-        for name in ("write_memory", "compose_max_components"):  # from env / -o they arrive as strings
-            object.__setattr__(self, name, int(getattr(self, name)))
-        if self.write_memory < 2 * int(self.part_size):
+        if self.write_memory < 2 * self.part_size:
             raise ValueError(f"write_memory {self.write_memory} must hold two parts of part_size {self.part_size} "
                              "(one uploading, one being filled); raise write_memory or lower part_size")
-        if self.max_composite_size < 0 or self.compose_threshold < 0:
-            raise ValueError("max_composite_size and compose_threshold must not be negative")
+        for name in ("max_composite_size", "compose_threshold"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
         tempnames.check_prefix(self.temp_prefix)
         if self.job_id is not None:
             tempnames.check_job_id(self.job_id)
         if not self.read_timeout > 0:
             raise ValueError(f"read_timeout must be positive, not {self.read_timeout}")
+        if not math.isfinite(self.read_timeout):
+            raise ValueError(f"read_timeout must be a finite number of seconds, not {self.read_timeout}")
 
     @functools.cached_property
     def http_timeout(self) -> aiohttp.ClientTimeout:
@@ -168,6 +204,10 @@ class FluxOptions:
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
         return self.retry.get(op) or self.retry["read"]
+
+
+FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(FluxOptions)}
+OPTION_NAMES: tuple[str, ...] = tuple(FIELDS)
 
 
 # Keyword arguments fsspec's base classes take without naming them in a signature: the rest of what
@@ -192,3 +232,34 @@ def refuse_unknown_options(kwargs: dict) -> None:
             "themselves: FluxFileSystem(**storage_options)" if "storage_options" in unknown
             else "not an option of fluxfs, gcsfs or fsspec (fluxfs's: see fluxfs.options.FluxOptions)")
     raise TypeError(f"FluxFileSystem got unexpected keyword argument(s) {', '.join(map(repr, unknown))}: {hint}")
+
+
+def constructor_signature(with_self: bool = True) -> inspect.Signature:
+    """`FluxFileSystem.__init__`'s signature (the class's without `self`): *args, every option keyword-only
+    (None: the default), **kwargs (gcsfs's and fsspec's arguments)."""
+    P = inspect.Parameter
+    own = [P(f.name, P.KEYWORD_ONLY, default=None, annotation=_annotation(f)) for f in FIELDS.values()]
+    first = [P("self", P.POSITIONAL_OR_KEYWORD)] if with_self else []
+    return inspect.Signature([*first, P("args", P.VAR_POSITIONAL), *own, P("kwargs", P.VAR_KEYWORD, annotation="Any")])
+
+
+def _annotation(f: dataclasses.Field) -> str:
+    if f.metadata["kind"] == RETRY:
+        return "RetryPolicy | Mapping | None"
+    text = str(f.type)
+    return f"{text[len('Optional['):-1]} | None" if text.startswith("Optional[") else f"{text} | None"
+
+
+def constructor_doc() -> str:
+    """`FluxFileSystem.__init__`'s docstring: each option with its default and what it does."""
+    lines = [f"    {f.name}: {f.metadata['doc']} (default: {_default_text(f)})" for f in FIELDS.values()]
+    return ("A filesystem for flux:// (and gs://) URLs. fluxfs's options (None means the default; text such as "
+            "'8MiB' or 'false' is read as the option's type):\n\n" + "\n".join(lines) +
+            "\n\nAny other keyword argument goes to gcsfs (token, project, endpoint_url, ...) and fsspec; "
+            "an unknown one is a TypeError naming it.")
+
+
+def _default_text(f: dataclasses.Field) -> str:
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return "see fluxfs.RetryPolicy"
+    return repr(f.default)

@@ -84,3 +84,11 @@ def test_gcsfs_errors_map_to_fluxfs_types():
     assert type(from_gcsfs(FileExistsError("b/o/k"), "b/k")) is PreconditionFailed
     assert type(from_gcsfs(FileExistsError("b/o/k"), "b/k", create_only=True)) is FileExistsError
     assert from_gcsfs(FileNotFoundError("b/k"), "b/k") is None  # already the type fluxfs raises
+
+
+def test_a_deeply_nested_error_body_is_shown_as_text():
+    """A server's error body nested 100k deep made json.loads raise RecursionError instead of the HTTP error."""
+    body = b'{"error": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(HttpError, match="HTTP 500: B/a: ") as err:
+        raise_for_status(500, body, "B/a")
+    assert len(str(err.value)) <= MAX_MESSAGE + 100

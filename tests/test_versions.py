@@ -84,3 +84,24 @@ def test_rm_of_a_generation(flux_server):
     fs.invalidate_cache()
     assert not fs.exists(f"{b}/a")
     assert fs.cat(f"{b}/a#{g[1]}") == b"two"
+
+
+def test_a_deleted_generation_is_named_in_the_error(flux_server):
+    """Reading key#generation of a generation that is gone names that generation, not just the key
+    (which exists: "No such object: key" alone would be wrong), on every read path."""
+    b = new_bucket_name()
+    flux_server.create_bucket(b)
+    fs = make_fs(flux_server, version_aware=True)
+    fs.call("PATCH", "b/{}", b, json={"versioning": {"enabled": True}})
+    g = _write_generations(fs, f"{b}/a", [b"one", b"two"])
+    fs.rm(f"{b}/a#{g[0]}")
+    gone = f"{b}/a#{g[0]}"
+    reads = {"cat": lambda: fs.cat(gone), "cat_file": lambda: fs.cat_file(gone),
+             "range": lambda: fs.cat_file(gone, 0, 2), "many": lambda: fs.cat([gone, f"{b}/a"]),
+             "open": lambda: fs.open(gone, "rb").read(), "info": lambda: fs.info(gone),
+             "read_into": lambda: fs.read_into(gone, [(0, bytearray(2))])}
+    for name, read in reads.items():
+        with pytest.raises(FileNotFoundError, match=f"{b}/a#{g[0]}") as got:
+            read()
+        assert gone in str(got.value), name
+    assert not fs.exists(gone) and fs.cat(f"{b}/a") == b"two"

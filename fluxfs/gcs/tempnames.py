@@ -40,11 +40,31 @@ def check_job_id(job_id: str) -> str:
     return job_id
 
 
+# GCS object names are at most 1,024 bytes of UTF-8; a temporary's name adds to the prefix at most a
+# kind (16), a job id (100), two slashes and 16 hex digits.
+MAX_NAME_BYTES = 1024
+MAX_PREFIX_BYTES = MAX_NAME_BYTES - (16 + 1 + 100 + 1 + 16)
+_ACME = ".well-known/acme-challenge/"   # GCS refuses object names starting with it
+
+
 def check_prefix(prefix: str) -> str:
-    """`prefix` if it can hold temporaries: a non-empty key prefix ending in '/', else ValueError."""
+    """`prefix` if it can hold temporaries: a non-empty key prefix ending in '/', no control characters,
+    short enough for every temporary's name to fit GCS's limit; else ValueError naming the option."""
     if not isinstance(prefix, str) or not prefix.endswith("/") or prefix.startswith("/") or prefix == "/" \
-            or "//" in prefix or any(ord(c) < 32 for c in prefix):
+            or "//" in prefix or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in prefix):
         raise ValueError(f"temp_prefix must be a key prefix ending in '/', such as {TEMP_PREFIX!r}, not {prefix!r}")
+    try:
+        size = len(prefix.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(f"temp_prefix must be valid Unicode text (GCS object names are UTF-8), not "
+                         f"{prefix!r:.200}") from None
+    if size > MAX_PREFIX_BYTES:
+        raise ValueError(f"temp_prefix must be at most {MAX_PREFIX_BYTES} bytes (UTF-8) so that "
+                         f"'<temp_prefix><kind>/<job_id>/<16 hex>' fits GCS's {MAX_NAME_BYTES}-byte object name "
+                         f"limit, not {size} bytes ({prefix[:40]!r}...)")
+    if prefix.startswith(_ACME):
+        raise ValueError(f"temp_prefix must not start with {_ACME!r} (GCS refuses such object names), "
+                         f"not {prefix!r}")
     return prefix
 
 

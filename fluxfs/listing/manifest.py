@@ -22,6 +22,8 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from .. import jsontext
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
 
@@ -131,7 +133,7 @@ def parse_line(line: str, *, base: str | None = None, where: str = "manifest", l
 
     if s.lstrip()[:1] in ("{", "["):
         try:
-            obj = json.loads(s)
+            obj = jsontext.loads(s)
         except ValueError as exc:
             raise bad(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(obj, dict):

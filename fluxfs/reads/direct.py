@@ -65,6 +65,12 @@ def media_url(fs: "FluxFileSystem", bucket: str, key: str) -> str:
     return f"{fs._location}/download/storage/v1/b/{quote(bucket, safe='')}/o/{quote(key, safe='')}"
 
 
+def named(bucket: str, key: str, generation: Optional[str] = None) -> str:
+    """"bucket/key", or "bucket/key#generation" when one generation is read: an error about a deleted
+    generation must not read as if the live object were missing."""
+    return f"{bucket}/{key}#{generation}" if generation else f"{bucket}/{key}"
+
+
 # -- what both GET paths send and read back --------------------------------------------------
 
 def _media_params(generation: Optional[str]) -> dict[str, str]:
@@ -100,13 +106,17 @@ def _verify(chunks: Iterable[bytes], crc: Optional[int], what: str, gen: Optiona
         raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}): bytes corrupted in transit")
 
 
-async def check_ranged_answer(r: aiohttp.ClientResponse, start: int, end: int, what: str, past_end: str) -> None:
-    """Raise for an error answer to a streamed ranged GET of [start, end) (a 416 as ValueError(`past_end`)),
-    or for a whole object answered where a later range was asked for: slicing it would misplace bytes."""
+async def check_ranged_answer(r: aiohttp.ClientResponse, start: int, end: int, what: str, past_end: str,
+                              missing: Optional[str] = None) -> None:
+    """Raise for an error answer to a streamed ranged GET of [start, end) (a 416 as ValueError(`past_end`),
+    a 404 naming `missing`, the generation read, when given), or for a whole object answered where a later
+    range was asked for: slicing it would misplace bytes."""
     if r.status not in (200, 206):
         body = await r.read()
         if r.status == 416:
             raise ValueError(past_end)
+        if r.status == 404 and missing:
+            raise_for_status(404, body, missing)
         raise_for_status(r.status, body, what, r.headers)
         raise_for_status(500, body or f"unexpected HTTP {r.status}".encode(), what)
     if r.status == 200 and start > 0:
@@ -121,7 +131,9 @@ async def _get_once(fs, bucket, key, start, end, generation, check) -> Fetched:
     resp = await http.request_once(fs, "GET", media_url(fs, bucket, key), what=what,
                                    params=_media_params(generation),
                                    headers=_range_header(start, end) if start is not None else {},
-                                   ok=(200, 206, 416))
+                                   ok=(200, 206, 404, 416))
+    if resp.status == 404:  # a generation asked for is named: the live object may well exist
+        raise_for_status(404, resp.body, named(bucket, key, generation), resp.headers)
     if resp.status == 416:
         if start == 0:
             # GCS answers a ranged GET of an empty object with 416: read it whole instead.
@@ -161,7 +173,8 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
             if on_head is not None:
                 on_head(got.size, got.generation, got.crc32c)
             return Streamed([got.body] if got.body else [], 0, got.size, got.generation, got.crc32c)
-        await check_ranged_answer(r, start, end, what, f"Requested range {start}-{end} not satisfiable for {what}")
+        await check_ranged_answer(r, start, end, what, f"Requested range {start}-{end} not satisfiable for {what}",
+                                  missing=named(bucket, key, generation))
         gen, crc = _object_headers(r.headers)
         begin, size = _content_range(r.headers.get("Content-Range", "")) if r.status == 206 else (0, -1)
         if r.status == 206 and on_head is not None:

@@ -19,7 +19,7 @@ from ..gcs import http
 from ..gcs.tasks import gather_all
 from ..gcs.checksums import crc32c_combine
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _media_params, _object_headers
-from .direct import _range_header, check_ranged_answer, media_url
+from .direct import _range_header, check_ranged_answer, media_url, named
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -108,8 +108,8 @@ async def _fetch_once(fs, bucket, key, req: Request, generation, verify: bool) -
             session.get(media_url(fs, bucket, key), params=fs._get_params(_media_params(generation)),
                         headers=fs._get_headers(_range_header(req.start, req.end)),
                         timeout=fs.options.http_timeout) as r:
-        await check_ranged_answer(r, req.start, req.end, what,
-                                  f"bytes {req.start}-{req.end - 1} lie past the end of {what}")
+        await check_ranged_answer(r, req.start, req.end, what, f"bytes {req.start}-{req.end - 1} lie past the end "
+                                  f"of {what}", missing=named(bucket, key, generation))
         gen, crc = _object_headers(r.headers)
         size = _content_range(r.headers.get("Content-Range", ""))[1] if r.status == 206 else -1
         want = req.end - req.start

@@ -1,5 +1,5 @@
 """What a write settles before its first byte: the destination, the strategy class for the
-``multipart`` option ("xml", "compose", "off"), the part size and how many parts go up at once."""
+``multipart`` option ("xml", "compose", "resumable"), the part size and how many parts go up at once."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # Part size and concurrency defaults, and how they were measured: fluxfs/options.py.
 
 STRATEGIES: dict[str, Callable[["PartWriter"], "Uploader"]] = {
-    "xml": XmlOrComposeUploader, "compose": ComposeUploader, "off": ResumableUploader,
+    "xml": XmlOrComposeUploader, "compose": ComposeUploader, "resumable": ResumableUploader,
 }
 
 
@@ -27,7 +27,7 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
     """(part size, concurrency, uploader class) of one write, validated.
 
     The part size is the ``part_size`` option, which must suit the strategy (XML multipart: at least
-    5 MiB; ``multipart="off"``: a multiple of 256 KiB) and twice it must fit ``write_memory``, or the
+    5 MiB; ``multipart="resumable"``: a multiple of 256 KiB) and twice it must fit ``write_memory``, or the
     write fails at open, naming it. A
     ``block_size`` given to ``open()`` (gcsfs callers pass 256 KiB) is instead rounded up to what the
     strategy needs: the write succeeds, its memory bound by about concurrency x that part size.
@@ -36,7 +36,7 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
     to lack XML multipart upload (`fallback.py`) gets ``compose`` writes instead.
     """
     option = fs.options.multipart
-    strategy = "off" if option == "xml" and fields is not None and not fields.xml_safe else option
+    strategy = "resumable" if option == "xml" and fields is not None and not fields.xml_safe else option
     if strategy == "xml" and xml_unsupported(fs):
         strategy = "compose"
     conc = fs.options.write_concurrency
@@ -47,8 +47,9 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
         if option == "xml" and part < XML_MIN_PART_SIZE:
             raise ValueError(f"part_size {part} is below the 5 MiB ({XML_MIN_PART_SIZE}) minimum of XML multipart "
                              "uploads; use a larger part_size or multipart='compose'")
-        if option == "off" and part % RESUMABLE_CHUNK_MULTIPLE:
-            raise ValueError(f"part_size {part} must be a multiple of 256 KiB for resumable uploads (multipart='off')")
+        if option == "resumable" and part % RESUMABLE_CHUNK_MULTIPLE:
+            raise ValueError(f"part_size {part} must be a multiple of 256 KiB for resumable uploads "
+                             "(multipart='resumable')")
     else:
         part = int(block_size)
         if part < 1:
@@ -57,7 +58,7 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
     if 2 * part > fs.options.write_memory:
         raise ValueError(f"parts of {part} bytes do not fit write_memory {fs.options.write_memory} twice (one "
                          "uploading, one being filled); raise write_memory or use smaller parts")
-    if strategy == "off":
+    if strategy == "resumable":
         conc = 1  # one resumable session takes its chunks in order
     return part, conc, STRATEGIES[strategy]
 
@@ -66,7 +67,7 @@ def min_part_size(part: int, strategy: str) -> int:
     """`part` rounded up to the smallest part size `strategy` accepts."""
     if strategy == "xml":
         return max(part, XML_MIN_PART_SIZE)
-    if strategy == "off":
+    if strategy == "resumable":
         return -(-part // RESUMABLE_CHUNK_MULTIPLE) * RESUMABLE_CHUNK_MULTIPLE
     return part
 

@@ -16,6 +16,8 @@ from typing import Mapping, Optional
 
 import torch
 
+from fluxfs import jsontext
+
 from ..errors import PipesError
 
 # The header may not be larger than this (the safetensors package refuses larger ones too).
@@ -80,7 +82,7 @@ def header_length(first8: bytes, size: int, where: str) -> int:
 def parse_header(raw: bytes, size: int, where: str) -> Header:
     """Parse and check the JSON header `raw` of an object of `size` bytes named `where`."""
     try:
-        doc = json.loads(bytes(raw).decode("utf-8"))
+        doc = jsontext.loads(bytes(raw).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SafetensorsError(f"{where}: corrupt safetensors header, not valid JSON ({exc})") from None
     if not isinstance(doc, dict):

@@ -8,12 +8,11 @@ requests in flight, each received chunk copied once into its tensor.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 import torch
 
-from fluxfs import FluxFileSystem
+from fluxfs import FluxFileSystem, jsontext
 from fluxfs.gcs import bridge
 from fluxfs.gcs.tasks import gather_all
 
@@ -48,7 +47,7 @@ async def _weight_map(fs: FluxFileSystem, root: str, where: str) -> dict[str, st
             return {}
         raise FileNotFoundError(f"{where}: neither {INDEX} nor {SINGLE} in {root}") from None
     try:
-        index = json.loads(raw)
+        index = jsontext.loads(raw)
         weight_map = index["weight_map"]
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise TypeError("weight_map must map tensor names to file names")

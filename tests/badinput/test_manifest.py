@@ -51,3 +51,11 @@ def test_manifest_with_no_entries(tmp_path, storage_options, bucket):
     path, ds = _dataset(tmp_path, "# only a comment\n\n", storage_options, bucket)
     with pytest.raises(ValueError, match=f"manifest {path} lists no objects"):
         len(ds)
+
+
+def test_manifest_line_nested_too_deeply(tmp_path, storage_options, bucket):
+    """'[[[[…' 100k deep on a line made json.loads raise RecursionError, naming neither file nor line."""
+    deep = "[" * 100_000 + "]" * 100_000
+    path, ds = _dataset(tmp_path, f'{{"name": "{bucket}/a", "size": 1}}\n{deep}\n', storage_options)
+    with pytest.raises(ValueError, match=rf"{path}, line 2: invalid JSON \(nested too deeply to parse at column 1\)"):
+        len(ds)

@@ -86,3 +86,26 @@ def test_a_misspelled_dataset_argument_is_named(flux_server, storage_options):
 
     with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) 'shufle'"):
         FluxIterableDataset.from_prefix("flux://b/p/", shufle=True, storage_options=storage_options)
+
+
+def test_the_constructor_takes_exactly_the_fields_of_flux_options(flux_server):
+    """Options are defined once (FluxOptions); the constructor's keywords, signature and docstring follow them."""
+    import dataclasses
+    import inspect
+
+    from fluxfs.options import FluxOptions
+
+    fields = [f.name for f in dataclasses.fields(FluxOptions)]
+    for sig in (inspect.signature(FluxFileSystem), inspect.signature(FluxFileSystem.__init__)):
+        kw_only = [n for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        assert kw_only == fields
+        assert all(sig.parameters[n].default is None for n in fields)
+    assert all(f"    {name}: " in FluxFileSystem.__init__.__doc__ for name in fields)
+    # Every option given explicitly (as its default, or a value) reaches fs.options.
+    defaults = {f.name: getattr(FluxOptions(), f.name) for f in dataclasses.fields(FluxOptions)}
+    fs = FluxFileSystem(endpoint_url=flux_server.url, token="anon", skip_instance_cache=True,
+                        **{**defaults, "job_id": "j1", "list_page_size": "7", "write_memory": "1GiB"})
+    assert fs.options == FluxOptions(**{**defaults, "job_id": "j1", "list_page_size": 7, "write_memory": 2**30})
+    assert fs.storage_options["list_page_size"] == "7"  # what fsspec pickles and re-builds from
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) 'list_pagesize'"):
+        FluxFileSystem(endpoint_url=flux_server.url, token="anon", skip_instance_cache=True, list_pagesize=7)

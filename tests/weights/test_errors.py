@@ -113,3 +113,12 @@ def test_a_save_failing_half_way_leaves_no_object(wfs, bucket, flux_server, monk
     monkeypatch.setattr(save_mod, "byte_view", real)
     save_file(tensors, url, fs=wfs)
     assert wfs.cat_file(url.removeprefix("flux://")) == st.save(tensors)
+
+
+def test_a_deeply_nested_header_is_refused_naming_the_file(wfs, bucket):
+    """'[[[[…' 100k deep in the header made json.loads raise RecursionError, naming nothing."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    load_bad(wfs, bucket, struct.pack("<Q", len(deep)) + deep, "corrupt safetensors header, not valid JSON "
+             r"\(nested too deeply to parse")
+    deep = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    load_bad(wfs, bucket, struct.pack("<Q", len(deep)) + deep, "nested too deeply to parse")

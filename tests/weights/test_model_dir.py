@@ -90,6 +90,11 @@ def test_an_index_naming_a_tensor_its_shard_lacks(model_dir):
     fs.pipe_file(f"{root}/model.safetensors.index.json", b"{not json")
     with pytest.raises(SafetensorsError, match="model.safetensors.index.json is not a safetensors index"):
         load_model_dir(url, fs=fs)
+    # '[[[[…' 100k deep made json.loads raise RecursionError, naming nothing.
+    fs.pipe_file(f"{root}/model.safetensors.index.json", b'{"weight_map": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    with pytest.raises(SafetensorsError, match=r"model.safetensors.index.json is not a safetensors index "
+                                               r"\(nested too deeply to parse"):
+        load_model_dir(url, fs=fs)
 
 
 def test_a_directory_with_no_model(flux_server, bucket):
