@@ -49,7 +49,10 @@ def safe_local_target(root: str, rel: str, url: str) -> str:
     never make a download write anywhere but under the destination directory.
     """
     parts = rel.split("/")
-    if "\x00" in rel or any(p in (".", "..") for p in parts):
+    if "\x00" in rel:  # no local file name can hold one; open() would fail with a ValueError mid-copy
+        raise UsageError(f"refusing to copy {url}: its name contains a NUL byte (\\x00), which a local file "
+                         "name cannot; nothing was copied")
+    if any(p in (".", "..") for p in parts):
         raise UsageError(f"refusing to copy {url}: its name contains '.' or '..' path components "
                          f"and could write outside {root!r}; nothing was copied")
     target = os.path.join(root, *[p for p in parts if p])
@@ -59,6 +62,32 @@ def safe_local_target(root: str, rel: str, url: str) -> str:
         raise UsageError(f"refusing to copy {url}: it would be written to {real_target!r}, outside {root!r}; "
                          "nothing was copied")
     return target
+
+
+MAX_OBJECT_NAME = 1024  # bytes of UTF-8, GCS's limit
+
+
+def check_object_name(path: str, src: str) -> None:
+    """Refuse, before a byte moves, a destination object name GCS would refuse mid-copy (its rules:
+    1-1024 bytes of UTF-8, no carriage return or line feed, not "." or ".."), naming the source and why."""
+    key = path.split("/", 1)[1] if "/" in path else ""
+    why = None
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:  # a local file name in another encoding (os.fsdecode's surrogates)
+        why = "is not valid UTF-8, which object names must be"
+    else:
+        if "\x00" in key:
+            why = "contains a NUL byte (\\x00)"
+        elif "\r" in key or "\n" in key:
+            why = "contains a carriage return or line feed, which GCS refuses in object names"
+        elif size > MAX_OBJECT_NAME:
+            why = f"is {size} bytes long as an object name, over GCS's limit of {MAX_OBJECT_NAME}"
+        elif key in (".", ".."):
+            why = f"would be the object name {key!r}, which GCS refuses"
+    if why:
+        shown = os.fsencode(src).decode("utf-8", "backslashreplace")  # undecodable bytes as \xff
+        raise UsageError(f"refusing to copy {shown}: its name {why}; nothing was copied")
 
 
 def _check_no_collisions(transfers: List[Transfer]) -> None:
@@ -183,6 +212,9 @@ def plan_cp(fs, args: argparse.Namespace) -> Plan:
                 transfers.append(Transfer(kind, i["name"], join(root, rel, url), int(i.get("size") or 0), i))
         if kind == "copy":
             require_bucket(fs, dpath, dst)
+    for t in transfers:
+        if t.kind != "down":
+            check_object_name(t.dst, t.src if t.kind == "up" else url_of(t.src, srcs[0]))
     _check_no_collisions(transfers)
     if args.no_clobber and transfers and transfers[0].kind == "down":  # local checks cost nothing: do them now
         plan.skipped = [t.dst for t in transfers if os.path.lexists(t.dst)]

@@ -92,7 +92,8 @@ def cmd_sample_images(args: argparse.Namespace) -> int:
             with open(path, "wb") as f:
                 f.write(data)
     if not args.quiet:
+        ext = next(iter(images)).rsplit(".", 1)[-1]  # every name has the format's extension
         print(f"wrote {len(images)} {args.format.upper()} images of {len(CLASSES)} classes "
-              f"({', '.join(CLASSES)}) as {args.dest.rstrip('/')}/<class>/<n>.{rel.rsplit('.', 1)[-1]}",
+              f"({', '.join(CLASSES)}) as {args.dest.rstrip('/')}/<class>/<n>.{ext}",
               file=sys.stderr)
     return 0
