@@ -12,11 +12,15 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import TYPE_CHECKING, Dict, List
 
 from .base import EXIT_ERROR, UsageError, human, is_remote, local_path, remote_path, url_of
 from .storage import list_objects, make_fs, require_bucket
-from .transfers import COPY_CHUNK, Transfer, run_transfers
+
+if TYPE_CHECKING:  # `cat` runs once per shard in webdataset pipes: it does not import the transfer machinery
+    from .transfers import Transfer
+
+CAT_CHUNK = 8 * 1024 * 1024
 
 SHOW_SKIPPED = 10  # destinations named in the "skipped" report (cp -n); the rest are counted
 
@@ -35,7 +39,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
             require_bucket(fs, path, url)
             raise FileNotFoundError(f"no such object: {url}") from None
         with f:
-            shutil.copyfileobj(f, out, COPY_CHUNK)
+            shutil.copyfileobj(f, out, CAT_CHUNK)
     out.flush()
     return 0
 
@@ -122,9 +126,9 @@ class Plan:
 
 def plan_cp(fs, args: argparse.Namespace) -> Plan:
     """Every (source, destination) pair, validated before a single byte moves."""
-    if len(args.paths) < 2:
-        raise UsageError("cp needs a source and a destination: fluxfs cp SRC... DST")
-    *srcs, dst = args.paths
+    from .transfers import Transfer
+
+    srcs, dst = list(args.srcs), args.dst
     src_remote = [is_remote(s) for s in srcs]
     dst_remote = is_remote(dst)
     if any(src_remote) and not all(src_remote):
@@ -228,6 +232,8 @@ def cmd_cp(args: argparse.Namespace) -> int:
     Exit 0 when every source was copied or (``-n``) skipped as existing; 1 when an object could
     not be written (named on stderr), after copying everything else.
     """
+    from .transfers import run_transfers
+
     fs = make_fs(args)
     t0 = time.perf_counter()
     plan = plan_cp(fs, args)

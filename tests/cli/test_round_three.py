@@ -49,3 +49,80 @@ def test_cp_refuses_a_local_name_gcs_would_refuse_before_copying_anything(cli, f
     shown = name.decode("utf-8", "backslashreplace").replace("\n", "\\x0a")
     assert shown in r.err, r.err
     assert fs.find(f"{bucket}/up") == []  # not even ok.txt: refused before any byte moved
+
+
+# -- start-up: `pipe:fluxfs cat URL` runs once per shard ------------------------------------
+
+IMPORTS = """
+import json, os, sys
+from fluxfs.cli.entry import main
+code = main(sys.argv[1:])
+sys.stdout.flush()
+env = os.environ.get("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT")
+print(json.dumps({"code": code, "modules": sorted(sys.modules), "env": env}), file=sys.stderr)
+"""
+NOT_FOR_CAT = ("torch", "pipes", "fluxfs.pipes", "fluxfs.server", "tqdm", "fluxfs.cli.transfers", "fluxfs.cli.demo",
+               "PIL", "numpy", "gcsfs.extended_gcsfs", "google.cloud.storage_control_v2")
+
+
+def modules_after(*argv: str) -> tuple[int, bytes, set]:
+    """Run the CLI's main in a fresh interpreter; its exit code, stdout and the modules it imported."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"}
+    r = subprocess.run([sys.executable, "-c", IMPORTS, *argv], capture_output=True, timeout=120, env=env)
+    report = json.loads(r.stderr.decode().strip().splitlines()[-1])
+    assert report["env"] is None  # the CLI left the environment its children inherit as it found it
+    return report["code"], r.stdout, set(report["modules"])
+
+
+def loaded(modules: set, names) -> list:
+    return sorted(m for m in modules for n in names if m == n or m.startswith(n + "."))
+
+
+def test_cat_and_help_import_no_torch_server_pipes_or_progress_bars(flux_server, fs, bucket):
+    fs.pipe({f"{bucket}/shard-000.tar": b"tar bytes \x00\xff" * 1000})
+    code, out, modules = modules_after("--endpoint", flux_server.url, "cat", f"flux://{bucket}/shard-000.tar")
+    assert code == 0 and out == b"tar bytes \x00\xff" * 1000
+    assert loaded(modules, NOT_FOR_CAT) == []
+    for argv in (["--help"], ["cat", "--help"], ["cp", "--help"]):
+        code, out, modules = modules_after(*argv)
+        assert code == 0 and b"usage: fluxfs" in out, argv
+        # the parser alone: no filesystem, no gcsfs, none of what the commands import when they run
+        assert loaded(modules, NOT_FOR_CAT + ("gcsfs", "fluxfs.core", "aiohttp")) == [], argv
+
+
+def test_serve_help_still_lists_the_server_options_and_demo_its_own():
+    code, out, _ = modules_after("serve", "--help")
+    assert code == 0 and b"--port PORT" in out and b"--profile" in out
+    code, out, _ = modules_after("demo", "--help")
+    assert code == 0 and b"--objects" in out and b"--checkpoint-mb" in out
+
+
+# -- help text -----------------------------------------------------------------------------
+
+def test_help_offers_only_options_that_mean_something(cli):
+    serve = cli("serve", "--help", endpoint=None)
+    assert serve.code == 0 and "--port PORT" in serve.text
+    for meaningless in ("--endpoint", "-o KEY=VALUE", "--option", "--progress", "--quiet"):
+        assert meaningless not in serve.text, (meaningless, serve.text)
+    r = cli("serve", "--port", "0")  # --endpoint before the command: refused, naming it, before serving
+    assert_clean_failure(r, 2, "serve takes no --endpoint")
+    demo = cli("demo", "--help", endpoint=None)
+    assert demo.code == 0 and "--endpoint URL" in demo.text and "-o KEY=VALUE" not in demo.text
+
+    cp = cli("cp", "--help", endpoint=None)
+    assert "SRC [SRC ...] DST" in " ".join(cp.text.split()) and "DST [" not in cp.text, cp.text
+    assert "-j N, --jobs N" in cp.text
+
+    shard = " ".join(cli("shard", "--help", endpoint=None).text.split())
+    assert "256MB (MB = 10^6 bytes) or 64MiB (MiB = 2^20 bytes); default 256MB" in shard, shard
+    assert "in powers of two" not in shard
+
+
+def test_cp_with_one_path_is_a_usage_error_naming_dst(cli, tmp_path):
+    r = cli("cp", str(tmp_path))
+    assert r.code == 2 and "DST" in r.err, r.err
