@@ -16,6 +16,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from .base import progress_bar
+
 NUM_CLASSES = 10
 IMAGE_SHAPE = (3, 32, 32)
 PREFIX = "train/"
@@ -144,10 +146,12 @@ def make_model():
     )
 
 
-def train_epoch(loader, total: int, desc: str, quiet: bool, seed: int):
-    """One epoch of SGD over `loader`; returns (samples, seconds, accuracy over the epoch, model, optimizer)."""
+def train_epoch(loader, total: int, desc: str, args: argparse.Namespace, seed: int):
+    """One epoch of SGD over `loader`; returns (samples, seconds, accuracy over the epoch, model, optimizer).
+
+    Its progress bar shows as every fluxfs bar does (`progress_bar`): on a terminal, or with --progress.
+    """
     import torch
-    from tqdm import tqdm
 
     torch.manual_seed(seed)
     model = make_model()
@@ -155,7 +159,7 @@ def train_epoch(loader, total: int, desc: str, quiet: bool, seed: int):
     loss_fn = torch.nn.CrossEntropyLoss()
     seen = correct = 0
     t0 = time.perf_counter()
-    with tqdm(total=total, desc=desc, unit=" img", disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:
+    with progress_bar(args, total=total, desc=desc, unit=" img") as bar:
         for x, y in loader:
             opt.zero_grad()
             out = model(x)
@@ -207,12 +211,10 @@ def _job(args: argparse.Namespace, endpoint: str, tidy: bool) -> int:
     import torch
     from gcsfs.core import GCSFileSystem
     from torch.utils.data import DataLoader
-    from tqdm import tqdm
 
     from fluxfs.core import FluxFileSystem
     from fluxfs.pipes import FluxMapDataset
 
-    quiet = bool(getattr(args, "quiet", False))
     started = time.perf_counter()
     so = {"endpoint_url": endpoint, "token": "anon"}
     fs = FluxFileSystem(skip_instance_cache=True, **so)
@@ -226,8 +228,7 @@ def _job(args: argparse.Namespace, endpoint: str, tidy: bool) -> int:
         keys = [object_key(i, int(c)) for i, c in enumerate(labels)]
         t0 = time.perf_counter()
         chunk = 2_000
-        with tqdm(total=len(keys), desc="writing dataset", unit=" obj", disable=quiet, file=sys.stderr,
-                  dynamic_ncols=True) as bar:
+        with progress_bar(args, total=len(keys), desc="writing dataset", unit=" obj") as bar:
             for start in range(0, len(keys), chunk):
                 part = {f"{bucket}/{k}": encode(images[i]) for i, k in enumerate(keys[start:start + chunk], start)}
                 fs.pipe(part)
@@ -249,7 +250,7 @@ def _job(args: argparse.Namespace, endpoint: str, tidy: bool) -> int:
         dataset = FluxMapDataset.from_prefix(url, transform=decode, storage_options=so)
         loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
                             generator=torch.Generator().manual_seed(args.seed))
-        n, dt, acc, model, opt = train_epoch(loader, len(dataset), "training (fluxfs)", quiet, args.seed)
+        n, dt, acc, model, opt = train_epoch(loader, len(dataset), "training (fluxfs)", args, args.seed)
         report.checks["every image trained on once"] = n == len(keys)
         _say(args, f"trained on {n:,} images in {dt:.1f} s, accuracy over the epoch {acc:.0%}")
         g_rate = None
@@ -257,7 +258,7 @@ def _job(args: argparse.Namespace, endpoint: str, tidy: bool) -> int:
             sub = sorted(g_listed)[: args.gcsfs_samples]
             g_loader = DataLoader(GcsfsImages(sub, endpoint), batch_size=args.batch_size, shuffle=True,
                                   num_workers=args.workers, generator=torch.Generator().manual_seed(args.seed))
-            g_n, g_dt, _, _, _ = train_epoch(g_loader, len(sub), "training (gcsfs)", quiet, args.seed)
+            g_n, g_dt, _, _, _ = train_epoch(g_loader, len(sub), "training (gcsfs)", args, args.seed)
             g_rate = g_n / g_dt
         report.stages.append(Stage("train 1 epoch", "img/s", n / dt, g_rate,
                                    "" if g_rate is None else f"gcsfs timed on {len(sub):,} images", seconds=dt))
@@ -344,7 +345,9 @@ def _equal(a, b) -> bool:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fluxfs.cli.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or messages, only the table")
+    parser.add_argument("--progress", action="store_true",
+                        help="progress bars even when stderr is not a terminal (by default only on a terminal)")
     parser.add_argument("--endpoint", default=None, help="use this server instead of starting one")
     add_arguments(parser)
     return run(parser.parse_args(argv))

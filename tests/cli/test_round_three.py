@@ -126,3 +126,37 @@ def test_help_offers_only_options_that_mean_something(cli):
 def test_cp_with_one_path_is_a_usage_error_naming_dst(cli, tmp_path):
     r = cli("cp", str(tmp_path))
     assert r.code == 2 and "DST" in r.err, r.err
+
+
+# -- progress bars: only on a terminal (or with --progress) --------------------------------
+
+DEMO_BARS = """
+import argparse, sys, time
+import torch
+from fluxfs.cli import demo
+
+def slow_batches():  # lasts past the bars' one-second delay
+    for _ in range(3):
+        time.sleep(0.45)
+        yield torch.rand(4, 3, 32, 32), torch.randint(0, 10, (4,))
+
+for progress in (False, True):
+    print(f"--- progress={progress}", file=sys.stderr, flush=True)
+    n = demo.train_epoch(slow_batches(), 12, "training (fluxfs)", argparse.Namespace(quiet=False, progress=progress), 0)[0]
+    print(f"trained on {n}", file=sys.stderr, flush=True)
+"""
+
+
+def test_demo_draws_no_progress_bar_into_a_redirected_log(tmp_path):
+    """`make demo > log 2>&1`: the log gets the demo's lines but no bar (no carriage returns), as the README says."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "demo.log"
+    with open(log, "wb") as f:
+        r = subprocess.run([sys.executable, "-c", DEMO_BARS], stdout=f, stderr=subprocess.STDOUT, timeout=120)
+    text = log.read_bytes().decode()
+    assert r.returncode == 0, text
+    redirected, asked = text.split("--- progress=True")
+    assert "trained on 12" in redirected and "\r" not in redirected and "img/s" not in redirected, redirected
+    assert "training (fluxfs)" in asked and "img" in asked, asked  # --progress still draws it
