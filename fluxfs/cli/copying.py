@@ -56,6 +56,13 @@ def safe_local_target(root: str, rel: str, url: str) -> str:
     if "\x00" in rel:  # no local file name can hold one; open() would fail with a ValueError mid-copy
         raise UsageError(f"refusing to copy {url}: its name contains a NUL byte (\\x00), which a local file "
                          "name cannot; nothing was copied")
+    from .transfers import name_max
+
+    longest = max(parts, key=lambda p: len(os.fsencode(p)))
+    limit = name_max(root)
+    if len(os.fsencode(longest)) > limit:  # open() would fail with "File name too long" mid-copy
+        raise UsageError(f"refusing to copy {url}: a part of its name is {len(os.fsencode(longest))} bytes long, "
+                         f"over the {limit} bytes a local file name can have here; nothing was copied")
     if any(p in (".", "..") for p in parts):
         raise UsageError(f"refusing to copy {url}: its name contains '.' or '..' path components "
                          f"and could write outside {root!r}; nothing was copied")

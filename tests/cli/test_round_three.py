@@ -32,6 +32,24 @@ def test_cp_refuses_an_object_name_with_a_nul_byte_naming_the_nul(cli, fs, bucke
     assert not dest.exists()
 
 
+def test_cp_downloads_names_near_the_local_length_limit(cli, fs, bucket, tmp_path):
+    """A 250-byte name is a valid local file name: the temporary name it is written under must be too."""
+    names = ["a" * 250, "\u00e9" * 125, "b" * 255]  # 250, 250 and 255 bytes
+    fs.pipe({f"{bucket}/ds/{n}": n.encode() * 3 for n in names})
+    r = cli("-q", "cp", "-r", f"flux://{bucket}/ds", str(tmp_path / "out"))
+    assert r.code == 0, r.err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(names)
+    for n in names:
+        assert (tmp_path / "out" / n).read_bytes() == n.encode() * 3
+
+
+def test_cp_refuses_an_object_name_part_over_the_local_length_limit(cli, fs, bucket, tmp_path):
+    fs.pipe({f"{bucket}/ds/ok": b"fine", f"{bucket}/ds/" + "x" * 300: b"long"})
+    r = cli("-q", "cp", "-r", f"flux://{bucket}/ds", str(tmp_path / "out"))
+    assert_clean_failure(r, 2, "refusing to copy", "x" * 300, "300 bytes long", "nothing was copied")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("name, why", [
     (b"bad\xffname.txt", "not valid UTF-8"),
     (b"line\nfeed.txt", "carriage return or line feed"),
