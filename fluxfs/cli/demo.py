@@ -26,19 +26,20 @@ PREFIX = "train/"
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The demo's flags (also used by ``python -m fluxfs.cli.demo``)."""
     g = parser.add_argument_group("demo")
-    g.add_argument("--objects", type=int, default=20_000, help="images in the dataset (default 20000)")
-    g.add_argument("--checkpoint-mb", type=int, default=128,
+    g.add_argument("--objects", type=int, metavar="N", default=20_000, help="images in the dataset (default 20000)")
+    g.add_argument("--checkpoint-mb", type=int, metavar="MB", default=128,
                    help="checkpoint size in MB: the model plus a tensor standing in for a bigger model (default 128)")
-    g.add_argument("--gcsfs-samples", type=int, default=500,
+    g.add_argument("--gcsfs-samples", type=int, metavar="N", default=500,
                    help="samples the gcsfs training comparison reads (it is slow; default 500)")
-    g.add_argument("--batch-size", type=int, default=256, help="images per training batch (default 256)")
-    g.add_argument("--workers", type=int, default=2, help="DataLoader worker processes (default 2)")
+    g.add_argument("--batch-size", type=int, metavar="N", default=256, help="images per training batch (default 256)")
+    g.add_argument("--workers", type=int, metavar="N", default=2, help="DataLoader worker processes (default 2)")
     g.add_argument("--profile", choices=["cloud", "local"], default="cloud",
                    help="embedded server profile (default cloud: 30 ms first byte, 100 MB/s per request)")
     g.add_argument("--small", action="store_true",
                    help="a quick run: 2000 objects, 16 MB checkpoint, 200 gcsfs samples")
     g.add_argument("--no-gcsfs", action="store_true", help="skip the gcsfs comparison")
-    g.add_argument("--seed", type=int, default=0, help="seed of the dataset, the shuffling and the model (default 0)")
+    g.add_argument("--seed", type=int, metavar="N", default=0,
+                   help="seed of the dataset, the shuffling and the model (default 0)")
     return parser
 
 
