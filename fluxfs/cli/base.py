@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING
 
 from fluxfs.gcs.urls import DEFAULT_PROTOCOL, parse_url, url_protocol
 
@@ -22,6 +21,9 @@ EXIT_PERMISSION = 4  # 401/403: missing or wrong credentials, or no permission
 EXIT_EXISTS = 5  # destination exists and overwriting was not asked for
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 EXIT_BROKEN_PIPE = 141  # `fluxfs cat ... | head`: the reader went away, as shells report SIGPIPE
+
+if TYPE_CHECKING:  # tqdm is imported by the commands that show a bar, not by `fluxfs cat` or --help
+    from tqdm import tqdm
 
 REMOTE_SCHEMES = ("flux", "gs", "gcs")
 # GCS bucket names: 3-63 characters (up to 222 with dots), lowercase letters, digits, '-', '_' and '.'.
@@ -109,6 +111,8 @@ def show_progress(args: argparse.Namespace) -> bool:
         return False
 
 
-def progress_bar(args: argparse.Namespace, **kw) -> tqdm:
+def progress_bar(args: argparse.Namespace, **kw) -> "tqdm":
     """A progress bar on stderr that shows only if the work lasts over a second, and only when `show_progress`."""
+    from tqdm import tqdm
+
     return tqdm(file=sys.stderr, delay=1.0, disable=not show_progress(args), dynamic_ncols=True, **kw)

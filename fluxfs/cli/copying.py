@@ -12,11 +12,15 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import TYPE_CHECKING, Dict, List
 
 from .base import EXIT_ERROR, UsageError, human, is_remote, local_path, remote_path, url_of
 from .storage import list_objects, make_fs, require_bucket
-from .transfers import COPY_CHUNK, Transfer, run_transfers
+
+if TYPE_CHECKING:  # `cat` runs once per shard in webdataset pipes: it does not import the transfer machinery
+    from .transfers import Transfer
+
+CAT_CHUNK = 8 * 1024 * 1024
 
 SHOW_SKIPPED = 10  # destinations named in the "skipped" report (cp -n); the rest are counted
 
@@ -35,7 +39,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
             require_bucket(fs, path, url)
             raise FileNotFoundError(f"no such object: {url}") from None
         with f:
-            shutil.copyfileobj(f, out, COPY_CHUNK)
+            shutil.copyfileobj(f, out, CAT_CHUNK)
     out.flush()
     return 0
 
@@ -49,7 +53,17 @@ def safe_local_target(root: str, rel: str, url: str) -> str:
     never make a download write anywhere but under the destination directory.
     """
     parts = rel.split("/")
-    if "\x00" in rel or any(p in (".", "..") for p in parts):
+    if "\x00" in rel:  # no local file name can hold one; open() would fail with a ValueError mid-copy
+        raise UsageError(f"refusing to copy {url}: its name contains a NUL byte (\\x00), which a local file "
+                         "name cannot; nothing was copied")
+    from .transfers import name_max
+
+    longest = max(parts, key=lambda p: len(os.fsencode(p)))
+    limit = name_max(root)
+    if len(os.fsencode(longest)) > limit:  # open() would fail with "File name too long" mid-copy
+        raise UsageError(f"refusing to copy {url}: a part of its name is {len(os.fsencode(longest))} bytes long, "
+                         f"over the {limit} bytes a local file name can have here; nothing was copied")
+    if any(p in (".", "..") for p in parts):
         raise UsageError(f"refusing to copy {url}: its name contains '.' or '..' path components "
                          f"and could write outside {root!r}; nothing was copied")
     target = os.path.join(root, *[p for p in parts if p])
@@ -59,6 +73,32 @@ def safe_local_target(root: str, rel: str, url: str) -> str:
         raise UsageError(f"refusing to copy {url}: it would be written to {real_target!r}, outside {root!r}; "
                          "nothing was copied")
     return target
+
+
+MAX_OBJECT_NAME = 1024  # bytes of UTF-8, GCS's limit
+
+
+def check_object_name(path: str, src: str) -> None:
+    """Refuse, before a byte moves, a destination object name GCS would refuse mid-copy (its rules:
+    1-1024 bytes of UTF-8, no carriage return or line feed, not "." or ".."), naming the source and why."""
+    key = path.split("/", 1)[1] if "/" in path else ""
+    why = None
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:  # a local file name in another encoding (os.fsdecode's surrogates)
+        why = "is not valid UTF-8, which object names must be"
+    else:
+        if "\x00" in key:
+            why = "contains a NUL byte (\\x00)"
+        elif "\r" in key or "\n" in key:
+            why = "contains a carriage return or line feed, which GCS refuses in object names"
+        elif size > MAX_OBJECT_NAME:
+            why = f"is {size} bytes long as an object name, over GCS's limit of {MAX_OBJECT_NAME}"
+        elif key in (".", ".."):
+            why = f"would be the object name {key!r}, which GCS refuses"
+    if why:
+        shown = os.fsencode(src).decode("utf-8", "backslashreplace")  # undecodable bytes as \xff
+        raise UsageError(f"refusing to copy {shown}: its name {why}; nothing was copied")
 
 
 def _check_no_collisions(transfers: List[Transfer]) -> None:
@@ -93,9 +133,9 @@ class Plan:
 
 def plan_cp(fs, args: argparse.Namespace) -> Plan:
     """Every (source, destination) pair, validated before a single byte moves."""
-    if len(args.paths) < 2:
-        raise UsageError("cp needs a source and a destination: fluxfs cp SRC... DST")
-    *srcs, dst = args.paths
+    from .transfers import Transfer
+
+    srcs, dst = list(args.srcs), args.dst
     src_remote = [is_remote(s) for s in srcs]
     dst_remote = is_remote(dst)
     if any(src_remote) and not all(src_remote):
@@ -183,6 +223,9 @@ def plan_cp(fs, args: argparse.Namespace) -> Plan:
                 transfers.append(Transfer(kind, i["name"], join(root, rel, url), int(i.get("size") or 0), i))
         if kind == "copy":
             require_bucket(fs, dpath, dst)
+    for t in transfers:
+        if t.kind != "down":
+            check_object_name(t.dst, t.src if t.kind == "up" else url_of(t.src, srcs[0]))
     _check_no_collisions(transfers)
     if args.no_clobber and transfers and transfers[0].kind == "down":  # local checks cost nothing: do them now
         plan.skipped = [t.dst for t in transfers if os.path.lexists(t.dst)]
@@ -196,6 +239,8 @@ def cmd_cp(args: argparse.Namespace) -> int:
     Exit 0 when every source was copied or (``-n``) skipped as existing; 1 when an object could
     not be written (named on stderr), after copying everything else.
     """
+    from .transfers import run_transfers
+
     fs = make_fs(args)
     t0 = time.perf_counter()
     plan = plan_cp(fs, args)

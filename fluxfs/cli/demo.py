@@ -16,6 +16,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from .base import progress_bar
+
 NUM_CLASSES = 10
 IMAGE_SHAPE = (3, 32, 32)
 PREFIX = "train/"
@@ -24,19 +26,20 @@ PREFIX = "train/"
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The demo's flags (also used by ``python -m fluxfs.cli.demo``)."""
     g = parser.add_argument_group("demo")
-    g.add_argument("--objects", type=int, default=20_000, help="images in the dataset (default 20000)")
-    g.add_argument("--checkpoint-mb", type=int, default=128,
+    g.add_argument("--objects", type=int, metavar="N", default=20_000, help="images in the dataset (default 20000)")
+    g.add_argument("--checkpoint-mb", type=int, metavar="MB", default=128,
                    help="checkpoint size in MB: the model plus a tensor standing in for a bigger model (default 128)")
-    g.add_argument("--gcsfs-samples", type=int, default=500,
+    g.add_argument("--gcsfs-samples", type=int, metavar="N", default=500,
                    help="samples the gcsfs training comparison reads (it is slow; default 500)")
-    g.add_argument("--batch-size", type=int, default=256)
-    g.add_argument("--workers", type=int, default=2, help="DataLoader worker processes (default 2)")
+    g.add_argument("--batch-size", type=int, metavar="N", default=256, help="images per training batch (default 256)")
+    g.add_argument("--workers", type=int, metavar="N", default=2, help="DataLoader worker processes (default 2)")
     g.add_argument("--profile", choices=["cloud", "local"], default="cloud",
                    help="embedded server profile (default cloud: 30 ms first byte, 100 MB/s per request)")
     g.add_argument("--small", action="store_true",
                    help="a quick run: 2000 objects, 16 MB checkpoint, 200 gcsfs samples")
     g.add_argument("--no-gcsfs", action="store_true", help="skip the gcsfs comparison")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, metavar="N", default=0,
+                   help="seed of the dataset, the shuffling and the model (default 0)")
     return parser
 
 
@@ -144,10 +147,12 @@ def make_model():
     )
 
 
-def train_epoch(loader, total: int, desc: str, quiet: bool, seed: int):
-    """One epoch of SGD over `loader`; returns (samples, seconds, accuracy over the epoch, model, optimizer)."""
+def train_epoch(loader, total: int, desc: str, args: argparse.Namespace, seed: int):
+    """One epoch of SGD over `loader`; returns (samples, seconds, accuracy over the epoch, model, optimizer).
+
+    Its progress bar shows as every fluxfs bar does (`progress_bar`): on a terminal, or with --progress.
+    """
     import torch
-    from tqdm import tqdm
 
     torch.manual_seed(seed)
     model = make_model()
@@ -155,7 +160,7 @@ def train_epoch(loader, total: int, desc: str, quiet: bool, seed: int):
     loss_fn = torch.nn.CrossEntropyLoss()
     seen = correct = 0
     t0 = time.perf_counter()
-    with tqdm(total=total, desc=desc, unit=" img", disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:
+    with progress_bar(args, total=total, desc=desc, unit=" img") as bar:
         for x, y in loader:
             opt.zero_grad()
             out = model(x)
@@ -207,12 +212,10 @@ def _job(args: argparse.Namespace, endpoint: str, tidy: bool) -> int:
     import torch
     from gcsfs.core import GCSFileSystem
     from torch.utils.data import DataLoader
-    from tqdm import tqdm
 
     from fluxfs.core import FluxFileSystem
     from fluxfs.pipes import FluxMapDataset
 
-    quiet = bool(getattr(args, "quiet", False))
     started = time.perf_counter()
     so = {"endpoint_url": endpoint, "token": "anon"}
     fs = FluxFileSystem(skip_instance_cache=True, **so)
@@ -226,8 +229,7 @@ def _job(args: argparse.Namespace, endpoint: str, tidy: bool) -> int:
         keys = [object_key(i, int(c)) for i, c in enumerate(labels)]
         t0 = time.perf_counter()
         chunk = 2_000
-        with tqdm(total=len(keys), desc="writing dataset", unit=" obj", disable=quiet, file=sys.stderr,
-                  dynamic_ncols=True) as bar:
+        with progress_bar(args, total=len(keys), desc="writing dataset", unit=" obj") as bar:
             for start in range(0, len(keys), chunk):
                 part = {f"{bucket}/{k}": encode(images[i]) for i, k in enumerate(keys[start:start + chunk], start)}
                 fs.pipe(part)
@@ -249,7 +251,7 @@ def _job(args: argparse.Namespace, endpoint: str, tidy: bool) -> int:
         dataset = FluxMapDataset.from_prefix(url, transform=decode, storage_options=so)
         loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
                             generator=torch.Generator().manual_seed(args.seed))
-        n, dt, acc, model, opt = train_epoch(loader, len(dataset), "training (fluxfs)", quiet, args.seed)
+        n, dt, acc, model, opt = train_epoch(loader, len(dataset), "training (fluxfs)", args, args.seed)
         report.checks["every image trained on once"] = n == len(keys)
         _say(args, f"trained on {n:,} images in {dt:.1f} s, accuracy over the epoch {acc:.0%}")
         g_rate = None
@@ -257,7 +259,7 @@ def _job(args: argparse.Namespace, endpoint: str, tidy: bool) -> int:
             sub = sorted(g_listed)[: args.gcsfs_samples]
             g_loader = DataLoader(GcsfsImages(sub, endpoint), batch_size=args.batch_size, shuffle=True,
                                   num_workers=args.workers, generator=torch.Generator().manual_seed(args.seed))
-            g_n, g_dt, _, _, _ = train_epoch(g_loader, len(sub), "training (gcsfs)", quiet, args.seed)
+            g_n, g_dt, _, _, _ = train_epoch(g_loader, len(sub), "training (gcsfs)", args, args.seed)
             g_rate = g_n / g_dt
         report.stages.append(Stage("train 1 epoch", "img/s", n / dt, g_rate,
                                    "" if g_rate is None else f"gcsfs timed on {len(sub):,} images", seconds=dt))
@@ -344,7 +346,9 @@ def _equal(a, b) -> bool:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fluxfs.cli.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or messages, only the table")
+    parser.add_argument("--progress", action="store_true",
+                        help="progress bars even when stderr is not a terminal (by default only on a terminal)")
     parser.add_argument("--endpoint", default=None, help="use this server instead of starting one")
     add_arguments(parser)
     return run(parser.parse_args(argv))

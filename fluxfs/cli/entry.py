@@ -36,7 +36,7 @@ def run(argv: List[str]) -> int:
     argv = list(argv)
     args = parse_bench_passthrough(argv)
     if args is None:
-        parser = build_parser()
+        parser = build_parser(argv)
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, --version, or a usage error argparse already printed

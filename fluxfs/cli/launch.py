@@ -6,7 +6,6 @@ source checkout, `fluxfs.cli.demo`), imported only when the command runs.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
@@ -26,6 +25,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if root is None:
         raise UsageError("the benchmarks ship with the source checkout (bench/), not the installed package: "
                          "run `make bench` or `python -m bench` from a clone")
+    import subprocess
+
     return subprocess.call([sys.executable, "-m", "bench", *args.bench_args], cwd=str(root))
 
 
@@ -38,6 +39,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``fluxfs serve``: run the embedded GCS-compatible server until Ctrl-C."""
+    given = [o for o, dest in (("--endpoint", "endpoint"), ("-o", "options")) if getattr(args, dest, None)]
+    if given:  # accepted before the command name, as for every command, but they configure a client
+        raise UsageError(f"serve takes no {' or '.join(given)}: those configure the storage client; the server "
+                         "listens on --host and --port")
     if getattr(args, "server_import_error", None):
         raise RuntimeError(f"the embedded server could not be imported: {args.server_import_error}")
     from fluxfs.server import cli as server_cli

@@ -1,22 +1,36 @@
 """The ``fluxfs`` argument parser: every subcommand, its options, and the command module that runs it.
 
 Only `fluxfs.cli.entry` imports this module; the command modules never do (they share
-`fluxfs.cli.base` instead), so the package has no import cycle.
+`fluxfs.cli.base` instead), so the package has no import cycle. A command's module is imported
+only when it runs (`command`): `pipe:fluxfs cat URL` starts once per shard.
 """
 from __future__ import annotations
 
 import argparse
-from typing import Callable, List, Optional
+import importlib
+from typing import Callable, Iterable, List, Optional
 
 from fluxfs import __version__
 
-from .copying import cmd_cat, cmd_cp
-from .launch import cmd_bench, cmd_demo, cmd_serve
-from .listing import cmd_du, cmd_ls, cmd_manifest
-from .maintenance import cmd_cleanup, cmd_mb
-from .samples import add_arguments as add_sample_arguments, cmd_sample_images
-from .shards import SHARD_EPILOG, SHARD_USAGE, cmd_shard
+from .samples import add_arguments as add_sample_arguments
+from .shards import SHARD_EPILOG, SHARD_USAGE
 from .shards import add_arguments as add_shard_arguments
+
+
+def command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """The function ``fluxfs.cli.<module>.<name>``, imported only when the command runs.
+
+    Start-up cost is paid per call (`pipe:fluxfs cat URL` runs once per shard): building the
+    parser must not import what other commands need (the transfer pool, the server, tqdm).
+    """
+    def run(args: argparse.Namespace) -> int:
+        return getattr(importlib.import_module(f"{__package__}.{module}"), name)(args)
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+cmd_bench = command("launch", "cmd_bench")
 
 EPILOG = """\
 URLs are flux://BUCKET/PATH (gs:// and gcs:// are accepted as synonyms).
@@ -47,30 +61,39 @@ Ctrl-C stops a copy within about a second, says how many files were copied, and 
 """
 
 
-def _common_options(suppress: bool) -> argparse.ArgumentParser:
+def _common_options(suppress: bool, output: bool = True, storage: bool = True) -> argparse.ArgumentParser:
     """Options accepted both before and after the subcommand.
 
     The copy attached to each subcommand defaults to SUPPRESS so it does not overwrite a
-    value given before the subcommand name.
+    value given before the subcommand name. A subcommand gets only those that mean something to
+    it: `serve` has no bars and no storage client (`output`, `storage` False), `demo` takes no -o.
     """
     d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("common options")
-    g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress bars or summaries")
-    g.add_argument("--progress", action="store_true", default=d(False),
-                   help="progress bars even when stderr is not a terminal (by default only on a terminal)")
+    if output:
+        g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress bars or summaries")
+        g.add_argument("--progress", action="store_true", default=d(False),
+                       help="progress bars even when stderr is not a terminal (by default only on a terminal)")
     g.add_argument("--debug", action="store_true", default=d(False),
                    help="log at DEBUG level and show tracebacks on errors")
-    g.add_argument("--endpoint", metavar="URL", default=d(None),
-                   help="storage endpoint, HOST:PORT or http://HOST:PORT as in STORAGE_EMULATOR_HOST "
-                        "(default: STORAGE_EMULATOR_HOST or real GCS)")
-    g.add_argument("-o", "--option", dest="options", metavar="KEY=VALUE", action="append", default=d([]),
-                   help="a storage option for the filesystem (repeatable)")
+    if storage:
+        g.add_argument("--endpoint", metavar="URL", default=d(None),
+                       help="storage endpoint, HOST:PORT or http://HOST:PORT as in STORAGE_EMULATOR_HOST "
+                            "(default: STORAGE_EMULATOR_HOST or real GCS)")
+    if storage is True:
+        g.add_argument("-o", "--option", dest="options", metavar="KEY=VALUE", action="append", default=d([]),
+                       help="a storage option for the filesystem (repeatable)")
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full `fluxfs` argument parser; each subcommand's ``func`` default is the function that runs it."""
+def build_parser(argv: Optional[Iterable[str]] = None) -> argparse.ArgumentParser:
+    """The `fluxfs` argument parser; each subcommand's ``func`` default is the function that runs it.
+
+    Given the command line, the arguments of `serve` and `demo` (which import the server's and
+    the demo's modules) are added only when that command is named in it; without, all are.
+    """
+    named = None if argv is None else set(argv)
     common = _common_options(suppress=True)
     parser = argparse.ArgumentParser(
         prog="fluxfs", parents=[_common_options(suppress=False)],
@@ -86,53 +109,67 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = add("serve", cmd_serve, "run the embedded GCS-compatible server on 127.0.0.1:9023 (prints its URL and the "
-            "STORAGE_EMULATOR_HOST line to export, serves until Ctrl-C)")
-    try:
-        from fluxfs.server import cli as server_cli
+    p = add("serve", command("launch", "cmd_serve"),
+            "run the embedded GCS-compatible server on 127.0.0.1:9023 "
+            "(prints its URL and the STORAGE_EMULATOR_HOST line to export, serves until Ctrl-C)",
+            parents=(_common_options(suppress=True, output=False, storage=False),))
+    if named is None or "serve" in named:
+        try:
+            from fluxfs.server import cli as server_cli
 
-        server_cli.add_arguments(p, default_port=server_cli.SERVE_PORT)
-    except ImportError as exc:  # pragma: no cover - only in a broken install
-        p.set_defaults(server_import_error=str(exc))
+            server_cli.add_arguments(p, default_port=server_cli.SERVE_PORT)
+        except ImportError as exc:  # pragma: no cover - only in a broken install
+            p.set_defaults(server_import_error=str(exc))
 
-    p = add("ls", cmd_ls, "list objects and prefixes under a URL (buckets with flux://)")
-    p.add_argument("url", nargs="?", default="flux://", help="flux://BUCKET[/PREFIX]")
+    p = add("ls", command("listing", "cmd_ls"),
+            "list objects and prefixes under a URL (buckets with flux://)")
+    p.add_argument("url", nargs="?", default="flux://", help="flux://BUCKET[/PREFIX] (default flux://: the buckets)")
     p.add_argument("-r", "--recursive", action="store_true", help="every object under the prefix (fast parallel lister)")
     p.add_argument("-l", "--long", action="store_true", help="also show size, update time and generation")
     p.add_argument("--unsorted", action="store_true", help="with -r: print in arrival order as the listing streams")
 
-    p = add("du", cmd_du, "total size of the objects under a URL, per top-level prefix")
+    p = add("du", command("listing", "cmd_du"),
+            "total size of the objects under a URL, per top-level prefix")
     p.add_argument("url", help="flux://BUCKET[/PREFIX]")
     p.add_argument("-s", "--summarize", action="store_true", help="only the grand total")
     p.add_argument("-H", "--human", action="store_true", help="sizes like 1.5 MiB")
 
-    p = add("manifest", cmd_manifest, "write a JSON-lines manifest (name, size, generation, crc32c) of a prefix")
+    p = add("manifest", command("listing", "cmd_manifest"),
+            "write a JSON-lines manifest (name, size, generation, crc32c) of a prefix")
     p.add_argument("url", help="flux://BUCKET[/PREFIX]")
-    p.add_argument("--output", "--out", dest="output", default="-", help="file or flux:// URL (default: stdout)")
+    p.add_argument("--output", "--out", dest="output", default="-", metavar="DEST",
+                   help="file or flux:// URL (default: stdout)")
 
-    p = add("cat", cmd_cat, "write the bytes of one or more objects to stdout")
-    p.add_argument("urls", nargs="+", metavar="url")
+    p = add("cat", command("copying", "cmd_cat"),
+            "write the bytes of one or more objects to stdout")
+    p.add_argument("urls", nargs="+", metavar="url", help="flux://BUCKET/OBJECT; several are written one after another")
 
-    p = add("cp", cmd_cp, "copy between local files and flux:// (either direction), in parallel",
+    p = add("cp", command("copying", "cmd_cp"),
+            "copy between local files and flux:// (either direction), in parallel",
             epilog=CP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("paths", nargs="+", metavar="SRC... DST")
+    p.add_argument("srcs", nargs="+", metavar="SRC", help="local paths, or flux:// URLs (all of one kind)")
+    p.add_argument("dst", metavar="DST", help="a local path or a flux:// URL")
     p.add_argument("-r", "--recursive", action="store_true", help="copy directories / prefixes")
-    p.add_argument("-j", "--jobs", type=int, default=16, help="transfers in flight (default 16)")
+    p.add_argument("-j", "--jobs", type=int, default=16, metavar="N", help="transfers in flight (default 16)")
     p.add_argument("-n", "--no-clobber", action="store_true", help="skip destinations that already exist, and list them (as gcloud storage cp -n)")
 
-    p = add("mb", cmd_mb, "make a bucket (handy on `fluxfs serve`; on GCS it needs a project: -o project=...)")
+    p = add("mb", command("maintenance", "cmd_mb"),
+            "make a bucket (handy on `fluxfs serve`; on GCS it needs a project: -o project=...)")
     p.add_argument("url", help="flux://BUCKET")
 
-    p = add("sample-images", cmd_sample_images, "write a small labelled image dataset (JPEGs of coloured shapes, "
+    p = add("sample-images", command("samples", "cmd_sample_images"),
+            "write a small labelled image dataset (JPEGs of coloured shapes, "
             "DEST/<class>/<n>.jpg) to a new local directory or a flux:// prefix, to try fluxfs with")
     add_sample_arguments(p)
 
-    p = add("cleanup", cmd_cleanup, "delete fluxfs temporary objects left behind by crashed jobs")
+    p = add("cleanup", command("maintenance", "cmd_cleanup"),
+            "delete fluxfs temporary objects left behind by crashed jobs")
     p.add_argument("url", help="flux://BUCKET")
     p.add_argument("--older-than", default="1h", metavar="AGE",
                    help="only temporaries of jobs older than this, e.g. 30m, 1h, 2d, 0 for all (default 1h)")
 
-    p = add("shard", cmd_shard, "pack a prefix of objects into tar shards (WebDataset layout, with an index per "
+    p = add("shard", command("shards", "cmd_shard"),
+            "pack a prefix of objects into tar shards (WebDataset layout, with an index per "
             "shard), or index existing shards", usage=SHARD_USAGE, epilog=SHARD_EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter)
     add_shard_arguments(p)
@@ -142,10 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
             parents=())
     p.add_argument("bench_args", nargs=argparse.REMAINDER, help="scenario and its options, e.g. reads --quick")
 
-    p = add("demo", cmd_demo, "the end-to-end training demo on the embedded server")
-    from . import demo  # here, not at the top: `python -m fluxfs.cli.demo` must find it not yet imported
+    p = add("demo", command("launch", "cmd_demo"),
+            "the end-to-end training demo on the embedded server "
+            "(or on --endpoint URL)", parents=(_common_options(suppress=True, storage="endpoint"),))
+    if named is None or "demo" in named:
+        from . import demo  # here, not at the top: `python -m fluxfs.cli.demo` must find it not yet imported
 
-    demo.add_arguments(p)
+        demo.add_arguments(p)
     return parser
 
 

@@ -22,7 +22,8 @@ SIZE = 64  # pixels per side
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dest", help="a local directory (new or empty) or a flux://BUCKET/PREFIX/")
-    p.add_argument("--count", type=int, default=200, help="images in all (default 200, spread over the classes)")
+    p.add_argument("--count", type=int, default=200, metavar="N",
+                   help="images in all (default 200, spread over the classes)")
     p.add_argument("--format", choices=("jpeg", "png"), default="jpeg", help="file format (default jpeg)")
     p.add_argument("--seed", type=int, default=0, help="the same seed draws the same images")
 
@@ -92,7 +93,8 @@ def cmd_sample_images(args: argparse.Namespace) -> int:
             with open(path, "wb") as f:
                 f.write(data)
     if not args.quiet:
+        ext = next(iter(images)).rsplit(".", 1)[-1]  # every name has the format's extension
         print(f"wrote {len(images)} {args.format.upper()} images of {len(CLASSES)} classes "
-              f"({', '.join(CLASSES)}) as {args.dest.rstrip('/')}/<class>/<n>.{rel.rsplit('.', 1)[-1]}",
+              f"({', '.join(CLASSES)}) as {args.dest.rstrip('/')}/<class>/<n>.{ext}",
               file=sys.stderr)
     return 0

@@ -45,6 +45,28 @@ def _known_options() -> set:
     return names
 
 
+def _import_filesystem():
+    """`FluxFileSystem`, imported without gcsfs's experimental zonal/HNS layer when gcsfs is not loaded yet.
+
+    gcsfs's package ``__init__`` imports `gcsfs.extended_gcsfs` (google-cloud-storage's gRPC
+    clients) unless GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false; FluxFileSystem subclasses
+    `gcsfs.core.GCSFileSystem` and never uses it, and every `fluxfs cat` (once per shard in
+    `pipe:fluxfs cat`) would pay for it. A value the user set is kept; ours is removed again, so
+    commands started from here (bench, the demo's server) see the environment unchanged.
+    """
+    import sys
+
+    ours = "gcsfs" not in sys.modules and "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" not in os.environ
+    if ours:
+        os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
+    try:
+        from fluxfs.core import FluxFileSystem
+    finally:
+        if ours:
+            os.environ.pop("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", None)
+    return FluxFileSystem
+
+
 def make_fs(args: argparse.Namespace):
     """The FluxFileSystem the command's options describe.
 
@@ -52,9 +74,8 @@ def make_fs(args: argparse.Namespace):
     as Google's own clients do; against real GCS credentials are found exactly as gcsfs finds
     them (``-o token=...``, GOOGLE_APPLICATION_CREDENTIALS, application-default credentials).
     """
+    FluxFileSystem = _import_filesystem()
     import fsspec.config
-
-    from fluxfs.core import FluxFileSystem
 
     opts = parse_options(getattr(args, "options", []))
     unknown = set(opts) - _known_options()

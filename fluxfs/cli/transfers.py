@@ -55,6 +55,28 @@ class Outcome:
             self.skipped.append(t.dst if t.kind == "down" else url_of(t.dst))
 
 
+def name_max(directory: str) -> int:
+    """The longest file name, in bytes, the filesystem holding `directory` (or its nearest existing parent) takes."""
+    while directory and not os.path.isdir(directory):
+        directory = os.path.dirname(directory.rstrip(os.sep)) if directory.rstrip(os.sep) else ""
+    try:
+        return int(os.pathconf(directory or ".", "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def temp_name(dst: str) -> str:
+    """The name a download is written under before the rename: beside `dst`, the pid and thread making it
+    unique, and short enough for the directory (a `dst` near the length limit gets its name cut)."""
+    head, base = os.path.split(dst)
+    suffix = f".fluxfs-tmp-{os.getpid()}-{threading.get_ident()}"
+    room = name_max(head) - len(suffix)
+    raw = os.fsencode(base)
+    if len(raw) > room:
+        base = os.fsdecode(raw[:room])  # a cut inside a character is still a valid local name: bytes
+    return os.path.join(head, base + suffix)
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a copy; the message says how many files were copied before it."""
 
@@ -93,7 +115,7 @@ class _Run:
         """
         dst = t.dst
         os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
-        tmp = f"{dst}.fluxfs-tmp-{os.getpid()}-{threading.get_ident()}"
+        tmp = temp_name(dst)
         try:
             with open(tmp, "wb") as f:
                 for chunk in chunks:
