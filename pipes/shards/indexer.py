@@ -12,7 +12,6 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
 
-from .errors import ShardError
 from .index import ShardIndex, index_path
 from .ranges import pins_generations, read_range
 from .tarformat import TarScanner
@@ -56,8 +55,6 @@ def build_index(fs, url: str, *, size: Optional[int] = None, generation: Optiona
         elif scanner.wanted > end:
             window = HEADER_WINDOW
     scanner.finish(size)
-    if not members and size == 0:
-        raise ShardError(url, 0, "empty object: not a tar shard")
     return ShardIndex(url, size, members, generation)
 
 
