@@ -20,6 +20,16 @@ FORMAT_KEY = "fluxfs_shard_index"
 VERSION = 1
 
 
+def _is_utf8(name: str) -> bool:
+    """Whether a name is text UTF-8 can hold; a tar name of other bytes (kept as `tarfile` keeps them, escaped
+    as lone surrogates) is written as JSON escapes, which read back as the same name."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def index_path(shard: str) -> str:
     """Where a shard's index lives."""
     return shard + INDEX_SUFFIX
@@ -43,7 +53,7 @@ class ShardIndex:
         head = {FORMAT_KEY: VERSION, "size": self.size, "generation": self.generation,
                 "members": len(self.members), **self.extra}
         lines = [json.dumps(head, separators=(",", ":"))]
-        lines += [json.dumps([m.name, m.offset, m.size], ensure_ascii=False, separators=(",", ":"))
+        lines += [json.dumps([m.name, m.offset, m.size], ensure_ascii=not _is_utf8(m.name), separators=(",", ":"))
                   for m in self.members]
         return ("\n".join(lines) + "\n").encode()
 
