@@ -12,6 +12,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
 
+from .compressed import refuse_compressed
 from .index import ShardIndex, index_path
 from .ranges import pins_generations, read_range
 from .tarformat import TarScanner
@@ -48,7 +49,10 @@ def build_index(fs, url: str, *, size: Optional[int] = None, generation: Optiona
         if pos >= size:
             break
         end = min(size, pos + window)
-        found = scanner.feed(read_range(fs, path, url, pos, end, generation), at=pos)
+        data = read_range(fs, path, url, pos, end, generation)
+        if pos == 0:
+            refuse_compressed(url, data)
+        found = scanner.feed(data, at=pos)
         members += found
         if len(found) >= 2:
             window = min(window * 2, MAX_WINDOW)

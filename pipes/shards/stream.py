@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from ..in_flight import in_order
 from .catalog import ShardInfo
+from .compressed import TarBytes
 from .errors import ShardError
 from .index import ShardIndex
 from .samples import SampleSpan, group_samples, sample_dict, split_key
@@ -187,8 +188,9 @@ class ShardReader:
 
     def _streamed(self, unit: UnitRead, arriving: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, dict]]:
         """The whole shard from byte 0, members found by `TarScanner`; stops once the part's count is reached."""
-        url, size = unit.url, unit.shard.size
-        scanner = TarScanner(url)
+        url = unit.url
+        tar = TarBytes(url, arriving, unit.shard.size)  # gzip, bzip2 and xz tars are inflated as they arrive
+        scanner = TarScanner(tar.label)
         received = _Received()
         run: list = []  # members of the sample being assembled (its key not ended yet)
         done: deque[SampleSpan] = deque()  # samples whose members are all known, waiting for their bytes
@@ -207,7 +209,7 @@ class ShardReader:
                     piece, base = received.cut(span.start, span.end)
                     yield ordinal, self._sample(span, url, piece, base)
 
-        for at, data in arriving:
+        for at, data in tar:
             received.add(at, data)
             for member in scanner.feed(data, at):
                 if run and split_key(member.name)[0] != split_key(run[0].name)[0]:
@@ -220,7 +222,7 @@ class ShardReader:
                     return
             keep = min([s.start for s in done] + [m.offset for m in run] + [received.end])
             received.drop_before(keep)
-        scanner.finish(size)
+        scanner.finish(tar.size)
         done.extend(group_samples(run))
         for item in ready(True):
             yield item
