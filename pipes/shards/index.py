@@ -47,7 +47,7 @@ class ShardIndex:
 
     @cached_property
     def samples(self) -> list[SampleSpan]:
-        return list(group_samples(self.members))
+        return list(group_samples(self.members, head=0))
 
     def to_bytes(self) -> bytes:
         head = {FORMAT_KEY: VERSION, "size": self.size, "generation": self.generation,

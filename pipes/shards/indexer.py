@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
 
 from .compressed import refuse_compressed
+from .errors import ShardError
 from .index import ShardIndex, index_path
 from .ranges import pins_generations, read_range
 from .tarformat import TarScanner
@@ -60,6 +61,15 @@ def build_index(fs, url: str, *, size: Optional[int] = None, generation: Optiona
             window = HEADER_WINDOW
     scanner.finish(size)
     return ShardIndex(url, size, members, generation)
+
+
+def check_empty(fs, url: str, index: ShardIndex) -> None:
+    """Check that a shard whose index lists no member holds none (its headers scanned, a read or two)."""
+    found = build_index(fs, url, size=index.size, generation=index.generation).members
+    if found:
+        raise ShardError(url, found[0].offset, f"the index lists no member, but the shard holds member "
+                                               f"{found[0].name!r} here: the index does not describe this shard; "
+                                               f"rebuild it with `fluxfs shard index --force {url}`")
 
 
 def write_index(fs, index: ShardIndex) -> str:
