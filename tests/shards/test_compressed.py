@@ -72,7 +72,7 @@ def test_random_access_refuses_compressed_shards_saying_why(fs, bucket, options,
             FluxShardMapDataset.from_prefix(f"flux://{bucket}/r/", storage_options=options)
 
 
-def test_truncated_or_corrupt_gzip_is_named(fs, bucket, options):
+def test_truncated_or_corrupt_gzip_and_zstd_are_named(fs, bucket, options):
     packed = gzip.compress(shard_bytes(shard_keys(0, 3)))
     fs.pipe(f"{bucket}/t/cut.tar.gz", packed[:-20])
     bad = bytearray(packed)
@@ -83,3 +83,6 @@ def test_truncated_or_corrupt_gzip_is_named(fs, bucket, options):
     with pytest.raises(ShardError, match=rf"t/bad\.tar\.gz at byte \d+: corrupt gzip data|"
                                          rf"t/bad\.tar\.gz \(gzip-decompressed\) at byte \d+"):
         list(FluxShardDataset.from_shards(f"flux://{bucket}/t/bad.tar.gz", storage_options=options))
+    fs.pipe(f"{bucket}/t/z.tar.zst", b"\x28\xb5\x2f\xfd" + bytes(2000))
+    with pytest.raises(ShardError, match=rf"t/z\.tar\.zst at byte 0: a zstd-compressed tar: not supported"):
+        list(FluxShardDataset.from_shards(f"flux://{bucket}/t/z.tar.zst", storage_options=options))
