@@ -85,7 +85,10 @@ class ShardIndex:
         return index
 
     def validate(self) -> None:
-        """Members in order, each after a header and inside the shard, none overlapping."""
+        """Members in order, each after a header and inside the shard, none overlapping; a shard of some bytes."""
+        if self.size <= 0:
+            raise ShardError(index_path(self.shard), None, f"describes a shard of {self.size} bytes: an empty "
+                                                           f"object is not a tar shard")
         prev_end = 0
         for m in self.members:
             if m.size < 0 or m.offset < prev_end + BLOCK or m.end > self.size:

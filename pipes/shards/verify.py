@@ -25,16 +25,21 @@ def _mismatch(url: str, m: Member, found: str) -> ShardError:
 
 def _plain_header_matches(view: memoryview, at: int, m: Member) -> bool:
     """Whether the block at `at` of `view` is a plain regular-file ustar header naming `m` with `m.size` bytes."""
-    block = view[at:at + BLOCK]
-    if len(block) < BLOCK or block[156] != 0x30 or block[345] != 0:  # type "0", no ustar prefix
+    if len(view) < at + BLOCK or view[at + 156] != 0x30 or view[at + 345] != 0:  # type "0", no ustar prefix
         return False
     try:
         name = m.name.encode("utf-8", "surrogateescape")
-        size = tarfile.nti(bytes(block[124:136]))
-    except (UnicodeEncodeError, tarfile.HeaderError):
+    except UnicodeEncodeError:
         return False
-    return (len(name) <= 100 and b"\0" not in name and block[:len(name)] == name
-            and (len(name) == 100 or block[len(name)] == 0) and size == m.size)
+    n = len(name)
+    if n > 100 or view[at:at + n] != name or (n < 100 and view[at + n] != 0) or b"\0" in name:
+        return False
+    field = bytes(view[at + 124:at + 136])
+    try:  # as tarfile.nti: octal digits up to a NUL, or base-256 when the first bit is set
+        size = tarfile.nti(field) if field[0] & 0x80 else int(field.split(b"\0", 1)[0].strip() or b"0", 8)
+    except (ValueError, tarfile.HeaderError):
+        return False
+    return size == m.size
 
 
 def check_span(url: str, span: SampleSpan, data: bytes | memoryview, base: int) -> None:

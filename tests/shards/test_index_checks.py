@@ -88,3 +88,9 @@ def test_a_true_index_reads_every_sample_with_its_checks(fs, bucket, options):
     _with_index(fs, f"{bucket}/ok/a.tar", data, scan("x", data))
     for reader, result in _every_reader(f"flux://{bucket}/ok/a.tar", options).items():
         assert sorted(s["__key__"] for s in result) == shard_keys(0, 4), reader
+
+
+def test_an_index_of_a_zero_byte_shard_is_refused(fs, bucket, options):
+    _with_index(fs, f"{bucket}/zero/a.tar", b"", [])
+    with pytest.raises(ShardError, match=rf"^{bucket}/zero/a\.tar\.idx: describes a shard of 0 bytes"):
+        list(FluxShardDataset.from_shards(f"flux://{bucket}/zero/a.tar", storage_options=options))
