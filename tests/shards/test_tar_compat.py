@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from fluxfs.pipes.shards import (FluxShardDataset, FluxShardMapDataset, MissingIndexWarning, ShardError,
+from fluxfs.pipes.shards import (FluxShardDataset, FluxShardMapDataset, Member, MissingIndexWarning, ShardError,
                                  build_index, scan, write_index)
 from tests.conftest import make_fs
 
@@ -105,3 +105,14 @@ def test_webdataset_agrees_on_a_pax_size_member(tmp_path):
 def test_pax_records_tarfile_would_misread_are_refused_naming_the_shard(bad, message):
     with pytest.raises(ShardError, match=rf"^b/bad\.tar at byte \d+: .*{message}"):
         scan("b/bad.tar", bad)
+
+
+def test_our_writers_header_for_an_8_gib_member_scans_to_its_size():
+    from fluxfs.pipes.shards import TarScanner
+    from fluxfs.pipes.shards.tarformat import member_header
+
+    size = 8 * 2**30 + 5  # past the ustar size field: tarfile writes it as a pax record
+    head = member_header("big/0001.bin", size)
+    scanner = TarScanner("big.tar")
+    assert scanner.feed(head) == [Member("big/0001.bin", len(head), size)]
+    assert scanner.wanted == len(head) + size + (-size % 512)  # the next header, past the data
