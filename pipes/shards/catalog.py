@@ -22,6 +22,8 @@ from .errors import ShardError
 from .index import INDEX_SUFFIX, ShardIndex, index_path
 
 SHARD_SUFFIX = ".tar"
+# What a prefix's shards end with when they are streamed: compressed tars too (random access needs ".tar").
+STREAMED_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 # Indexes a process keeps loaded: a reader needs the one of the shard it reads (and of the few it reads
 # ahead, or re-reads to resume); all of a large dataset's would be millions of members in memory.
 INDEXES_KEPT = 16
@@ -43,6 +45,11 @@ class ShardInfo:
 
     def url(self, protocol: str = DEFAULT_PROTOCOL) -> str:
         return f"{protocol}://{self.path}"
+
+
+def is_compressed_name(path: str) -> bool:
+    """Whether a shard's name says it is compressed (no index is expected: compressed tars are only streamed)."""
+    return path.endswith(STREAMED_SUFFIXES[1:])
 
 
 def expand_urls(urls: Union[str, Iterable[str]]) -> list[str]:
@@ -71,16 +78,20 @@ def _info(row: dict, has_index: bool) -> ShardInfo:
                      has_index)
 
 
-def shards_under_prefix(fs: Any, url: str) -> list[ShardInfo]:
-    """Every `*.tar` object whose key starts with the URL's key part, sorted by name; none is FileNotFoundError."""
+def shards_under_prefix(fs: Any, url: str, suffixes: Sequence[str] = (SHARD_SUFFIX,)) -> list[ShardInfo]:
+    """Every object whose key starts with the URL's key part and ends with one of `suffixes` (`*.tar`), sorted
+    by name; none is FileNotFoundError."""
     parsed = parse_url(url)
     if not parsed.bucket:
         raise ValueError(f"no bucket in {url!r}: expected {parsed.protocol}://BUCKET/PREFIX")
     rows = list(list_objects(fs, parsed.bucket, parsed.key))
     names = {r["name"] for r in rows}
-    shards = sorted((r for r in rows if r["name"].endswith(SHARD_SUFFIX)), key=lambda r: r["name"])
+    shards = sorted((r for r in rows if r["name"].endswith(tuple(suffixes))), key=lambda r: r["name"])
     if not shards:
-        raise FileNotFoundError(f"no {SHARD_SUFFIX} shards under {url} ({len(rows)} other objects)")
+        packed = sum(r["name"].endswith(STREAMED_SUFFIXES) for r in rows)
+        hint = (f": {packed} of them are compressed tars, which only FluxShardDataset and ReadShards read "
+                f"(random access needs uncompressed .tar shards)" if packed else "")
+        raise FileNotFoundError(f"no {'/'.join(suffixes)} shards under {url} ({len(rows)} other objects){hint}")
     return [_info(r, index_path(r["name"]) in names) for r in shards]
 
 
@@ -122,7 +133,7 @@ def shards_in_manifest(fs: Any, where: str, base_url: Optional[str] = None,
 
 def warn_missing_indexes(shards: Sequence[ShardInfo], protocol: str, stacklevel: int = 3) -> None:
     """One warning naming how many shards have no index (they are streamed instead)."""
-    missing = [s for s in shards if not s.has_index]
+    missing = [s for s in shards if not s.has_index and not is_compressed_name(s.path)]
     if missing:
         warnings.warn(
             f"{len(missing)} of {len(shards)} shard(s) have no index ({missing[0].url(protocol)}{index_path('')}"
@@ -201,7 +212,7 @@ class ShardCatalog(ProcessFilesystem):
         """The shards, resolved on first use (one warning if some have no index)."""
         if self._shards is None:
             if self.kind == "prefix":
-                shards = shards_under_prefix(self.fs, self.target)
+                shards = shards_under_prefix(self.fs, self.target, STREAMED_SUFFIXES)
             elif self.kind == "urls":
                 shards = shards_named(self.fs, self.target)
             else:

@@ -20,6 +20,16 @@ FORMAT_KEY = "fluxfs_shard_index"
 VERSION = 1
 
 
+def _is_utf8(name: str) -> bool:
+    """Whether a name is text UTF-8 can hold; a tar name of other bytes (kept as `tarfile` keeps them, escaped
+    as lone surrogates) is written as JSON escapes, which read back as the same name."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def index_path(shard: str) -> str:
     """Where a shard's index lives."""
     return shard + INDEX_SUFFIX
@@ -37,13 +47,13 @@ class ShardIndex:
 
     @cached_property
     def samples(self) -> list[SampleSpan]:
-        return list(group_samples(self.members))
+        return list(group_samples(self.members, head=0))
 
     def to_bytes(self) -> bytes:
         head = {FORMAT_KEY: VERSION, "size": self.size, "generation": self.generation,
                 "members": len(self.members), **self.extra}
         lines = [json.dumps(head, separators=(",", ":"))]
-        lines += [json.dumps([m.name, m.offset, m.size], ensure_ascii=False, separators=(",", ":"))
+        lines += [json.dumps([m.name, m.offset, m.size], ensure_ascii=not _is_utf8(m.name), separators=(",", ":"))
                   for m in self.members]
         return ("\n".join(lines) + "\n").encode()
 
@@ -75,7 +85,10 @@ class ShardIndex:
         return index
 
     def validate(self) -> None:
-        """Members in order, each after a header and inside the shard, none overlapping."""
+        """Members in order, each after a header and inside the shard, none overlapping; a shard of some bytes."""
+        if self.size <= 0:
+            raise ShardError(index_path(self.shard), None, f"describes a shard of {self.size} bytes: an empty "
+                                                           f"object is not a tar shard")
         prev_end = 0
         for m in self.members:
             if m.size < 0 or m.offset < prev_end + BLOCK or m.end > self.size:

@@ -12,6 +12,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
 
+from .compressed import refuse_compressed
 from .errors import ShardError
 from .index import ShardIndex, index_path
 from .ranges import pins_generations, read_range
@@ -49,16 +50,26 @@ def build_index(fs, url: str, *, size: Optional[int] = None, generation: Optiona
         if pos >= size:
             break
         end = min(size, pos + window)
-        found = scanner.feed(read_range(fs, path, url, pos, end, generation), at=pos)
+        data = read_range(fs, path, url, pos, end, generation)
+        if pos == 0:
+            refuse_compressed(url, data)
+        found = scanner.feed(data, at=pos)
         members += found
         if len(found) >= 2:
             window = min(window * 2, MAX_WINDOW)
         elif scanner.wanted > end:
             window = HEADER_WINDOW
     scanner.finish(size)
-    if not members and size == 0:
-        raise ShardError(url, 0, "empty object: not a tar shard")
     return ShardIndex(url, size, members, generation)
+
+
+def check_empty(fs, url: str, index: ShardIndex) -> None:
+    """Check that a shard whose index lists no member holds none (its headers scanned, a read or two)."""
+    found = build_index(fs, url, size=index.size, generation=index.generation).members
+    if found:
+        raise ShardError(url, found[0].offset, f"the index lists no member, but the shard holds member "
+                                               f"{found[0].name!r} here: the index does not describe this shard; "
+                                               f"rebuild it with `fluxfs shard index --force {url}`")
 
 
 def write_index(fs, index: ShardIndex) -> str:

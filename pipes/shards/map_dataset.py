@@ -24,9 +24,10 @@ from ..process_fs import ProcessFilesystem
 from ..urls import parse_url
 from .catalog import expand_urls, shards_under_prefix
 from .index import ShardIndex
-from .indexer import load_indexes
+from .indexer import check_empty, load_indexes
 from .ranges import Span, read_spans
 from .samples import SampleSpan, sample_dict
+from .verify import check_span, check_tail, tail_start
 
 # Gaps between a batch's samples in one shard that are read through rather than split into another GET:
 # on the cloud profile a GET's first byte costs 30 ms, i.e. ~3 MB of transfer, but the bytes read
@@ -90,6 +91,9 @@ class FluxShardMapDataset(ProcessFilesystem, torch.utils.data.Dataset):
             self._first.append(total)
             total += len(idx.samples)
         self._len = total
+        for url, idx in zip(urls, self.indexes):
+            if not idx.members:  # no sample of it is ever read, so check now that it really holds none
+                check_empty(self.fs, url, idx)
         if not total:
             raise ValueError(f"the {len(urls)} shard(s) hold no samples ({urls[0]}, ...)")
 
@@ -202,12 +206,17 @@ class FluxShardMapDataset(ProcessFilesystem, torch.utils.data.Dataset):
                     groups.append((s, run))
                     run = [item]
             groups.append((s, run))
+        tails: list[Optional[int]] = []  # where a run's bytes after the shard's last member start, to check them
         for s, run in groups:
             idx = self.indexes[s]
-            reads.append(Span(self._paths[s], self.shards[s], run[0][0].start, max(t[0].end for t in run),
-                              idx.generation))
+            tails.append(tail_start(idx.members) if run[-1][0] == idx.samples[-1] else None)
+            end = idx.size if tails[-1] is not None else max(t[0].end for t in run)
+            reads.append(Span(self._paths[s], self.shards[s], run[0][0].read_from, end, idx.generation))
         out: dict[int, dict] = {}
-        for (s, run), span, data in zip(groups, reads, read_spans(self.fs, reads)):
+        for (s, run), span, tail, data in zip(groups, reads, tails, read_spans(self.fs, reads)):
             for sample_span, i in run:
+                check_span(self.shards[s], sample_span, data, span.start)
                 out[i] = sample_dict(sample_span, self.shards[s], data, span.start)
+            if tail is not None:
+                check_tail(self.shards[s], tail, data, span.start, span.end)
         return out

@@ -16,7 +16,7 @@ from torchdata.nodes.base_node import BaseNode
 from ..data.resume import ResumeStateError, bad, check_int, is_int, need
 from ..options import merge_storage_options
 from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
-from .catalog import MissingIndexWarning, ShardInfo, read_index
+from .catalog import MissingIndexWarning, ShardInfo, is_compressed_name, read_index
 from .index import INDEX_SUFFIX, index_path
 from .stream import DEFAULT_RANGE_SIZE, DEFAULT_RANGES_IN_FLIGHT, ShardReader, UnitRead
 
@@ -124,7 +124,7 @@ class ReadShards(BaseNode[Any]):
 
     def _open(self, shard: ShardInfo, skip: int) -> None:
         index = read_index(self.fs, shard)
-        if index is None and not self._warned:
+        if index is None and not self._warned and not is_compressed_name(shard.path):
             self._warned = True
             warnings.warn(f"{shard.url(self.protocol or DEFAULT_PROTOCOL)} has no index "
                           f"({index_path(shard.path).rsplit('/', 1)[-1]} not found): streaming it from its first "

@@ -7,7 +7,7 @@ rest (`000123.seg.png` has extension `seg.png`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Optional
 
 from .errors import ShardError
 from .tarformat import Member
@@ -28,10 +28,16 @@ class SampleSpan:
 
     key: str
     members: tuple[Member, ...]
+    head: Optional[int] = None  # where its first member's header blocks start (None: not known)
 
     @property
     def start(self) -> int:
         return self.members[0].offset
+
+    @property
+    def read_from(self) -> int:
+        """The first byte to read for this sample: its headers when known (so they can be checked), else its data."""
+        return self.start if self.head is None else self.head
 
     @property
     def end(self) -> int:
@@ -48,19 +54,24 @@ class SampleSpan:
         return out
 
 
-def group_samples(members: Iterable[Member]) -> Iterator[SampleSpan]:
-    """Runs of consecutive members with the same key, in shard order."""
+def group_samples(members: Iterable[Member], head: Optional[int] = None) -> Iterator[SampleSpan]:
+    """Runs of consecutive members with the same key, in shard order.
+
+    `head`: where the first member's header blocks start (0 for a whole shard's members); each later
+    sample's headers start where the member before it ends, padded.
+    """
     run: list[Member] = []
     key = None
     for m in members:
         k = split_key(m.name)[0]
         if run and k != key:
-            yield SampleSpan(key, tuple(run))
+            yield SampleSpan(key, tuple(run), head)
+            head = run[-1].offset + -(-run[-1].size // 512) * 512
             run = []
         key = k
         run.append(m)
     if run:
-        yield SampleSpan(key, tuple(run))
+        yield SampleSpan(key, tuple(run), head)
 
 
 def sample_dict(span: SampleSpan, shard: str, data: bytes | memoryview, base: int) -> dict:

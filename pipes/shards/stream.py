@@ -15,10 +15,12 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from ..in_flight import in_order
 from .catalog import ShardInfo
+from .compressed import TarBytes
 from .errors import ShardError
 from .index import ShardIndex
 from .samples import SampleSpan, group_samples, sample_dict, split_key
 from .tarformat import TarScanner
+from .verify import check_span, check_tail, tail_start
 
 # Ranged GETs of 8 MiB, 4 in flight per reader (a DataLoader worker): 32 MiB held per reader, and a
 # first byte (~30 ms on the cloud profile) is a quarter of one range's transfer time or less.
@@ -110,16 +112,23 @@ class ShardReader:
         _, shard, url, lo, hi = job
         return b"" if shard is None else self._fetch((shard, url, lo, hi))
 
-    def _extent(self, unit: UnitRead, index: Optional[ShardIndex]) -> tuple[int, int, Optional[list[SampleSpan]]]:
-        """(first byte, end, the samples to cut) of a unit: its samples' bytes, or the whole shard without an index."""
+    def _extent(self, unit: UnitRead, index: Optional[ShardIndex]
+                ) -> tuple[int, int, Optional[list[SampleSpan]], Optional[int]]:
+        """(first byte, end, the samples to cut, where the bytes after the index's last member start when the unit
+        reaches them) of a unit: its samples with their headers (and the shard's end after its last sample,
+        checked), or the whole shard without an index."""
         if index is None:
-            return 0, unit.shard.size, None
-        lo, hi = part_bounds(len(index.samples), unit.part, unit.parts)
+            return 0, unit.shard.size, None, None
+        n = len(index.samples)
+        lo, hi = part_bounds(n, unit.part, unit.parts)
         lo += unit.first
         if unit.count is not None:
             hi = min(hi, lo + max(0, unit.count))
         spans = index.samples[lo:hi]
-        return (spans[0].start, spans[-1].end, spans) if spans else (0, 0, spans)
+        tail = tail_start(index.members) if hi >= n and unit.part == unit.parts - 1 else None
+        end = index.size if tail is not None else spans[-1].end if spans else 0
+        start = spans[0].read_from if spans else tail if tail is not None else 0
+        return start, end, spans, tail
 
     # -- samples ----------------------------------------------------------------------------
 
@@ -147,8 +156,8 @@ class ShardReader:
 
         def jobs() -> Iterator[tuple]:
             for n, (tag, unit, index) in enumerate(units):
-                lo, hi, spans = self._extent(unit, index)
-                plans.append((tag, unit, spans))
+                lo, hi, spans, tail = self._extent(unit, index)
+                plans.append((tag, unit, spans, tail))
                 if (unit.count is not None and unit.count <= 0) or hi <= lo:
                     yield (n, None, None, 0, 0)  # nothing to read: a marker, so the unit still has its turn
                     continue
@@ -158,37 +167,44 @@ class ShardReader:
         reads = in_order(jobs(), self._read, self.in_flight, "fluxfs-shard")
         with contextlib.closing(reads):
             for _, group in itertools.groupby(reads, key=lambda r: r[0][0]):
-                tag, unit, spans = plans.popleft()
+                tag, unit, spans, tail = plans.popleft()
                 received = ((job[3], data) for job, data in group if job[1] is not None)
                 if unit.count is not None and unit.count <= 0:
                     cut: Iterator = iter(())
                 elif spans is not None:
-                    cut = self._indexed(unit, spans, received)
+                    cut = self._indexed(unit, spans, received, tail)
                 else:
                     cut = self._streamed(unit, received)
                 for ordinal, sample in cut:
                     yield tag, ordinal, sample
 
-    def _indexed(self, unit: UnitRead, spans: list[SampleSpan], arriving: Iterator[tuple[int, bytes]]
-                 ) -> Iterator[tuple[int, dict]]:
-        """The unit's samples `spans`, each cut once the bytes of its last member have arrived."""
+    def _indexed(self, unit: UnitRead, spans: list[SampleSpan], arriving: Iterator[tuple[int, bytes]],
+                 tail: Optional[int]) -> Iterator[tuple[int, dict]]:
+        """The unit's samples `spans`, each cut (its headers checked against the index) once the bytes of its last
+        member have arrived; then, when `tail` is given, the shard's bytes after the index's last member checked."""
         received = _Received()
         pending = deque(enumerate(spans, start=unit.first))
         for at, data in arriving:
             received.add(at, data)
             while pending and pending[0][1].end <= received.end:
-                ordinal, span = pending.popleft()
-                piece, base = received.cut(span.start, span.end)
-                yield ordinal, self._sample(span, unit.url, piece, base)
-            if pending:
-                received.drop_before(pending[0][1].start)
+                yield self._checked(unit, *pending.popleft(), received)
+            received.drop_before(pending[0][1].read_from if pending else tail if tail is not None else received.end)
         for ordinal, span in pending:  # only samples of empty members are left (no bytes to wait for)
-            yield ordinal, self._sample(span, unit.url, b"", span.start)
+            yield self._checked(unit, ordinal, span, received)
+        if tail is not None and unit.shard.size > tail:
+            piece, base = received.cut(tail, unit.shard.size)
+            check_tail(unit.url, tail, piece, base, unit.shard.size)
+
+    def _checked(self, unit: UnitRead, ordinal: int, span: SampleSpan, received: _Received) -> tuple[int, dict]:
+        piece, base = received.cut(span.read_from, span.end)
+        check_span(unit.url, span, piece, base)
+        return ordinal, self._sample(span, unit.url, piece, base)
 
     def _streamed(self, unit: UnitRead, arriving: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, dict]]:
         """The whole shard from byte 0, members found by `TarScanner`; stops once the part's count is reached."""
-        url, size = unit.url, unit.shard.size
-        scanner = TarScanner(url)
+        url = unit.url
+        tar = TarBytes(url, arriving, unit.shard.size)  # gzip, bzip2 and xz tars are inflated as they arrive
+        scanner = TarScanner(tar.label)
         received = _Received()
         run: list = []  # members of the sample being assembled (its key not ended yet)
         done: deque[SampleSpan] = deque()  # samples whose members are all known, waiting for their bytes
@@ -207,7 +223,7 @@ class ShardReader:
                     piece, base = received.cut(span.start, span.end)
                     yield ordinal, self._sample(span, url, piece, base)
 
-        for at, data in arriving:
+        for at, data in tar:
             received.add(at, data)
             for member in scanner.feed(data, at):
                 if run and split_key(member.name)[0] != split_key(run[0].name)[0]:
@@ -220,7 +236,7 @@ class ShardReader:
                     return
             keep = min([s.start for s in done] + [m.offset for m in run] + [received.end])
             received.drop_before(keep)
-        scanner.finish(size)
+        scanner.finish(tar.size)
         done.extend(group_samples(run))
         for item in ready(True):
             yield item

@@ -11,12 +11,15 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from .errors import ShardError
+from .extended import Pending
 
 BLOCK = 512
 END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
-# Members whose header types carry a file's bytes; everything else (directories, links) is skipped.
+# Members whose header types carry a file's bytes (as tarfile: regular files, and any type it does not know);
+# directories, links, devices and fifos are skipped.
 _FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
-_LONGNAME_TYPES = (tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE)
+_EXTENDED_TYPES = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE,
+                   tarfile.XGLTYPE)
 # A pax or GNU long-name record this large is not a name: refuse it rather than buffer it.
 _MAX_EXTENDED_HEADER = 1 << 20
 
@@ -56,7 +59,7 @@ def member_bytes(name: str, data: bytes | memoryview, mtime: int = 0) -> list[by
 
 
 class TarScanner:
-    """Walks tar headers from bytes fed in order; yields each regular file's `Member`.
+    """Walks tar headers from bytes fed in order; yields each member with data as `tarfile` reads it.
 
     Data bytes are skipped, not kept: feed it a whole shard to index it, or only the header
     blocks it asks for (`wanted`) when scanning with ranged reads.
@@ -64,12 +67,12 @@ class TarScanner:
 
     def __init__(self, shard: str, start: int = 0):
         self.shard = shard
-        self.pos = start  # absolute offset of the next byte the scanner expects
+        self.start = start
         self.next_header = start  # absolute offset of the next header block
         self.ended = False
         self._buf = bytearray()
         self._buf_at = start
-        self._pending_name: str | None = None
+        self._pending = Pending(shard)
 
     @property
     def wanted(self) -> int:
@@ -90,12 +93,14 @@ class TarScanner:
         return list(self._parse())
 
     def finish(self, size: int) -> None:
-        """Check the archive ended properly at `size` bytes (no member cut off)."""
+        """Check the archive ended properly at `size` bytes (no member cut off; not empty, as tarfile says)."""
+        if size == 0 and self.start == 0:
+            raise ShardError(self.shard, 0, "empty object: not a tar shard (0 bytes)")
         if self.ended:
             return
-        if self.next_header > size or self._pending_name is not None:
+        if self.next_header > size or self._pending:
             raise ShardError(self.shard, size, "truncated: the last member's data runs past the end of the object")
-        if self.next_header < size and any(self._buf[: size - self._buf_at]):
+        if self.next_header < size and (self.next_header == 0 or any(self._buf[: size - self._buf_at])):
             raise ShardError(self.shard, self.next_header, "truncated header")
         # A tar whose end-of-archive blocks were dropped still holds complete members: accept it.
         self.ended = True
@@ -115,6 +120,8 @@ class TarScanner:
                 return
             block = bytes(self._buf[:BLOCK])
             if not any(block):
+                if self._pending:
+                    raise ShardError(self.shard, self.next_header, "an extended header is not followed by a member")
                 self.ended = True
                 return
             try:
@@ -122,43 +129,18 @@ class TarScanner:
             except tarfile.HeaderError as e:
                 raise ShardError(self.shard, self.next_header, f"not a tar header ({e})") from None
             data_at = self.next_header + BLOCK
-            if info.type in _LONGNAME_TYPES or info.type == tarfile.XGLTYPE:
+            if info.type in _EXTENDED_TYPES:
                 if info.size > _MAX_EXTENDED_HEADER:
                     raise ShardError(self.shard, self.next_header, f"extended header of {info.size} bytes")
                 if len(self._buf) < BLOCK + info.size:
                     return
-                raw = bytes(self._buf[BLOCK : BLOCK + info.size])
-                if info.type == tarfile.GNUTYPE_LONGNAME:
-                    self._pending_name = raw.rstrip(b"\0").decode("utf-8", "surrogateescape")
-                elif info.type != tarfile.XGLTYPE:
-                    path = _pax_path(raw, self.shard, self.next_header)
-                    if path is not None:
-                        self._pending_name = path
+                self._pending.add(info.type, bytes(self._buf[BLOCK : BLOCK + info.size]), self.next_header)
                 self.next_header = data_at + padded(info.size)
                 continue
-            name = self._pending_name if self._pending_name is not None else info.name
-            self._pending_name = None
-            self.next_header = data_at + padded(info.size if info.type in _FILE_TYPES else 0)
-            if info.type in _FILE_TYPES:
-                yield Member(name, data_at, info.size)
-
-
-def _pax_path(raw: bytes, shard: str, offset: int) -> str | None:
-    """The `path` record of a pax extended header, if any ("LEN key=value\\n" records)."""
-    pos = 0
-    while pos < len(raw) and raw[pos:pos + 1] != b"\0":
-        space = raw.find(b" ", pos)
-        try:
-            length = int(raw[pos:space])
-        except ValueError:
-            raise ShardError(shard, offset, "malformed pax header") from None
-        if length <= 0 or space < 0:
-            raise ShardError(shard, offset, "malformed pax header")
-        key, _, value = raw[space + 1 : pos + length - 1].partition(b"=")
-        if key == b"path":
-            return value.decode("utf-8", "surrogateescape")
-        pos += length
-    return None
+            has_data = info.type in _FILE_TYPES or info.type not in tarfile.SUPPORTED_TYPES
+            name, size, self.next_header = self._pending.apply(info, data_at, has_data, self.next_header)
+            if has_data:
+                yield Member(name, data_at, size)
 
 
 def scan(shard: str, data: bytes | memoryview) -> list[Member]:

@@ -68,7 +68,13 @@ def sample_members(sample: dict) -> list[tuple[str, bytes]]:
             continue
         if not ext or "/" in ext or not isinstance(ext, str):
             raise ValueError(f"sample {key!r}: bad field name {ext!r} (an extension such as 'jpg')")
-        out.append((f"{key}.{ext}", encode_field(key, ext, value)))
+        name = f"{key}.{ext}"
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"sample {key!r}: member name {name!r} is not valid text (lone surrogates, from bytes "
+                             f"that are not UTF-8); tar names are written as UTF-8") from None
+        out.append((name, encode_field(key, ext, value)))
     if not out:
         raise ValueError(f"sample {key!r} has no fields besides its key")
     return out

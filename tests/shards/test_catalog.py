@@ -40,7 +40,7 @@ def test_missing_shard_is_named(shard_bucket, options):
 
 
 def test_empty_prefix_and_bad_urls(shard_bucket, options):
-    with pytest.raises(FileNotFoundError, match=r"no \.tar shards under flux://.*/nothing/"):
+    with pytest.raises(FileNotFoundError, match=r"no \.tar/\.tar\.gz/\.tgz shards under flux://.*/nothing/"):
         ShardCatalog("prefix", f"flux://{shard_bucket}/nothing/", storage_options=options).shards  # noqa: B018
     with pytest.raises(ValueError, match="does not name a shard object"):
         ShardCatalog("urls", [f"flux://{shard_bucket}/ds/"], storage_options=options).shards  # noqa: B018

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import tarfile
 
 import pytest
 
@@ -75,6 +76,23 @@ def test_index_command_indexes_foreign_shards(flux_server, bucket, tmp_path):
     assert code == 0 and "indexed 1 shard(s)" in err
     code, err = _run(flux_server, "shard", "index", f"flux://{bucket}/w/none.tar")
     assert code == 3 and f"shard flux://{bucket}/w/none.tar does not exist" in err
+
+
+def test_index_command_reads_non_utf8_member_names_as_tarfile_does(flux_server, bucket):
+    from .crafted import data_blocks, end, header, reference
+
+    fs = make_fs(flux_server)
+    # GNU tar writes a name's bytes as they are; tarfile reads bytes that are not UTF-8 as lone surrogates.
+    data = (header("k/caf\udce9.txt", 2, fmt=tarfile.GNU_FORMAT) + data_blocks(b"ok")
+            + header("k/caf\udce9.cls", 1, fmt=tarfile.GNU_FORMAT) + data_blocks(b"1") + end())
+    fs.pipe_file(f"{bucket}/u/0.tar", data)
+    code, err = _run(flux_server, "shard", "index", f"flux://{bucket}/u/0.tar")
+    assert code == 0 and "indexed 1 shard(s)" in err, err
+    index = ShardIndex.from_bytes("x", fs.cat(f"{bucket}/u/0.tar.idx"))
+    assert index.members == [m for m, _ in reference(data)]
+    so = {"endpoint_url": flux_server.url, "token": "anon", "skip_instance_cache": True}
+    ds = FluxShardMapDataset(f"flux://{bucket}/u/0.tar", storage_options=so)
+    assert len(ds) == 1 and ds[0]["__key__"] == "k/caf\udce9" and ds[0]["txt"] == b"ok"
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -107,13 +107,27 @@ def test_truncated_shard_names_shard_and_offset(bucket, options, fs):
         list(ds)
 
 
-def test_empty_shards_yield_nothing(bucket, options, fs):
-    fs.pipe(f"{bucket}/e/a.tar", b"")
+def test_empty_tar_yields_nothing_and_a_zero_byte_object_is_refused_by_every_reader(bucket, options, fs):
+    from torchdata.nodes import IterableWrapper, Loader
+
+    from fluxfs.pipes.shards import FluxShardMapDataset, ReadShards, build_index
+
     put_shard(fs, f"{bucket}/e/b.tar", shard_bytes([]))
     put_shard(fs, f"{bucket}/e/c.tar", shard_bytes(shard_keys(2, 2)))
+    assert keys_of(FluxShardDataset.from_prefix(f"flux://{bucket}/e/", storage_options=options)) == shard_keys(2, 2)
+    fs.pipe(f"{bucket}/e/a.tar", b"")  # as tarfile.open: ReadError("empty file"), in every reader alike
+    zero = rf"^flux://{bucket}/e/a\.tar at byte 0: empty object: not a tar shard"
     with pytest.warns(MissingIndexWarning, match="1 of 3"):
         ds = FluxShardDataset.from_prefix(f"flux://{bucket}/e/", storage_options=options)
-    assert keys_of(ds) == shard_keys(2, 2)
+    with pytest.raises(ShardError, match=zero):
+        list(ds)
+    node = ReadShards(IterableWrapper([f"flux://{bucket}/e/a.tar"]), storage_options=options)
+    with pytest.warns(MissingIndexWarning), pytest.raises(ShardError, match=zero):
+        list(Loader(node))
+    with pytest.raises(ShardError, match=zero):
+        FluxShardMapDataset(f"flux://{bucket}/e/{{a,c}}.tar", storage_options=options)
+    with pytest.raises(ShardError, match=zero):
+        build_index(fs, f"flux://{bucket}/e/a.tar")
 
 
 def test_sample_missing_an_extension(bucket, options, fs):

@@ -71,6 +71,8 @@ def test_bad_samples_and_patterns_are_named(flux_server, bucket, so):
         w.write({"jpg": b"x"})
     with pytest.raises(ValueError, match=r"sample key 'a\.b' has a '\.'"):
         w.write({"__key__": "a.b", "jpg": b"x"})
+    with pytest.raises(ValueError, match=r"sample 'k\\udcff': member name 'k\\udcff\.jpg' is not valid text"):
+        w.write({"__key__": "k\udcff", "jpg": b"x"})
     with pytest.raises(TypeError, match="field 'jpg' is a object"):
         w.write({"__key__": "a", "jpg": object()})
     w.write({"__key__": "a", "jpg": b"x"})
