@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from . import admin, guard, habits, json_routes, uploads, xml_routes
+from . import admin, guard, habits, json_routes, uploads, wirelog, xml_routes
 from .errors import ServerError
 from .pending import PendingUploads
 from .profile import Profile
@@ -150,6 +150,7 @@ class Server:
             await asyncio.sleep(0.05)
 
     def app(self) -> web.Application:
+        wirelog.install()  # a request aiohttp refuses is logged as one line naming why
         # Uploads of multi-GB parts are legal; the default 1 MiB client_max_size is not GCS.
         app = web.Application(client_max_size=1 << 40)
         # [\s\S]: names may hold newlines, which '.' would not match after aiohttp decodes the path.
