@@ -11,7 +11,7 @@ import asyncio
 import socket
 from collections import Counter
 from functools import lru_cache
-from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
+from typing import Any, AsyncIterator, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import parse_qsl
 
 from aiohttp import web
@@ -19,6 +19,7 @@ from aiohttp import web
 from . import admin, guard, habits, json_routes, uploads, wirelog, xml_routes
 from .diskerr import disk_error, is_disk_error
 from .errors import ServerError
+from .media import FileBody
 from .pending import PendingUploads
 from .profile import Profile
 from .replies import Reply, error_reply
@@ -264,6 +265,11 @@ class Server:
 
     async def send(self, request: web.Request, reply: Reply, reset: bool) -> web.StreamResponse:
         body = reply.body
+        if body.__class__ is FileBody:  # a body file (--root): streamed, unless a fault needs it whole
+            if request.method == "HEAD" or reset or self.profile.stall_at(request.get("op")) is not None:
+                body = bytes(body) if request.method != "HEAD" else body.f.close()
+            else:
+                return await self._send_file(request, reply, body)
         pieces = body if body.__class__ is list else None
         n = (sum(map(len, pieces)) if pieces is not None else len(body)) if body is not None else 0
         bw = self.profile.s["bandwidth_mbps"]
@@ -300,8 +306,24 @@ class Server:
             pass  # the client went away mid-body: nothing to report
         return resp
 
+    async def _send_file(self, request: web.Request, reply: Reply, body: FileBody) -> web.StreamResponse:
+        resp = web.StreamResponse(status=reply.status, headers=reply.headers)
+        resp.content_length = len(body)
+        self.bytes_out += len(body)
+        pieces = body.pieces()
+        try:
+            await resp.prepare(request)
+            await self._stream(resp, pieces, len(body), self.profile.s["bandwidth_mbps"])
+            await resp.write_eof()
+        except ConnectionError:
+            pass  # the client went away mid-body: nothing to report
+        finally:
+            pieces.close()
+            body.f.close()
+        return resp
+
     @staticmethod
-    async def _stream(resp: web.StreamResponse, views: List[memoryview], stop: int, bw: float) -> None:
+    async def _stream(resp: web.StreamResponse, views: Iterable[memoryview], stop: int, bw: float) -> None:
         """Write the first `stop` bytes of `views` (in order) in slices, paced to `bw` MB/s if set."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()

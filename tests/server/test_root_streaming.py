@@ -154,3 +154,30 @@ def test_big_uploads_to_a_root_server_keep_its_memory_bounded(root):
             r = request(url, "GET", obj_path(b, name), headers={"Range": f"bytes={at}-{at + 7}"},
                         params={"alt": "media"})
             assert r.body == want, name
+
+
+def test_big_downloads_from_a_root_server_keep_its_memory_bounded(root):
+    with run(in_process=False, root=root) as srv:
+        srv.create_bucket("dlb")
+        st, _, out = _send(srv.url, "POST", "/upload/storage/v1/b/dlb/o?uploadType=media&name=o", _body(64, 7), 64 * MiB)
+        assert st == 200, out
+        base = _peak_mib(srv.process)
+        u = urlsplit(srv.url)
+        for path in (obj_path("dlb", "o") + "?alt=media", xml_path("dlb", "o")):
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+            conn.request("GET", path, headers={"Range": f"bytes={MiB - 8}-"})
+            r = conn.getresponse()
+            assert r.status == 206
+            md5, n = hashlib.md5(), 0
+            while True:
+                piece = r.read(MiB)
+                if not piece:
+                    break
+                md5.update(piece)
+                n += len(piece)
+            conn.close()
+            want = hashlib.md5()
+            for i, piece in enumerate(_body(64, 7)):
+                want.update(piece[-8:] if i == 0 else piece)
+            assert n == 63 * MiB + 8 and md5.digest() == want.digest()
+        assert _peak_mib(srv.process) - base < 16  # read a MiB at a time, not the 63 MiB asked for
