@@ -130,6 +130,23 @@ def test_client_gets_the_full_disk_error_at_once(tmpfs):
         assert not fs.exists("full/keep")
 
 
+def test_google_cloud_storage_does_not_retry_it_either(tmpfs):
+    """(gcsfs retries 408, 429 and 500-504 only: gcsfs.retry.errs.)"""
+    from google.cloud import storage
+
+    from ..clients.conftest import storage_client
+
+    with run(root=tmpfs) as srv:
+        srv.create_bucket("full")
+        _fill(tmpfs)
+        srv.reset_stats()
+        with pytest.raises(Exception, match=FULL) as got:
+            storage_client(srv).bucket("full").blob("c").upload_from_string(b"x" * 1000,
+                                                                            retry=storage.retry.DEFAULT_RETRY)
+        assert got.value.code == 507
+        assert srv.stats()["requests"]["write"] == 1  # not retried
+
+
 def test_a_read_only_root_answers_507_saying_so(tmpfs):
     with run(root=tmpfs) as srv:
         srv.create_bucket("rofs")
