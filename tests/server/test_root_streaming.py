@@ -182,3 +182,23 @@ def test_big_downloads_from_a_root_server_keep_its_memory_bounded(root):
                 want.update(piece[-8:] if i == 0 else piece)
             assert n == 63 * MiB + 8 and md5.digest() == want.digest()
         assert _peak_mib(srv.process) - base < 16  # read a MiB at a time, not the 63 MiB asked for
+
+
+def test_large_multipart_related_uploads_split_from_the_file(tmp_path):
+    """Bodies over 8 MiB are split on disk: CRLF as RFC 2046 says, a third part refused as in memory."""
+    media = b"".join(_body(9, 8)) + b"\r"  # ends in '\r': only the boundary's own line ending goes
+    with run(root=str(tmp_path)) as srv:
+        srv.create_bucket("rel")
+        head = b'--b\r\nContent-Type: application/json\r\n\r\n{"name": "crlf"}\r\n--b\r\nContent-Type: a/b\r\n\r\n'
+        r = request(srv.url, "POST", "/upload/storage/v1/b/rel/o", head + media + b"\r\n--b--",
+                    {"Content-Type": "multipart/related; boundary=b"}, params={"uploadType": "multipart"})
+        assert r.status == 200, r
+        assert (r.json()["size"], r.json()["contentType"]) == (str(len(media)), "a/b")
+        assert request(srv.url, "GET", obj_path("rel", "crlf"), params={"alt": "media"}).body == media
+        three = head + media + b"\r\n--b\r\nContent-Type: a/b\r\n\r\nmore\r\n--b--\r\n"
+        r = request(srv.url, "POST", "/upload/storage/v1/b/rel/o", three.replace(b"crlf", b"three"),
+                    {"Content-Type": "multipart/related; boundary=b"}, params={"uploadType": "multipart"})
+        assert r.status == 400 and "more than 2 parts" in r.json()["error"]["message"], r
+        assert request(srv.url, "GET", obj_path("rel", "three")).status == 404
+    leftovers = [f for d, _, fs in os.walk(tmp_path) for f in fs if f.startswith(".tmp-")]
+    assert leftovers == []
