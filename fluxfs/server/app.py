@@ -11,13 +11,15 @@ import asyncio
 import socket
 from collections import Counter
 from functools import lru_cache
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, AsyncIterator, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from . import admin, guard, habits, json_routes, uploads, xml_routes
+from . import admin, guard, habits, json_routes, uploads, wirelog, xml_routes
+from .diskerr import disk_error, is_disk_error
 from .errors import ServerError
+from .media import FileBody
 from .pending import PendingUploads
 from .profile import Profile
 from .replies import Reply, error_reply
@@ -109,38 +111,52 @@ class Server:
 
     async def body_chunks(self, request: web.Request) -> list[bytes]:
         """The request body as the chunks it arrived in (for multipart parts: joining 8 MiB costs a
-        copy that the final assembly repeats anyway).
+        copy that the final assembly repeats anyway)."""
+        bw = self.profile.s["bandwidth_mbps"]
+        if (not bw and self.profile.stall_at(request.get("op")) is None) or not request.can_read_body:
+            parts = [await request.read()]
+            self.bytes_in += len(parts[0])
+            return parts
+        parts = [chunk async for chunk in self.body_iter(request)]
+        return parts or [b""]
+
+    async def body_iter(self, request: web.Request) -> AsyncIterator[bytes]:
+        """The request body, chunk by chunk as it arrives (``--root`` writes it to disk so, never
+        holding a whole upload in memory).
 
         Pacing uploads like downloads matters: a real GCS stream is capped both ways, and
         parallel part uploads only pay off if one stream cannot carry the whole checkpoint.
         """
+        if not request.can_read_body:
+            return
         bw = self.profile.s["bandwidth_mbps"]
         stall = self.profile.stall_at(request.get("op"))
-        if (not bw and stall is None) or not request.can_read_body:
-            parts = [await request.read()]
-        else:
-            if bw:
-                _small_receive_buffer(request)
-            loop = asyncio.get_running_loop()
-            t0, got, parts = loop.time(), 0, []
-            while True:
-                if stall is not None and got >= stall:
-                    await self.stall(request)
-                    stall = None
-                chunk = await request.content.read(_PACE_CHUNK if stall is None else max(1, min(_PACE_CHUNK, stall - got)))
-                if not chunk:
-                    break
-                parts.append(chunk)
-                got += len(chunk)
-                if not bw:
-                    continue
-                delay = t0 + got / (bw * 1e6) - loop.time()
-                if delay > 0:  # leave the rest in the socket: TCP back-pressure paces the client
-                    await asyncio.sleep(delay)
-            if not parts:
-                parts = [b""]
-        self.bytes_in += sum(map(len, parts))
-        return parts
+        if bw:
+            _small_receive_buffer(request)
+        loop = asyncio.get_running_loop()
+        t0, got = loop.time(), 0
+        step = _PACE_CHUNK if bw or stall is not None else _WRITE_CHUNK
+        while True:
+            if stall is not None and got >= stall:
+                await self.stall(request)
+                stall = None
+            chunk = await request.content.read(step if stall is None else max(1, min(step, stall - got)))
+            if not chunk:
+                break
+            got += len(chunk)
+            self.bytes_in += len(chunk)
+            yield chunk
+            if not bw:
+                continue
+            delay = t0 + got / (bw * 1e6) - loop.time()
+            if delay > 0:  # leave the rest in the socket: TCP back-pressure paces the client
+                await asyncio.sleep(delay)
+
+    async def drain(self, request: web.Request) -> None:
+        """Read and drop what is left of the body, so an uploading client sees the answer, not a broken pipe."""
+        if request.can_read_body:
+            while await request.content.read(_WRITE_CHUNK):
+                pass
 
     async def stall(self, request: web.Request) -> None:
         """Stop moving bytes (`stall_after`) while the setting holds and the client is still there."""
@@ -150,6 +166,7 @@ class Server:
             await asyncio.sleep(0.05)
 
     def app(self) -> web.Application:
+        wirelog.install()  # a request aiohttp refuses is logged as one line naming why
         # Uploads of multi-GB parts are legal; the default 1 MiB client_max_size is not GCS.
         app = web.Application(client_max_size=1 << 40)
         # [\s\S]: names may hold newlines, which '.' would not match after aiohttp decodes the path.
@@ -218,6 +235,10 @@ class Server:
             reply = await route(self, request, q)
         except ServerError as e:
             reply = error_reply(e, is_xml)
+        except OSError as e:  # a disk write no route named (they answer 507 naming the object themselves)
+            if not is_disk_error(e):
+                raise
+            reply = error_reply(disk_error(e, f"what this '{op}' request writes"), is_xml)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             # Malformed input that slipped past the routes' own checks (e.g. a non-numeric generation
             # inside a JSON body): a 400 naming the problem, never a bare 500.
@@ -244,6 +265,11 @@ class Server:
 
     async def send(self, request: web.Request, reply: Reply, reset: bool) -> web.StreamResponse:
         body = reply.body
+        if body.__class__ is FileBody:  # a body file (--root): streamed, unless a fault needs it whole
+            if request.method == "HEAD" or reset or self.profile.stall_at(request.get("op")) is not None:
+                body = bytes(body) if request.method != "HEAD" else body.f.close()
+            else:
+                return await self._send_file(request, reply, body)
         pieces = body if body.__class__ is list else None
         n = (sum(map(len, pieces)) if pieces is not None else len(body)) if body is not None else 0
         bw = self.profile.s["bandwidth_mbps"]
@@ -280,8 +306,24 @@ class Server:
             pass  # the client went away mid-body: nothing to report
         return resp
 
+    async def _send_file(self, request: web.Request, reply: Reply, body: FileBody) -> web.StreamResponse:
+        resp = web.StreamResponse(status=reply.status, headers=reply.headers)
+        resp.content_length = len(body)
+        self.bytes_out += len(body)
+        pieces = body.pieces()
+        try:
+            await resp.prepare(request)
+            await self._stream(resp, pieces, len(body), self.profile.s["bandwidth_mbps"])
+            await resp.write_eof()
+        except ConnectionError:
+            pass  # the client went away mid-body: nothing to report
+        finally:
+            pieces.close()
+            body.f.close()
+        return resp
+
     @staticmethod
-    async def _stream(resp: web.StreamResponse, views: List[memoryview], stop: int, bw: float) -> None:
+    async def _stream(resp: web.StreamResponse, views: Iterable[memoryview], stop: int, bw: float) -> None:
         """Write the first `stop` bytes of `views` (in order) in slices, paced to `bw` MB/s if set."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()

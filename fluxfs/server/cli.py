@@ -64,6 +64,10 @@ def serve(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"fluxfs serve: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the root cannot be made or read (not a directory, read-only, not permitted)
+        print(f"fluxfs serve: cannot use --root {args.root}: {e.strerror or e}"
+              f"{f' ({e.filename})' if e.filename and e.filename != args.root else ''}", file=sys.stderr)
+        return 2
 
     async def main():
         runner = web.AppRunner(srv.app(), access_log=None, handle_signals=False)

@@ -8,8 +8,8 @@ from typing import Dict
 from aiohttp import web
 
 from ..gcs.checksums import crc32c_combine, crc_to_b64
-from ..gcs.chunks import Chunked
 from ..gcs.limits import MAX_COMPOSE_SOURCES, MAX_LIST_PAGE
+from .copies import put_copy
 from .errors import ServerError
 from .fields import apply_fields, parse_fields
 from .json_request import (base_url, bool_param, int_param, json_body, meta_from, preconds,
@@ -133,17 +133,9 @@ async def compose(srv, request: web.Request, q: Dict[str, str], bucket: str, nam
     crc = 0
     for o in parts:
         crc = crc32c_combine(crc, o.crc32c_int, o.size)
-    obj = srv.store.put(bucket, name, Chunked([p for o in parts for p in _pieces(o)]), content_type=ctype,
-                        metadata=md, extra=extra, component_count=components, preconditions=preconds(q),
-                        crc=crc_to_b64(crc))
+    obj = put_copy(srv, bucket, name, parts, content_type=ctype, metadata=md, extra=extra,
+                   component_count=components, preconditions=preconds(q), crc=crc_to_b64(crc))
     return resource_reply(request, q, obj, bucket)
-
-
-def _pieces(obj) -> list:
-    """A compose source's body as the pieces it is stored in (views, not copies)."""
-    if obj.data.__class__ is Chunked:
-        return list(obj.data.chunks)
-    return [obj.read()]
 
 
 async def move(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str, dname: str) -> Reply:
@@ -153,9 +145,8 @@ async def move(srv, request: web.Request, q: Dict[str, str], bucket: str, name: 
         raise ServerError(400, "The source and destination object names of a move must differ.", "invalid")
     src = srv.store.get(bucket, name)
     check_preconditions(src, **preconds(q, source=True))
-    obj = srv.store.put(bucket, dname, bytes(src.read()), content_type=src.content_type, metadata=src.metadata,
-                        extra=src.extra, component_count=src.component_count, preconditions=preconds(q),
-                        crc=src._crc)
+    obj = put_copy(srv, bucket, dname, [src], content_type=src.content_type, metadata=src.metadata,
+                   extra=src.extra, component_count=src.component_count, preconditions=preconds(q), crc=src._crc)
     srv.store.delete(bucket, name, generation=src.generation)
     return resource_reply(request, q, obj, bucket)
 
@@ -171,8 +162,8 @@ async def copy(srv, request: web.Request, q: Dict[str, str], bucket: str, name: 
         ctype = ctype or src.content_type
     else:
         ctype, md, extra = src.content_type, src.metadata, src.extra
-    obj = srv.store.put(dbucket, dname, bytes(src.read()), content_type=ctype, metadata=md, extra=extra,
-                        component_count=src.component_count, preconditions=preconds(q), crc=src._crc)
+    obj = put_copy(srv, dbucket, dname, [src], content_type=ctype, metadata=md, extra=extra,
+                   component_count=src.component_count, preconditions=preconds(q), crc=src._crc)
     if not rewrite:
         return resource_reply(request, q, obj, dbucket)
     res = obj.resource(dbucket, base_url(request))

@@ -83,11 +83,48 @@ def media_reply(request: web.Request, obj: Obj) -> Reply:
     return Reply(206, _body(obj, start, end), h)
 
 
+class FileBody:
+    """Bytes [start, end) of a body file under ``--root``, sent a MiB at a time (app.send) rather than
+    read whole into memory. The file is opened at once: an overwrite that unlinks it meanwhile cannot
+    cut the answer short."""
+
+    __slots__ = ("f", "start", "end")
+
+    def __init__(self, path: str, start: int, end: int):
+        self.f, self.start, self.end = open(path, "rb"), start, end
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def pieces(self):
+        """The bytes, a MiB at a time (then the file is closed)."""
+        try:
+            self.f.seek(self.start)
+            left = len(self)
+            while left > 0:
+                piece = self.f.read(min(_FILE_STEP, left))
+                if not piece:
+                    raise OSError(f"{self.f.name} ended {left} bytes early")
+                left -= len(piece)
+                yield memoryview(piece)
+        finally:
+            self.f.close()
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.pieces())
+
+
+_FILE_STEP = 1024 * 1024
+
+
 def _body(obj: Obj, start: int, end: int):
-    """What a GET sends: the chunks of a multipart-uploaded body are sent as they are, never joined."""
+    """What a GET sends: the chunks of a multipart-uploaded body are sent as they are, never joined;
+    a large body file is streamed from disk."""
     if obj.data.__class__ is Chunked and end > start:
         views = obj.data.views(start, end)
         return views[0] if len(views) == 1 else views
+    if obj.data is None and obj.path is not None and end - start > _FILE_STEP:
+        return FileBody(obj.path, start, end)
     return obj.read(start, end)
 
 

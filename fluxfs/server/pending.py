@@ -45,19 +45,17 @@ class PendingUploads:
         atomic_write(self._r(uid, "data"), b"")
         atomic_write(self._r(uid, "json"), json.dumps(session).encode())
 
-    def append_resumable(self, uid: str, data: bytes) -> None:
-        """Bytes received for a session, on disk before the server acknowledges them."""
-        with open(self._r(uid, "data"), "ab") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+    def resumable_data(self, uid: str) -> str:
+        """The file of a session's bytes: appended to as they arrive and fsynced before each 308 answer
+        (uploads.py); renamed into the bucket when the upload completes."""
+        return self._r(uid, "data")
 
     def drop_resumable(self, uid: str) -> None:
         _unlink(self._r(uid, "json"))
         _unlink(self._r(uid, "data"))
 
-    def load_resumable(self, ttl: float = RESUMABLE_TTL_S) -> Iterable[Tuple[str, Dict[str, Any], bytes]]:
-        """(uid, session, bytes so far) of every saved session; expired ones are deleted instead."""
+    def load_resumable(self, ttl: float = RESUMABLE_TTL_S) -> Iterable[Tuple[str, Dict[str, Any], str]]:
+        """(uid, session, file of its bytes so far) of every saved session; expired ones are deleted instead."""
         now = time.time()
         for fn in sorted(os.listdir(self.resumable_dir)):
             if fn.startswith(".tmp-"):
@@ -69,15 +67,15 @@ class PendingUploads:
             try:
                 with open(self._r(uid, "json"), "rb") as f:
                     session = json.load(f)
-                with open(self._r(uid, "data"), "rb") as f:
-                    data = f.read()
+                if not os.path.isfile(self._r(uid, "data")):
+                    raise FileNotFoundError(self._r(uid, "data"))
             except (OSError, ValueError):
                 self.drop_resumable(uid)
                 continue
             if now - session["created"] > ttl:
                 self.drop_resumable(uid)
                 continue
-            yield uid, session, data
+            yield uid, session, self._r(uid, "data")
 
     # -- XML multipart uploads --
     def _m(self, uid: str, *name: str) -> str:
@@ -88,17 +86,30 @@ class PendingUploads:
         fsync_dir(self.multipart_dir)
         atomic_write(self._m(uid, "upload.json"), json.dumps(upload).encode())
 
-    def save_part(self, uid: str, number: int, chunks: Iterable[bytes], part: Dict[str, Any]) -> None:
-        """A part's bytes, then its record: the part exists on disk before the server acknowledges it."""
-        atomic_write(self._m(uid, str(number)), b"".join(chunks))
-        atomic_write(self._m(uid, f"{number}.json"), json.dumps(part).encode())
+    def part_dir(self, uid: str) -> str:
+        """Where a part is received (a temporary file, renamed by `save_part`)."""
+        return self._m(uid)
+
+    def save_part(self, uid: str, number: int, received: str, part: Dict[str, Any]) -> str:
+        """A part's bytes (the file `received`, renamed), then its record: the part exists on disk before
+        the server acknowledges it. If the record cannot be written, the part is gone (both files). Its path."""
+        path = self._m(uid, str(number))
+        try:
+            os.replace(received, path)
+            fsync_dir(self._m(uid))
+            atomic_write(self._m(uid, f"{number}.json"), json.dumps(part).encode())
+        except BaseException:
+            _unlink(self._m(uid, f"{number}.json"))
+            _unlink(path)
+            raise
+        return path
 
     def drop_multipart(self, uid: str) -> None:
         shutil.rmtree(self._m(uid), ignore_errors=True)
         fsync_dir(self.multipart_dir)
 
-    def load_multipart(self) -> Iterable[Tuple[str, Dict[str, Any], Dict[int, Tuple[Dict[str, Any], bytes]]]]:
-        """(uid, upload, {part number: (record, bytes)}) of every saved multipart upload."""
+    def load_multipart(self) -> Iterable[Tuple[str, Dict[str, Any], Dict[int, Tuple[Dict[str, Any], str]]]]:
+        """(uid, upload, {part number: (record, file of its bytes)}) of every saved multipart upload."""
         for uid in sorted(os.listdir(self.multipart_dir)):
             try:
                 with open(self._m(uid, "upload.json"), "rb") as f:
@@ -106,7 +117,7 @@ class PendingUploads:
             except (OSError, ValueError):
                 self.drop_multipart(uid)  # its initiate was never acknowledged
                 continue
-            parts: Dict[int, Tuple[Dict[str, Any], bytes]] = {}
+            parts: Dict[int, Tuple[Dict[str, Any], str]] = {}
             for fn in os.listdir(self._m(uid)):
                 if not fn.endswith(".json") or not fn[:-5].isdigit():
                     continue
@@ -114,10 +125,9 @@ class PendingUploads:
                 try:
                     with open(self._m(uid, fn), "rb") as f:
                         record = json.load(f)
-                    with open(self._m(uid, str(n)), "rb") as f:
-                        data = f.read()
+                    size = os.path.getsize(self._m(uid, str(n)))
                 except (OSError, ValueError):
                     continue
-                if len(data) == record["size"]:
-                    parts[n] = (record, data)
+                if size == record["size"]:
+                    parts[n] = (record, self._m(uid, str(n)))
             yield uid, upload, parts

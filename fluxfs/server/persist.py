@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Dict, Iterable, Set, Tuple
+from typing import Dict, Iterable, Optional, Set, Tuple
 
 from .buckets import Bucket
 from .objects import Obj, SynthBatch
@@ -81,6 +81,10 @@ class Persistence:
     def _bdir(self, bucket: str, *sub: str) -> str:
         return os.path.join(self.root, "buckets", bucket, *sub)
 
+    def data_dir(self, bucket: str) -> str:
+        """The directory of the bucket's bodies (uploads are received into temporary files there)."""
+        return self._bdir(bucket, "data")
+
     # -- buckets --
     def save_bucket(self, b: Bucket) -> None:
         for sub in _SUBDIRS:
@@ -103,39 +107,68 @@ class Persistence:
                 "extra": obj.extra, "seed": obj.seed,
                 "data": os.path.basename(obj.path) if obj.path else None}
 
-    def save_object(self, bucket: str, obj: Obj, old: Obj = None) -> None:
-        """Write the body then the metadata; the object then reads its body from disk."""
+    def save_object(self, bucket: str, obj: Obj, old: Obj = None, spooled=None) -> None:
+        """Write the body (or rename the `spooled` file that holds it) then the metadata; the object then
+        reads its body from disk. If the metadata cannot be written, the body goes back where it was."""
         h = _h(obj.name)
         path = self._bdir(bucket, "data", f"{h}-{obj.generation}")
-        _atomic_write(path, obj.data)
+        if spooled is not None:
+            os.replace(spooled.path, path)
+            try:
+                fsync_dir(os.path.dirname(path))
+            except BaseException:
+                os.replace(path, spooled.path)
+                raise
+        else:
+            _atomic_write(path, obj.data)
+        try:
+            self.save_meta(bucket, obj, path)
+        except BaseException:
+            if spooled is not None:
+                os.replace(path, spooled.path)
+            else:
+                _unlink(path)
+            raise
         obj.path, obj.data = path, None
-        self.save_meta(bucket, obj)
         if old is not None and old.path and old.path != path:
             _unlink(old.path)
 
-    def save_meta(self, bucket: str, obj: Obj) -> None:
-        _atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"), json.dumps(self._meta(obj)).encode())
+    def save_meta(self, bucket: str, obj: Obj, path: Optional[str] = None) -> None:
+        """The object's metadata file (`path`: its body file, when not yet ``obj.path``)."""
+        meta = self._meta(obj)
+        if path is not None:
+            meta["data"] = os.path.basename(path)
+        _atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"), json.dumps(meta).encode())
         self.files.setdefault(bucket, set()).add(obj.name)
 
     def delete_object(self, bucket: str, obj: Obj, keep_data: bool = False) -> None:
-        # Always a tombstone (not an unlink): the name may be covered by a synthetic batch.
-        _atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"),
-                      json.dumps({"name": obj.name, "deleted": True}).encode())
-        self.files.setdefault(bucket, set()).add(obj.name)
+        # A tombstone (not an unlink): the name may be covered by a synthetic batch. A bucket with no
+        # batch needs none, and an unlink frees space: deleting still works on a full disk.
+        mpath = self._bdir(bucket, "objects", _h(obj.name) + ".json")
+        try:
+            _atomic_write(mpath, json.dumps({"name": obj.name, "deleted": True}).encode())
+            self.files.setdefault(bucket, set()).add(obj.name)
+        except OSError:
+            if os.listdir(self._bdir(bucket, "synthetic")):
+                raise
+            _unlink(mpath)
+            fsync_dir(os.path.dirname(mpath))
+            self.files.get(bucket, set()).discard(obj.name)
         if obj.path and not keep_data:  # kept: the body of a generation that stays noncurrent
             _unlink(obj.path)
 
     def _version_path(self, bucket: str, obj: Obj) -> str:
         return self._bdir(bucket, "versions", f"{_h(obj.name)}-{obj.generation}.json")
 
-    def save_noncurrent(self, bucket: str, obj: Obj) -> None:
-        """Record a noncurrent generation (its body file, if any, is already under data/)."""
-        meta = {**self._meta(obj), "time_deleted": obj.deleted}
+    def save_noncurrent(self, bucket: str, obj: Obj, deleted: Optional[float] = None) -> None:
+        """Record a noncurrent generation (its body file, if any, is already under data/); `deleted`:
+        when it becomes noncurrent, if ``obj.deleted`` is not set yet."""
+        meta = {**self._meta(obj), "time_deleted": obj.deleted if deleted is None else deleted}
         _atomic_write(self._version_path(bucket, obj), json.dumps(meta).encode())
 
-    def delete_noncurrent(self, bucket: str, obj: Obj) -> None:
+    def delete_noncurrent(self, bucket: str, obj: Obj, keep_data: bool = False) -> None:
         _unlink(self._version_path(bucket, obj))
-        if obj.path:
+        if obj.path and not keep_data:
             _unlink(obj.path)
 
     def save_batch(self, bucket: str, gen: int, count: int, size, prefix: str, seed: int, created: float,

@@ -18,7 +18,9 @@ from ..gcs.chunks import Chunked
 from .buckets import Bucket, validate_bucket_name, validate_object_name
 from .errors import ServerError
 from .objects import EXTRA_FIELDS, Obj, SynthBatch, b64
+from .diskerr import disk_writes
 from .persist import Persistence
+from .spool import Spooled
 from .preconditions import check_preconditions
 from .synthetic import SizeSpec
 from . import versions
@@ -62,9 +64,14 @@ class Store:
             raise ServerError(409, f"Your previous request to create the named bucket succeeded and you already "
                                    f"own it: {name}", "conflict", "BucketAlreadyOwnedByYou")
         b = Bucket(name, labels=labels, versioning=versioning)
-        self.buckets[name] = b
         if self.persist:
-            self.persist.save_bucket(b)
+            try:
+                with disk_writes(f"bucket {name}"):
+                    self.persist.save_bucket(b)
+            except BaseException:
+                self.persist.delete_bucket(name)  # its directories, just made
+                raise
+        self.buckets[name] = b
         return b
 
     def bucket(self, name: str) -> Bucket:
@@ -76,13 +83,19 @@ class Store:
     def update_bucket(self, name: str, changes: Dict[str, Any]) -> Bucket:
         """Apply a buckets.patch/update: ``labels`` and ``versioning`` ({"enabled": bool})."""
         b = self.bucket(name)
+        before = (b.labels, b.versioning, b.metageneration)
         if "labels" in changes:
             b.labels = changes["labels"] or None
         if "versioning" in changes:
             b.versioning = bool((changes["versioning"] or {}).get("enabled"))
         b.metageneration += 1
         if self.persist:
-            self.persist.save_bucket(b)
+            try:
+                with disk_writes(f"bucket {name}"):
+                    self.persist.save_bucket(b)
+            except BaseException:
+                b.labels, b.versioning, b.metageneration = before
+                raise
         return b
 
     def delete_bucket(self, name: str) -> None:
@@ -104,6 +117,11 @@ class Store:
             raise ServerError(404, f"No such object: {bucket}/{name}", "notFound", "NoSuchKey")
         return obj
 
+    def spool_dir(self, bucket: str) -> Optional[str]:
+        """Where an upload into `bucket` is written as it arrives (``--root``), or None (in memory)."""
+        self.bucket(bucket)
+        return self.persist.data_dir(bucket) if self.persist else None
+
     def peek(self, bucket: str, name: str) -> Optional[Obj]:
         return self.bucket(bucket).lookup(name)
 
@@ -118,12 +136,20 @@ class Store:
         """
         b = self.bucket(bucket)
         validate_object_name(name)
-        if data.__class__ is not Chunked or self.persist:
-            data = bytes(data)
-        if crc is None:
-            crc = crc_to_b64(crc32c(data))
-        # "" marks "no MD5, ever": None would make the md5 property hash the body on first use.
-        md5 = None if component_count is not None else "" if not with_md5 else b64(hashlib.md5(data).digest())
+        if data.__class__ is Spooled:  # received straight to a file under the root (spool.py)
+            size = data.size
+            if crc is None:
+                crc = crc_to_b64(data.crc)
+            md5 = None if component_count is not None else "" if not with_md5 or data.md5 is None \
+                else b64(data.md5.digest())
+        else:
+            if data.__class__ is not Chunked or self.persist:
+                data = bytes(data)
+            size = len(data)
+            if crc is None:
+                crc = crc_to_b64(crc32c(data))
+            # "" marks "no MD5, ever": None would make the md5 property hash the body on first use.
+            md5 = None if component_count is not None else "" if not with_md5 else b64(hashlib.md5(data).digest())
         if expect_crc is not None and expect_crc != crc:
             raise ServerError(400, f"Provided CRC32C \"{expect_crc}\" doesn't match calculated CRC32C \"{crc}\".",
                               "invalid", "BadDigest")
@@ -132,13 +158,27 @@ class Store:
                               "invalid", "BadDigest")
         old = b.lookup(name)
         check_preconditions(old, **(preconditions or {}))
-        obj = Obj(name, len(data), self.next_generation(), content_type=content_type or "application/octet-stream",
-                  metadata=metadata or None, data=data, md5=md5, crc=crc, component_count=component_count,
-                  extra=extra or None)
+        obj = Obj(name, size, self.next_generation(), content_type=content_type or "application/octet-stream",
+                  metadata=metadata or None, data=None if data.__class__ is Spooled else data, md5=md5, crc=crc,
+                  component_count=component_count, extra=extra or None)
         keep = b.versioning and old is not None  # the replaced generation stays, noncurrent
         if self.persist:
-            self.persist.save_object(bucket, obj, None if keep else old)  # the body moves to disk (data -> path)
-        if keep:
+            if keep:  # recorded first: a failed write of the new generation then only drops this record
+                versions.retire(b, old)
+            try:
+                with disk_writes(f"{bucket}/{name}"):
+                    if keep:
+                        self.persist.save_noncurrent(bucket, old)
+                    # The body moves to disk (data -> path, or the spooled file renamed into place).
+                    self.persist.save_object(bucket, obj, None if keep else old,
+                                             data if data.__class__ is Spooled else None)
+            except BaseException:
+                if keep:
+                    versions.forget(b, old)
+                    old.deleted, old._json = None, None
+                    self.persist.delete_noncurrent(bucket, old, keep_data=True)
+                raise
+        elif keep:
             self._retire(bucket, b, old)
         b.objects[name] = obj
         return obj
@@ -158,19 +198,39 @@ class Store:
             if self.persist:
                 self.persist.delete_noncurrent(bucket, obj)
             return
-        del b.objects[name]
         # Versioned buckets keep a deleted live object as noncurrent, unless its generation was named.
         keep = bool(b.versioning) and generation is None
+        now = time.time()
         if self.persist:
-            self.persist.delete_object(bucket, obj, keep_data=keep)
+            with disk_writes(f"{bucket}/{name}"):
+                if keep:
+                    self.persist.save_noncurrent(bucket, obj, deleted=now)
+                try:
+                    self.persist.delete_object(bucket, obj, keep_data=keep)
+                except BaseException:
+                    if keep:
+                        self.persist.delete_noncurrent(bucket, obj, keep_data=True)
+                    raise
+        del b.objects[name]
         if keep:
-            self._retire(bucket, b, obj)
+            versions.retire(b, obj)
+            obj.deleted = now
 
     def patch(self, bucket: str, name: str, changes: Dict[str, Any], generation: Optional[int] = None,
               preconditions: Optional[Dict[str, Optional[int]]] = None) -> Obj:
         """Update metadata fields; metadata keys set to None are removed; metageneration increases."""
         obj = self.get(bucket, name, generation)
         check_preconditions(obj, **(preconditions or {}))
+        before = (obj.content_type, obj.metadata, obj.extra, obj.metageneration, obj.updated)
+        try:
+            self._patch(bucket, obj, changes)
+        except BaseException:
+            obj.content_type, obj.metadata, obj.extra, obj.metageneration, obj.updated = before
+            obj._json = None
+            raise
+        return obj
+
+    def _patch(self, bucket: str, obj: Obj, changes: Dict[str, Any]) -> None:
         if "contentType" in changes:
             obj.content_type = changes["contentType"] or "application/octet-stream"
         if "metadata" in changes:
@@ -197,11 +257,11 @@ class Store:
         obj.updated = time.time()
         obj._json = None
         if self.persist:
-            if obj.deleted is not None:
-                self.persist.save_noncurrent(bucket, obj)
-            else:
-                self.persist.save_meta(bucket, obj)
-        return obj
+            with disk_writes(f"the metadata of {bucket}/{obj.name}"):
+                if obj.deleted is not None:
+                    self.persist.save_noncurrent(bucket, obj)
+                else:
+                    self.persist.save_meta(bucket, obj)
 
     def list(self, bucket: str, prefix: str = "", delimiter: str = "", start_offset: str = "",
              end_offset: str = "", resume: str = "", max_results: int = 1000,
@@ -284,7 +344,8 @@ class Store:
         batch = SynthBatch(gen, now, size, seed)
         new = dict.fromkeys([f"{prefix}{i:08d}" for i in range(count)], batch)
         if self.persist:
-            self.persist.save_batch(bucket, gen, count, size, prefix, seed, now, ())
+            with disk_writes(f"{count} synthetic objects in {bucket}"):
+                self.persist.save_batch(bucket, gen, count, size, prefix, seed, now, ())
         b.objects.update(new)
         return count
 

@@ -18,11 +18,14 @@ from aiohttp import web
 
 from ..gcs.checksums import crc32c_combine, crc_to_b64
 from ..gcs.chunks import Chunked
+from .copies import put_copy
+from .diskerr import disk_writes
 from .errors import ServerError
 from .media import goog_hashes, hash_header, media_reply, object_etag
 from .objects import XML_FIELD_HEADERS, b64, with_kms_key
 from .preconditions import check_preconditions
 from .replies import Reply
+from .spool import Spooled, assemble, file_pieces, receive
 from .timestamps import rfc3339
 
 _NS = " xmlns='http://s3.amazonaws.com/doc/2006-03-01/'"
@@ -48,6 +51,7 @@ class Part(NamedTuple):
     etag: str      # hex MD5, as GCS answers
     uploaded: float
     crc: int       # its crc32c: the object's is derived from its parts' at completion
+    path: Optional[str] = None  # with a root: the part's file (chunks then empty)
 
 
 class Multipart:
@@ -73,8 +77,8 @@ def restore_uploads(srv) -> None:
     for uid, u, parts in srv.pending.load_multipart():
         up = Multipart(u["bucket"], u["key"], u["content_type"], u["metadata"], u["extra"])
         up.created = u["created"]
-        for n, (p, data) in parts.items():
-            up.parts[n] = Part([data], p["size"], p["etag"], p["uploaded"], p["crc"])
+        for n, (p, path) in parts.items():
+            up.parts[n] = Part([], p["size"], p["etag"], p["uploaded"], p["crc"], path)
         srv.multipart[uid] = up
 
 
@@ -162,15 +166,20 @@ async def put_object(srv, request: web.Request, q: Dict[str, str], bucket: str, 
         src_b, _, src_k = unquote(request.headers["x-goog-copy-source"].lstrip("/")).partition("/")
         src = srv.store.get(src_b, src_k)
         await srv.body(request)
-        obj = srv.store.put(bucket, key, bytes(src.read()), content_type=src.content_type, metadata=src.metadata,
-                            component_count=src.component_count, preconditions=_preconds(request))
+        obj = put_copy(srv, bucket, key, [src], content_type=src.content_type, metadata=src.metadata,
+                       component_count=src.component_count, preconditions=_preconds(request))
         return _xml(f"<CopyObjectResult{_NS}><LastModified>{rfc3339(obj.updated)}</LastModified>"
                     f"<ETag>\"{object_etag(obj)}\"</ETag></CopyObjectResult>", headers=_gen_headers(obj))
-    data = await srv.body(request)
+    where = srv.store.spool_dir(bucket)
+    data = await srv.body(request) if where is None else await receive(srv, request, where, f"{bucket}/{key}")
     md5, crc = _client_hashes(request)
-    obj = srv.store.put(bucket, key, data, content_type=request.headers.get("Content-Type"),
-                        metadata=_meta_headers(request), extra=_field_headers(request), expect_md5=md5, expect_crc=crc,
-                        preconditions=_preconds(request))
+    try:
+        obj = srv.store.put(bucket, key, data, content_type=request.headers.get("Content-Type"),
+                            metadata=_meta_headers(request), extra=_field_headers(request), expect_md5=md5,
+                            expect_crc=crc, preconditions=_preconds(request))
+    finally:
+        if data.__class__ is Spooled:
+            data.discard()  # renamed into place if stored
     return Reply(200, b"", {"ETag": f'"{object_etag(obj)}"', **_gen_headers(obj)})
 
 
@@ -244,7 +253,8 @@ async def initiate(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
     uid = secrets.token_urlsafe(24)
     up = Multipart(bucket, key, request.headers.get("Content-Type"), _meta_headers(request), _field_headers(request))
     if srv.pending is not None:
-        srv.pending.start_multipart(uid, up.saved())
+        with disk_writes(f"a multipart upload of {bucket}/{key}"):
+            srv.pending.start_multipart(uid, up.saved())
     srv.multipart[uid] = up
     return _xml(f"<InitiateMultipartUploadResult{_NS}><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"
                 f"<UploadId>{uid}</UploadId></InitiateMultipartUploadResult>")
@@ -256,6 +266,8 @@ async def upload_part(srv, request: web.Request, q: Dict[str, str], bucket: str,
     limit = srv.profile.s["max_parts"]  # XML_MAX_PARTS unless a test lowers it
     if n is None or not 1 <= n <= limit:
         raise ServerError(400, f"partNumber must be between 1 and {limit}, got {q.get('partNumber')!r}.")
+    if srv.pending is not None:  # on disk as it arrives, fsynced before it is acknowledged
+        return await _part_to_disk(srv, request, q, up, n)
     # Kept as received, unjoined: the completed object is made of these chunks (`Chunked`).
     chunks = await srv.body_chunks(request)
     size = sum(map(len, chunks))
@@ -265,18 +277,39 @@ async def upload_part(srv, request: web.Request, q: Dict[str, str], bucket: str,
         md5raw, crc_int = await asyncio.get_running_loop().run_in_executor(None, _part_hashes, chunks)
     else:
         md5raw, crc_int = _part_hashes(chunks)
-    crc = crc_to_b64(crc_int)
+    _check_part(request, md5raw, crc_int)
+    part = Part(chunks, size, md5raw.hex(), time.time(), crc_int)
+    up.parts[n] = part
+    return _part_reply(md5raw, crc_int)
+
+
+def _check_part(request, md5raw: bytes, crc_int: int) -> None:
     want_md5, want_crc = _client_hashes(request)
     if want_md5 is not None and want_md5 != b64(md5raw):
         raise ServerError(400, "The Content-MD5 you specified did not match what we received.", xml_code="BadDigest")
-    if want_crc is not None and want_crc != crc:
+    if want_crc is not None and want_crc != crc_to_b64(crc_int):
         raise ServerError(400, "The crc32c you specified did not match what we received.", xml_code="BadDigest")
-    part = Part(chunks, size, md5raw.hex(), time.time(), crc_int)
-    if srv.pending is not None:  # on disk before it is acknowledged (written and fsynced off the event loop)
-        record = {"size": size, "etag": part.etag, "uploaded": part.uploaded, "crc": crc_int}
-        await asyncio.get_running_loop().run_in_executor(None, srv.pending.save_part, q["uploadId"], n, chunks, record)
-    up.parts[n] = part
-    return Reply(200, b"", {"ETag": f'"{md5raw.hex()}"', "x-goog-hash": f"crc32c={crc},md5={b64(md5raw)}"})
+
+
+def _part_reply(md5raw: bytes, crc_int: int) -> Reply:
+    return Reply(200, b"", {"ETag": f'"{md5raw.hex()}"', "x-goog-hash": f"crc32c={crc_to_b64(crc_int)},md5={b64(md5raw)}"})
+
+
+async def _part_to_disk(srv, request, q, up: Multipart, n: int) -> Reply:
+    """A part with a root: received into a file of the upload's (hashed as it arrives), then its record."""
+    what = f"part {n} of {up.bucket}/{up.key}"
+    sp = await receive(srv, request, srv.pending.part_dir(q["uploadId"]), what)
+    try:
+        md5raw = sp.md5.digest()
+        _check_part(request, md5raw, sp.crc)
+        record = {"size": sp.size, "etag": md5raw.hex(), "uploaded": time.time(), "crc": sp.crc}
+        up.parts.pop(n, None)  # replaced: if the new one cannot be saved, neither is there
+        with disk_writes(what):
+            path = srv.pending.save_part(q["uploadId"], n, sp.path, record)
+    finally:
+        sp.discard()
+    up.parts[n] = Part([], sp.size, record["etag"], record["uploaded"], sp.crc, path)
+    return _part_reply(md5raw, sp.crc)
 
 
 async def list_parts(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
@@ -332,13 +365,20 @@ async def complete(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
         if i < len(listed) - 1 and got.size < min_size:
             raise ServerError(400, f"Part {n} is {got.size} bytes; every part but the last must be at least "
                                    f"{min_size} bytes.", xml_code="EntityTooSmall")
-        chunks.extend(got.chunks)
+        chunks.append(file_pieces(got.path) if got.path else got.chunks)
         crc = crc32c_combine(crc, got.crc, got.size)
     # The body stays in the parts' chunks (`Chunked`): joining a multi-GB object would copy it all
     # while the client waits; reads copy just the ranges they serve. Its crc32c comes from the
     # parts', and GCS keeps no MD5 for such an object (only crc32c), so neither do we.
-    obj = srv.store.put(bucket, key, Chunked(chunks), content_type=up.content_type, metadata=up.metadata,
-                        extra=up.extra, preconditions=_preconds(request), with_md5=False, crc=crc_to_b64(crc))
+    where = srv.store.spool_dir(bucket)
+    # With a root, the parts' files are copied into the object's (never read whole into memory).
+    body = Chunked([c for cs in chunks for c in cs]) if where is None else assemble(where, chunks, f"{bucket}/{key}", md5=False)
+    try:
+        obj = srv.store.put(bucket, key, body, content_type=up.content_type, metadata=up.metadata,
+                            extra=up.extra, preconditions=_preconds(request), with_md5=False, crc=crc_to_b64(crc))
+    finally:
+        if body.__class__ is Spooled:
+            body.discard()  # renamed into place if stored
     _forget(srv, q["uploadId"])
     return _xml(f"<CompleteMultipartUploadResult{_NS}><Location>{_e(request.scheme)}://{_e(request.host)}/{_e(bucket)}/"
                 f"{_e(key)}</Location><Bucket>{_e(bucket)}</Bucket><Key>{_e(key)}</Key>"

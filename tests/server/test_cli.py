@@ -77,3 +77,13 @@ def test_subprocess_server_exits_when_parent_dies():
     except psutil.NoSuchProcess:
         pass
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_cli_root_that_cannot_be_used_is_one_line(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_bytes(b"not a directory")
+    proc = _start("--root", str(afile / "sub"))
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and out == b""
+    assert err.decode().strip() == f"fluxfs serve: cannot use --root {afile / 'sub'}: Not a directory"
+    assert afile.read_bytes() == b"not a directory"
