@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url", help="flux://BUCKET")
     p.add_argument("--older-than", default="1h", metavar="AGE",
                    help="only temporaries of jobs older than this, e.g. 30m, 1h, 2d, 0 for all (default 1h)")
+    p.add_argument("--abort-foreign-uploads", action="store_true",
+                   help="also abort unfinished multipart uploads fluxfs did not start (another tool's; by default "
+                        "they are only listed)")
 
     p = add("shard", cmd_shard, "pack a prefix of objects into tar shards (WebDataset layout, with an index per "
             "shard), or index existing shards", usage=SHARD_USAGE, epilog=SHARD_EPILOG,
