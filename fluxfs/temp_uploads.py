@@ -53,6 +53,13 @@ async def list_records(fs: "FluxFileSystem", bucket: str) -> dict[tuple[str, str
 async def list_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "") -> list[dict[str, Any]]:
     """In-progress XML multipart uploads of a bucket: [{"key", "upload_id", "initiated" (unix s), "fluxfs"
     (True: started by fluxfs, it has a marked record), "record" ((path, generation) or None)}]."""
+    return (await _scan(fs, bucket, prefix))[0]
+
+
+async def _scan(fs: "FluxFileSystem", bucket: str, prefix: str
+                ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], tuple[str, str]]]:
+    """The uploads under `prefix`, and fluxfs's records (listed first: a record is made after its upload
+    starts, so each listed record's upload, if still open, is in the uploads listed)."""
     params: dict[str, str] = {"uploads": ""}
     if prefix:
         params["prefix"] = prefix
@@ -76,7 +83,7 @@ async def list_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str
             last_key, last_id = key, uid
         truncated = any(gcsxml.local(e.tag) == "IsTruncated" and (e.text or "").strip() == "true" for e in root)
         if not truncated or last_key is None:
-            return out
+            return out, records
         params.update({"key-marker": last_key, "upload-id-marker": last_id})
 
 
@@ -105,9 +112,20 @@ async def abort_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: st
     record: another tool may still be sending parts) are left alone unless `abort_foreign`."""
     now = time.time()
     aborted = []
-    for up in await list_incomplete_uploads(fs, bucket, prefix):
+    uploads, records = await _scan(fs, bucket, prefix)
+    for up in uploads:
         if not is_stale(up, older_than, now) or not (up["fluxfs"] or abort_foreign):
             continue
         if await abort_upload(fs, bucket, up):
             aborted.append(up["key"])
+    await drop_orphan_records(fs, prefix, uploads, records)
     return aborted
+
+
+async def drop_orphan_records(fs: "FluxFileSystem", prefix: str, uploads: list[dict[str, Any]],
+                              records: dict[tuple[str, str], tuple[str, str]]) -> int:
+    """Delete the records (of keys under `prefix`) whose upload is no longer open: completed, or aborted
+    by a writer that could not delete its record (a server that stopped answering)."""
+    open_ids = {(up["key"], up["upload_id"]) for up in uploads}
+    gone = [rec for (key, uid), rec in records.items() if key.startswith(prefix) and (key, uid) not in open_ids]
+    return sum([await temp_registry.delete(fs, *rec) for rec in gone])

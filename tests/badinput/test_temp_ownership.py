@@ -182,3 +182,15 @@ def test_cleanup_of_a_prefix_keeps_the_records_of_uploads_outside_it(flux_server
     report = temporaries.cleanup_report(fs, bucket, older_than=0)
     assert (report.aborted, report.removed, report.foreign_uploads) == ([f"{bucket}/other/ours.bin"], 0, [])
     assert flux_server.multipart_uploads(bucket) == [] and flux_server.list_names(bucket) == []
+
+
+def test_record_of_an_upload_no_longer_open_is_deleted(flux_server, bucket, fs):
+    """A writer whose abort reached the server but whose record delete did not leaves a record alone."""
+    from fluxfs import temp_uploads
+
+    record = f"{bucket}/{temp_uploads.record_key(fs)}"
+    fs.pipe_file(record, b"", metadata=temp_uploads.record_metadata(fs, "gone.bin", "no-such-upload"))
+    user = f"{bucket}/{tempnames.temp_key('1-host-1-x', 'multipart')}"
+    fs.pipe_file(user, b"mine", metadata={tempnames.MARKER_KEY: "someone-else", "fluxfs-upload-id": "u"})
+    assert bridge.run(fs, temporaries.abort_incomplete_uploads, fs, bucket) == []
+    assert flux_server.list_names(bucket) == [user.split("/", 1)[1]]
