@@ -27,10 +27,15 @@ def cmd_mb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names(paths: list[str]) -> str:
+    return ", ".join(map(printable, paths[:_SHOWN])) + (f" and {len(paths) - _SHOWN} more"
+                                                         if len(paths) > _SHOWN else "")
+
+
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    """``fluxfs cleanup flux://BUCKET --older-than AGE``: delete stale temporaries, abort stale uploads."""
-    from fluxfs.gcs.bridge import run
-    from fluxfs.temporaries import abort_incomplete_uploads, cleanup_report, parse_age
+    """``fluxfs cleanup flux://BUCKET --older-than AGE``: delete stale temporaries, abort fluxfs's stale uploads
+    (another tool's too with ``--abort-foreign-uploads``; otherwise they are listed)."""
+    from fluxfs.temporaries import cleanup_report, parse_age
 
     try:
         age = parse_age(args.older_than)
@@ -39,17 +44,17 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     fs = make_fs(args)
     path = remote_path(args.url)
     require_bucket(fs, path, args.url)
-    report = cleanup_report(fs, args.url, older_than=age)
-    n = report.removed
     # Unfinished XML multipart uploads (a killed writer's) hold parts that no listing shows.
-    bucket, _, prefix = path.partition("/")
-    aborted = run(fs, abort_incomplete_uploads, fs, bucket, prefix, age or 0.0)
+    report = cleanup_report(fs, args.url, older_than=age,
+                            abort_foreign_uploads=getattr(args, "abort_foreign_uploads", False))
     if not args.quiet:
-        print(f"removed {n} temporary object(s) and aborted {len(aborted)} unfinished upload(s) "
+        print(f"removed {report.removed} temporary object(s) and aborted {len(report.aborted)} unfinished upload(s) "
               f"from {args.url}", file=sys.stderr)
-    if report.not_ours:  # said even with --quiet: the user should know why these stay
-        shown = ", ".join(map(printable, report.not_ours[:_SHOWN])) + (f" and {len(report.not_ours) - _SHOWN} more"
-                                                       if len(report.not_ours) > _SHOWN else "")
+    # Said even with --quiet: the user should know why these stay.
+    if report.not_ours:
         print(f"left {len(report.not_ours)} object(s) under {fs.options.temp_prefix} that fluxfs did not create "
-              f"(not named and marked as its temporaries): {shown}", file=sys.stderr)
+              f"(not named and marked as its temporaries): {_names(report.not_ours)}", file=sys.stderr)
+    if report.foreign_uploads:
+        print(f"left {len(report.foreign_uploads)} unfinished upload(s) that fluxfs did not start (abort them with "
+              f"--abort-foreign-uploads): {_names(report.foreign_uploads)}", file=sys.stderr)
     return 0

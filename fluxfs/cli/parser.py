@@ -167,6 +167,9 @@ def build_parser(argv: Optional[Iterable[str]] = None) -> argparse.ArgumentParse
     p.add_argument("url", help="flux://BUCKET")
     p.add_argument("--older-than", default="1h", metavar="AGE",
                    help="only temporaries of jobs older than this, e.g. 30m, 1h, 2d, 0 for all (default 1h)")
+    p.add_argument("--abort-foreign-uploads", action="store_true",
+                   help="also abort unfinished multipart uploads fluxfs did not start (another tool's; by default "
+                        "they are only listed)")
 
     p = add("shard", command("shards", "cmd_shard"),
             "pack a prefix of objects into tar shards (WebDataset layout, with an index per "

@@ -59,8 +59,8 @@ async def iter_objects(
     ``("bkt", prefix="img_")`` lists keys starting with ``img_``. Unsorted by default (pages
     come out as workers fetch them); ``sort=True`` yields names in ascending order, still
     streaming. Batches are whole pages unless `batch_size` regroups them. Temporary objects
-    of fluxfs (named like one under `temp_prefix`: `tempnames.is_temporary_name`) are left out unless
-    `include_temp`; a user's other objects under that prefix are listed. `mtime=True` adds gcsfs's
+    of fluxfs (named like one under `temp_prefix` *and* marked as one: `hidden.py`) are left out unless
+    `include_temp`; a user's other objects under that prefix, even named like a temporary, are listed. `mtime=True` adds gcsfs's
     "mtime" (UTC datetime from "updated"), as `find` returns it. `versions=True` lists every
     generation (noncurrent ones of versioned buckets too), each its own info dict with its
     "generation". Closing the iterator early cancels the listing.

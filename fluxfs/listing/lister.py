@@ -33,7 +33,7 @@ from sortedcontainers import SortedKeyList
 
 from ..gcs.pager import list_pages
 from ..gcs.timestamps import TimestampCache
-from ..gcs import tempnames
+from .hidden import drop_temporaries
 from .keyspace import Alphabets, choose_split
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,7 +95,7 @@ class Lister:
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=queue_size)
         self.what = f"{bucket}/{prefix}" if prefix else bucket
         self.name_prefix = bucket + "/"
-        # fluxfs's temporaries are left out (by name: `tempnames.is_temporary_name`) unless asked for.
+        # fluxfs's temporaries are left out (named and marked as one: `hidden.py`) unless asked for.
         self.temp_prefix = None if include_temp else fs.options.temp_prefix
         self.alphabets = Alphabets()
         self.listed = 0
@@ -280,8 +280,8 @@ class Lister:
         # distinct string. A field a server leaves out is its default: some omit "size" of 0-byte objects.
         tp = self.temp_prefix
         if tp is not None and items and items[0]["name"][:len(tp)] <= tp <= items[-1]["name"][:len(tp)]:
-            # A sorted page that reaches into the reserved prefix: drop what fluxfs named as its own.
-            items = [it for it in items if not tempnames.is_temporary_name(it["name"], tp)]
+            # A sorted page that reaches into the reserved prefix: drop what fluxfs marked as its own.
+            items = await drop_temporaries(self.fs, self.bucket, items, tp, self.versions)
             if not items and not self.sort:
                 return
         prefix = self.name_prefix

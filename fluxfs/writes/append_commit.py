@@ -80,7 +80,7 @@ async def commit_append(fs: "FluxFileSystem", bucket: str, key: str, base: dict 
     Deletes `part` (and any copy made for the component limit) on every exit path.
     """
     what = f"{bucket}/{key}"
-    made: list[str] = []
+    made: dict[str, str | None] = {}  # copies for the component limit: "bucket/key" -> generation
     try:
         for race in range(MAX_RACES):
             if race:
@@ -99,7 +99,8 @@ async def commit_append(fs: "FluxFileSystem", bucket: str, key: str, base: dict 
             412, f"{what}: appending {part.get('size')} bytes failed: the object changed {MAX_RACES} times while "
                  f"this append was being committed (concurrent writers); nothing was appended, retry the append")
     finally:
-        await temporaries.delete_many(fs, {f"{bucket}/{part['name']}": None, **{p: None for p in made}})
+        # By generation: in a versioned bucket a plain delete would keep them as noncurrent versions.
+        await temporaries.delete_many(fs, {f"{bucket}/{part['name']}": part.get("generation"), **made})
 
 
 async def _compose(fs: "FluxFileSystem", bucket: str, key: str, base: dict | None, first: dict | None,
@@ -137,11 +138,11 @@ async def _compose(fs: "FluxFileSystem", bucket: str, key: str, base: dict | Non
     return resource
 
 
-async def _flatten(fs: "FluxFileSystem", bucket: str, base: dict, made: list[str]) -> dict:
+async def _flatten(fs: "FluxFileSystem", bucket: str, base: dict, made: dict[str, str | None]) -> dict:
     """Copy the object's bytes at `base`'s generation into a new temporary of few components (for an
     object at the component limit); its crc32c must match the original's."""
     path = new_temp(fs, bucket)
-    made.append(path)
+    made[path] = None
     url, what = fs.json_url("b/{}/o/{}", bucket, base["name"]), f"{bucket}/{base['name']}"
     pos = 0
 
@@ -159,6 +160,7 @@ async def _flatten(fs: "FluxFileSystem", bucket: str, base: dict, made: list[str
 
     info = await _upload_chunks(fs, path, int(base.get("size", 0)), read, create_only=False,
                                fields=ObjectFields(metadata=tempnames.marker(fs.job_id)))
+    made[path] = info.get("generation")
     if info.get("crc32c") != base.get("crc32c"):
         raise ChecksumMismatch(f"{what}: copy for appending has crc32c={info.get('crc32c')}, "
                                f"the object has {base.get('crc32c')}")

@@ -42,6 +42,7 @@ class ComposeUploader(BaseUploader):
         # Every temporary we may have created (registered before its request is sent, so a part
         # cancelled mid-flight is still deleted on abort).
         self.temps: list[str] = []
+        self.generations: dict[str, str] = {}  # key -> generation, once created: deleted by generation
         self.max_parts = self.part_cap(self.fs)
 
     @classmethod
@@ -73,7 +74,12 @@ class ComposeUploader(BaseUploader):
         resource = await upload_single(self.fs, self.bucket, key, data, crc, create_only=True,
                                        stop=lambda: self.pw.aborted, what=self.pw.what,
                                        fields=ObjectFields(metadata=tempnames.marker(self.fs.job_id)))
+        self._created(key, resource["generation"])
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": len(data)}
+
+    def _created(self, key: str, generation: object) -> None:
+        self.generations[key] = str(generation)
+        temporaries.registry(self.fs).set_generation(f"{self.bucket}/{key}", str(generation))
 
     async def compose_temp(self, group: list[dict]) -> dict:
         """`group` composed into a new temporary (checked by crc32c); its source entry."""
@@ -82,6 +88,7 @@ class ComposeUploader(BaseUploader):
             crc, size = crc32c_combine(crc, s["crc"], s["size"]), size + s["size"]
         key = self._new_temp()
         resource = await self._compose(group, key, crc, size, create_only=True)
+        self._created(key, resource["generation"])
         check_crc(resource, crc, size, f"{self.bucket}/{key}")
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": size}
 
@@ -151,5 +158,6 @@ class ComposeUploader(BaseUploader):
     async def _delete_temps(self) -> None:
         temps, self.temps = self.temps, []
         if temps:
-            # Any generation: a part cancelled mid-flight may exist without us knowing its generation.
-            await temporaries.delete_many(self.fs, {f"{self.bucket}/{k}": None for k in temps})
+            # By generation (a versioned bucket would keep a plain delete's); a part cancelled mid-flight
+            # may exist without us knowing its generation: `delete` looks it up.
+            await temporaries.delete_many(self.fs, {f"{self.bucket}/{k}": self.generations.get(k) for k in temps})

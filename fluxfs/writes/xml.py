@@ -14,9 +14,11 @@ from ..gcs import http
 from ..gcs import xml as gcsxml
 from ..gcs.limits import XML_MAX_PARTS
 from ..gcs.checksums import crc_to_b64
-from ..temporaries import list_incomplete_uploads
+from .. import temp_registry, temp_uploads
+from ..temp_uploads import list_incomplete_uploads
 from .bodies import body
-from .single import confirm_written, exists_error, get_resource
+from .fields import ObjectFields
+from .single import confirm_written, exists_error, get_resource, upload_single
 from .strategy import BaseUploader
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,6 +42,8 @@ class XmlUploader(BaseUploader):
         # Set by `start`: when our initiate request was sent and answered, and whether it was retried.
         self._initiate_window = (0.0, 0.0)
         self._retried_initiate = False
+        # The upload's record ("bucket/key", generation): how cleanup tells fluxfs's uploads from others'.
+        self.record: tuple[str, str] | None = None
 
     def _precondition(self) -> dict[str, str]:
         # Create-only: GCS checks x-goog-if-generation-match when the upload completes.
@@ -61,6 +65,27 @@ class XmlUploader(BaseUploader):
         if not self.upload_id:
             raise OSError(f"initiating the multipart upload of {self.pw.what} returned no UploadId")
         self._initiate_window = (self._initiate_window[0], time.time())
+        await self._mark()
+
+    async def _mark(self) -> None:
+        """Create the upload's record (`temp_uploads`), so that `fluxfs cleanup` may abort this upload if
+        the process dies; without one (refused, say) the write goes on and cleanup only reports it."""
+        key = temp_uploads.record_key(self.fs)
+        try:
+            resource = await upload_single(
+                self.fs, self.pw.bucket, key, b"", 0, create_only=True, what=self.pw.what,
+                fields=ObjectFields(metadata=temp_uploads.record_metadata(self.fs, self.pw.key, self.upload_id)))
+        except OSError as exc:
+            logger.warning("could not record the multipart upload of %s as fluxfs's (cleanup will report it, "
+                           "not abort it): %s", self.pw.what, exc)
+            return
+        self.record = (f"{self.pw.bucket}/{key}", str(resource.get("generation")))
+
+    async def _unmark(self) -> None:
+        """Delete the record once the upload is completed or aborted (a failure leaves it to cleanup)."""
+        record, self.record = self.record, None
+        if record is not None:
+            await temp_registry.delete(self.fs, *record)
 
     async def sweep_orphans(self, own_id: str | None) -> None:
         """Abort uploads of our key that a lost initiate answer left behind.
@@ -152,6 +177,7 @@ class XmlUploader(BaseUploader):
         own_id = self.upload_id
         resource = await self.fs.retry_policy("write").run(attempt, what=f"complete {what}")
         self.upload_id = None
+        await self._unmark()
         await self.sweep_orphans(own_id)
         return resource
 
@@ -164,4 +190,5 @@ class XmlUploader(BaseUploader):
             except FileNotFoundError:
                 pass
             self.upload_id = None
+        await self._unmark()
         await self.sweep_orphans(own_id)

@@ -56,7 +56,8 @@ def test_leftover_temporary_is_hidden_and_cleaned(flux_server, bucket):
     assert parts and all(tempnames.is_temporary_name(p) for p in parts)
     fs = make_fs(flux_server)
     assert fs.find(bucket) == []
-    assert temporaries.cleanup_report(fs, bucket).__dict__ == {"removed": len(parts), "not_ours": []}
+    assert temporaries.cleanup_report(fs, bucket).__dict__ == {"removed": len(parts), "not_ours": [], "aborted": [],
+                                                               "foreign_uploads": []}
     assert flux_server.list_names(bucket) == []
 
 

@@ -317,7 +317,8 @@ def test_cleanup_removes_only_temporaries(cli, fs, bucket):
 
 
 def test_cleanup_aborts_unfinished_multipart_uploads(cli, fs, flux_server, bucket):
-    """A killed writer's XML multipart upload (parts uploaded, never completed) is aborted by cleanup."""
+    """An XML multipart upload fluxfs did not start (here: plain HTTP; parts uploaded, never completed) is
+    reported by cleanup, and aborted only with --abort-foreign-uploads."""
     url = fs.xml_url(bucket, "ckpt/model.pt")
     started = urllib.request.urlopen(urllib.request.Request(f"{url}?uploads", method="POST"), timeout=30).read()
     upload_id = started.decode().split("<UploadId>")[1].split("</UploadId>")[0]
@@ -328,6 +329,11 @@ def test_cleanup_aborts_unfinished_multipart_uploads(cli, fs, flux_server, bucke
     assert r.code == 0 and "aborted 0 unfinished upload" in r.err
     assert len(flux_server.multipart_uploads(bucket)) == 1
     r = cli("cleanup", f"flux://{bucket}", "--older-than", "0")
+    assert r.code == 0 and "aborted 0 unfinished upload" in r.err
+    assert (f"left 1 unfinished upload(s) that fluxfs did not start (abort them with --abort-foreign-uploads): "
+            f"{bucket}/ckpt/model.pt") in r.err
+    assert len(flux_server.multipart_uploads(bucket)) == 1
+    r = cli("cleanup", f"flux://{bucket}", "--older-than", "0", "--abort-foreign-uploads")
     assert r.code == 0 and "aborted 1 unfinished upload" in r.err
     assert flux_server.multipart_uploads(bucket) == []
     assert flux_server.list_names(bucket) == []

@@ -168,15 +168,18 @@ def test_batch_size_regroups(flux_server, bucket):
 
 
 def test_temporary_objects_are_excluded(flux_server, bucket, fs):
-    """Only names shaped like fluxfs's temporaries are hidden; anything else under the prefix is listed."""
+    """Only fluxfs's temporaries (named *and* marked as one) are hidden; anything else under the prefix,
+    even an object merely named like a temporary, is listed."""
     temp = tempnames.temp_key("1-host-1-dead", "compose")
-    put_keys(fs, bucket, ["_a", "_fluxfs-tmp", temp, f"{TEMP_PREFIX}compose/job/1", f"{TEMP_PREFIX}x",
+    forged = tempnames.temp_key("1-host-1-dead", "compose")
+    fs.pipe_file(f"{bucket}/{temp}", b"t", metadata=tempnames.marker("1-host-1-dead"))
+    put_keys(fs, bucket, ["_a", "_fluxfs-tmp", forged, f"{TEMP_PREFIX}compose/job/1", f"{TEMP_PREFIX}x",
                           "_fluxfs-tmp0", "z"])
-    shown = ["_a", "_fluxfs-tmp", f"{TEMP_PREFIX}compose/job/1", f"{TEMP_PREFIX}x", "_fluxfs-tmp0", "z"]
+    shown = ["_a", "_fluxfs-tmp", forged, f"{TEMP_PREFIX}compose/job/1", f"{TEMP_PREFIX}x", "_fluxfs-tmp0", "z"]
     assert sorted(listed_names(fs, bucket)) == sorted(f"{bucket}/{k}" for k in shown)
-    assert sorted(listed_names(fs, bucket, prefix=TEMP_PREFIX)) == [f"{bucket}/{TEMP_PREFIX}compose/job/1",
-                                                                    f"{bucket}/{TEMP_PREFIX}x"]
-    assert len(listed_names(fs, bucket, include_temp=True)) == 7
+    assert sorted(listed_names(fs, bucket, prefix=TEMP_PREFIX)) == sorted(
+        [f"{bucket}/{TEMP_PREFIX}compose/job/1", f"{bucket}/{TEMP_PREFIX}x", f"{bucket}/{forged}"])
+    assert len(listed_names(fs, bucket, include_temp=True)) == 8
 
 
 def test_missing_bucket_raises_file_not_found_naming_it(gcs_server):
