@@ -12,6 +12,7 @@ from typing import NamedTuple, Optional, Sequence
 import fsspec.asyn
 
 from fluxfs.errors import PreconditionFailed
+from fluxfs.handle import accelerated
 from fluxfs.reads import direct
 
 from .errors import ShardError
@@ -21,8 +22,8 @@ ONE_GET = 8 * 2**20
 
 
 def pins_generations(fs) -> bool:
-    """Whether `fs` reads a given generation (fluxfs does; local and memory filesystems have none)."""
-    return hasattr(fs, "cat_objects")
+    """Whether `fs` reads a given generation (fluxfs does; local and memory filesystems and caches have none)."""
+    return accelerated(fs) is not None
 
 
 def _replaced(url: str, start: int, generation: Optional[str]) -> ShardError:
@@ -64,7 +65,7 @@ class Span(NamedTuple):
 
 def read_spans(fs, spans: Sequence[Span]) -> list[bytes]:
     """The bytes of every span (of any shards), read concurrently on the filesystem's loop; in order."""
-    if getattr(fs, "async_impl", False):
+    if type(fs).async_impl:  # of the class: a cache in front of flux forwards the attribute, not the cache
         async def gather() -> list[bytes]:
             return list(await asyncio.gather(*(_read_one(fs, *s) for s in spans)))
 
