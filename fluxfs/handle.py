@@ -8,8 +8,10 @@ it registers with the one fork hook (`fluxfs.gcs.fork`) and `accelerated` knows 
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+import threading
+from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Optional
 
 import fsspec
 import fsspec.core
@@ -20,7 +22,23 @@ from .gcs.urls import DEFAULT_PROTOCOL, url_protocol
 if TYPE_CHECKING:
     from .core import FluxFileSystem
 
-__all__ = ["FilesystemHandle", "accelerated"]
+__all__ = ["FilesystemHandle", "accelerated", "cache_lock"]
+
+# fsspec's caches (filecache::, simplecache::) keep their index in one dict and one file, without a lock:
+# reads on several threads (prefetch, read-ahead, ranges in flight) lost entries, so the next epoch read
+# them again, or failed ("cannot unpack non-iterable bool object") when one thread's entry went missing.
+class _CacheLock:
+    """The one lock (a forked child makes a new one: a thread of the parent may have held it at the fork)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        fork.reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        self.lock = threading.RLock()
+
+
+_CACHE_LOCK = _CacheLock()
 
 
 def accelerated(fs: Any) -> Optional["FluxFileSystem"]:
@@ -33,6 +51,13 @@ def accelerated(fs: Any) -> Optional["FluxFileSystem"]:
     from .core import FluxFileSystem  # here: gcsfs costs seconds to import, and a caller has a filesystem
 
     return fs if isinstance(fs, FluxFileSystem) else None
+
+
+def cache_lock(fs: Any) -> ContextManager:
+    """A lock to hold around calls into `fs` when it is an fsspec cache (not thread-safe), else a no-op."""
+    from fsspec.implementations.cached import CachingFileSystem
+
+    return _CACHE_LOCK.lock if isinstance(fs, CachingFileSystem) else contextlib.nullcontext()
 
 
 class FilesystemHandle:

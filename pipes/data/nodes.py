@@ -15,7 +15,7 @@ from fluxfs.handle import FilesystemHandle
 from .object_store import read_infos, stream_listing
 from ..in_flight import InFlight
 from ..options import merge_storage_options
-from ..urls import DEFAULT_PROTOCOL
+from ..urls import DEFAULT_PROTOCOL, url_protocol
 from .objects import Transform, key_and_bytes, meta_from_info
 from .source import MISSING_POLICIES, split_url
 
@@ -87,7 +87,8 @@ class ReadObjects(BaseNode[Any]):
         source: node yielding info dicts or URL strings.
         storage_options: passed to the filesystem (built lazily, in the process that reads); also as
             keyword arguments, merged.
-        protocol: filesystem protocol (or fsspec chain, ``filecache::flux``) for info dicts and URLs.
+        protocol: filesystem protocol (or fsspec chain, ``filecache::flux``) for info dicts and URLs; by
+            default a `ListObjects` source's, else ``flux``. A URL of another protocol is a ValueError.
         batch_size: objects per batched read (not the training batch: compose with `Batcher` for that).
         prefetch: batched reads in flight on threads, at most.
         transform: ``f(data: bytes, meta: ObjectMeta) -> Any``.
@@ -97,7 +98,7 @@ class ReadObjects(BaseNode[Any]):
     SOURCE_KEY = "source"
     OFFSET_KEY = "offset"  # items of the current batch already handed out
 
-    def __init__(self, source: BaseNode, *, storage_options: Optional[dict] = None, protocol: str = DEFAULT_PROTOCOL,
+    def __init__(self, source: BaseNode, *, storage_options: Optional[dict] = None, protocol: Optional[str] = None,
                  batch_size: int = 32, prefetch: int = NODES_PREFETCH, transform: Optional[Transform] = None,
                  on_missing: str = "raise", **options: Any):
         super().__init__()
@@ -107,8 +108,8 @@ class ReadObjects(BaseNode[Any]):
             raise ValueError(f"on_missing must be one of {MISSING_POLICIES}, not {on_missing!r}")
         self.source = source
         self.storage_options = merge_storage_options("ReadObjects", storage_options, options)
-        self.protocol = protocol
-        self.handle = FilesystemHandle(protocol, self.storage_options)  # each process builds its own filesystem
+        self.protocol = protocol or (source.protocol if isinstance(source, ListObjects) else DEFAULT_PROTOCOL)
+        self.handle = FilesystemHandle(self.protocol, self.storage_options)  # each process builds its own filesystem
         self.batch_size, self.prefetch = batch_size, prefetch
         self.transform = transform or key_and_bytes
         self.on_missing = on_missing
@@ -164,7 +165,7 @@ class ReadObjects(BaseNode[Any]):
             items = []
             while len(items) < self.batch_size:
                 try:
-                    items.append(_as_info(next(self.source)))
+                    items.append(_as_info(next(self.source), self.protocol))
                 except StopIteration:
                     self._source_done = True
                     break
@@ -214,10 +215,13 @@ class ReadObjects(BaseNode[Any]):
         return {self.SOURCE_KEY: self.source.state_dict(), self.OFFSET_KEY: 0}
 
 
-def _as_info(item: Union[dict, str]) -> dict:
+def _as_info(item: Union[dict, str], protocol: str) -> dict:
     if isinstance(item, dict):
         return item
     if isinstance(item, str):
+        if url_protocol(item) not in (None, protocol):  # read through another filesystem (around a cache)
+            raise ValueError(f"ReadObjects reads {protocol}:// objects, not {item}: pass "
+                             f"protocol={url_protocol(item)!r} (and its storage options) to read that filesystem")
         return {"name": split_url(item).path}
     raise TypeError(f"ReadObjects reads info dicts or URLs, not {type(item).__name__}")
 

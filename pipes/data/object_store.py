@@ -1,19 +1,13 @@
 """The filesystem calls pipes' data loading makes: list a prefix, look objects up, read a batch of them."""
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Optional, Sequence
 
-from fluxfs.handle import accelerated
+from fluxfs.handle import accelerated, cache_lock
 
 from ..urls import parse_url
-
-# fsspec's caches (filecache::, simplecache::) keep their index in memory and in one file, without a lock:
-# batched reads on several threads (prefetch, read-ahead) lost entries, and the next epoch read them again.
-_CACHE_LOCK = threading.Lock()
 
 # Up to this many objects of unknown size are looked up one by one (in threads); more than that,
 # and one listing of their common prefix is cheaper than a round trip per object.
@@ -94,13 +88,7 @@ def read_infos(fs, infos: list[dict]) -> dict[str, Any]:
         else:
             unsized.extend(i["name"] for i in sized)
     if unsized:  # no sizes to plan composites with: plain concurrent GETs
-        with _CACHE_LOCK if _is_cache(fs) else contextlib.nullcontext():
+        with cache_lock(fs):  # an fsspec cache read from several threads (prefetch) loses entries
             got = fs.cat(list(dict.fromkeys(unsized)), on_error="return")
         out.update((k.lstrip("/"), v) for k, v in got.items())  # some filesystems spell paths "/bucket/key"
     return out
-
-
-def _is_cache(fs) -> bool:
-    from fsspec.implementations.cached import CachingFileSystem
-
-    return isinstance(fs, CachingFileSystem)

@@ -12,7 +12,7 @@ from typing import NamedTuple, Optional, Sequence
 import fsspec.asyn
 
 from fluxfs.errors import PreconditionFailed
-from fluxfs.handle import accelerated
+from fluxfs.handle import accelerated, cache_lock
 from fluxfs.reads import direct
 
 from .errors import ShardError
@@ -72,7 +72,8 @@ def read_spans(fs, spans: Sequence[Span]) -> list[bytes]:
         return fsspec.asyn.sync(fs.loop, gather)
     out = []
     for s in spans:
-        data = fs.cat_file(s.path, start=s.start, end=s.end)
+        with cache_lock(fs):  # read-ahead threads share it: an fsspec cache is not thread-safe
+            data = fs.cat_file(s.path, start=s.start, end=s.end)
         if len(data) != s.end - s.start:
             raise ShardError(s.url, s.start + len(data), f"truncated: {s.end - s.start} bytes expected from byte "
                                                          f"{s.start}, {len(data)} read")

@@ -175,11 +175,21 @@ def test_read_objects_and_list_objects_take_a_chained_url(flux_server, objects, 
     so = chained(storage_options, tmp_path)
     url = f"filecache::flux://{objects}/c/"
 
-    def read_all() -> dict:
-        return dict(ReadObjects(ListObjects(url, storage_options=so), storage_options=so, protocol="filecache::flux"))
+    def read_all() -> dict:  # ReadObjects takes its ListObjects source's chain
+        return dict(ReadObjects(ListObjects(url, storage_options=so), storage_options=so))
 
     first = read_all()
     assert first == {k: expected_bytes(k) for k in all_keys()}
     flux_server.reset_stats()
     read_all()
     assert reads_of(flux_server).get("read", 0) == 0, "ReadObjects went around the cache"
+
+
+def test_read_objects_refuses_a_url_of_another_filesystem_than_its_own(objects, storage_options):
+    """A ``filecache::flux://`` URL read by a flux ReadObjects would silently go around the cache."""
+    from torchdata.nodes import IterableWrapper
+
+    node = ReadObjects(IterableWrapper([f"filecache::flux://{objects}/c/00000000"]), storage_options=storage_options)
+    with pytest.raises(ValueError, match=r"reads flux:// objects, not filecache::flux://\S+/c/00000000: pass "
+                                         r"protocol='filecache::flux'"):
+        list(node)
