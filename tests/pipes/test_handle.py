@@ -93,6 +93,23 @@ def test_shard_dataset_over_filecache_reads_its_second_epoch_from_the_cache(flux
     assert reads_of(flux_server) == {}, "the second epoch went to the server instead of the cache"
 
 
+def test_shard_map_dataset_over_filecache_reads_its_second_pass_from_the_cache(flux_server, bucket, storage_options,
+                                                                               tmp_path):
+    from fluxfs.pipes.shards import FluxShardMapDataset, ShardWriter
+
+    samples = [{"__key__": f"{i:04d}", "bin": bytes([i]) * (1000 + 97 * i)} for i in range(24)]
+    with ShardWriter(f"flux://{bucket}/sh/{{:02d}}.tar", max_samples=8, storage_options=storage_options) as w:
+        w.write_all(samples)
+    ds = FluxShardMapDataset.from_prefix(f"filecache::flux://{bucket}/sh/",
+                                         storage_options=chained(storage_options, tmp_path))
+    for n in range(2):
+        flux_server.reset_stats()
+        got = ds.__getitems__(list(range(len(samples))))
+        assert [(s["__key__"], s["bin"]) for s in got] == [(s["__key__"], s["bin"]) for s in samples]
+        assert got[0]["__shard__"] == f"filecache::flux://{bucket}/sh/00.tar"
+        assert bool(reads_of(flux_server)) == (n == 0), f"pass {n}: {reads_of(flux_server)}"
+
+
 def test_accelerated_is_a_type_check_not_attribute_forwarding(flux_server, storage_options, tmp_path):
     flux = FilesystemHandle("flux", storage_options).fs
     assert fluxfs.accelerated(flux) is flux
