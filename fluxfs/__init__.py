@@ -1,14 +1,15 @@
 """fluxfs: feed PyTorch from Google Cloud Storage at full speed, and checkpoint back to it.
 
 `FluxFileSystem` is an fsspec filesystem for ``flux://bucket/key`` URLs (gcsfs plus parallel
-listing, compose-backed batched reads and parallel multipart writes). This package never
-imports torch; the PyTorch layer lives in `fluxfs.pipes`.
+listing, compose-backed batched reads and parallel multipart writes); `accelerated(fs)` says
+whether a filesystem is one, and `FilesystemHandle` rebuilds a filesystem in each process that uses it.
+This package never imports torch; the PyTorch layer lives in `fluxfs.pipes`.
 """
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FluxFileSystem", "RetryPolicy", "errors", "__version__"]
+__all__ = ["FilesystemHandle", "FluxFileSystem", "RetryPolicy", "accelerated", "errors", "__version__"]
 __version__ = "0.1.0"
 
 
@@ -19,6 +20,10 @@ def __getattr__(name: str) -> Any:
         from .core import FluxFileSystem
 
         return FluxFileSystem
+    if name in ("FilesystemHandle", "accelerated"):
+        from . import handle
+
+        return getattr(handle, name)
     if name == "errors":
         from . import errors
 

@@ -28,6 +28,7 @@ from torch.futures import Future
 from fluxfs.gcs import bridge
 from fluxfs.gcs.chunks import Chunked
 from fluxfs.gcs.tasks import gather_all
+from fluxfs.handle import accelerated
 
 from ..in_flight import in_order
 from ..options import merge_storage_options
@@ -164,7 +165,7 @@ class FluxStorageReader(FsspecReader):
                 owner.append(n)
         fs = self.fs.fs
         generations = self._generations
-        if generations and getattr(fs, "async_impl", False):
+        if generations and accelerated(fs) is not None:  # pinned reads are fluxfs's; a cache reads its own way
             chunks = bridge.run(fs, self._cat_pinned, fs, paths, starts, ends, generations)
         else:
             chunks = fs.cat_ranges(paths, starts, ends, batch_size=self.concurrency, on_error="raise")

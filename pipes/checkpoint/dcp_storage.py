@@ -6,8 +6,9 @@ import io
 import os
 from typing import Any, Iterator
 
-from fsspec.core import url_to_fs
 from torch.distributed.checkpoint._fsspec_filesystem import FileSystem as _TorchFsspecFileSystem
+
+from fluxfs.handle import FilesystemHandle
 
 from ..urls import parse_url
 from .errors import upload_errors
@@ -23,7 +24,8 @@ class ObjectStoreFileSystem(_TorchFsspecFileSystem):
         self.storage_options = storage_options
 
     def init_path(self, path: str | os.PathLike, **kwargs: Any) -> str:
-        self.fs, _ = url_to_fs(str(path), **{**self.storage_options, **kwargs})
+        # Through a handle, as every pipes class: a URL chain (``filecache::flux://``) takes per-protocol options.
+        self.fs = FilesystemHandle.from_url(str(path), {**self.storage_options, **kwargs}, default="file").fs
         return str(path).rstrip("/")
 
     @contextlib.contextmanager

@@ -11,10 +11,10 @@ import pickle
 import threading
 from typing import IO, Any
 
-import fsspec
 import torch
 
 from fluxfs import FluxFileSystem
+from fluxfs.handle import FilesystemHandle
 
 from ..options import merge_storage_options
 from ..urls import parse_url, url_protocol
@@ -45,8 +45,10 @@ class FluxCheckpoint:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         storage_options = merge_storage_options("FluxCheckpoint", storage_options, options)
         self.storage_options = storage_options
-        # Through fsspec.filesystem so FSSPEC_FLUX_* variables and fsspec's config apply, as for URLs.
-        self.fs: FluxFileSystem = fsspec.filesystem("flux", **storage_options)
+        # Through the handle (fsspec.filesystem), so FSSPEC_FLUX_* variables and fsspec's config apply, as for
+        # URLs; built now, so bad options fail here rather than at the first save.
+        self.handle = FilesystemHandle("flux", storage_options)
+        self.handle.fs  # noqa: B018
         self.max_in_flight = max_in_flight
         self._slots = threading.BoundedSemaphore(max_in_flight)
         self._lock = threading.Lock()
@@ -54,6 +56,11 @@ class FluxCheckpoint:
         self._pending: set[concurrent.futures.Future] = set()
         self._failures: list[BaseException] = []  # reported again by wait(), for fire-and-forget callers
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    @property
+    def fs(self) -> FluxFileSystem:
+        """This process's filesystem (rebuilt after a fork, through the handle)."""
+        return self.handle.fs
 
     # -- handles ----------------------------------------------------------------------------
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, Optional, Union
 
-import fsspec
 from torchdata.nodes.base_node import BaseNode
+
+from fluxfs.handle import FilesystemHandle
 
 from .object_store import read_infos, stream_listing
 from ..in_flight import InFlight
 from ..options import merge_storage_options
-from ..process_fs import ProcessFilesystem
-from ..urls import DEFAULT_PROTOCOL
+from ..urls import DEFAULT_PROTOCOL, url_protocol
 from .objects import Transform, key_and_bytes, meta_from_info
 from .resume import ResumeStateError, bad, check_int, need
 from .source import MISSING_POLICIES, split_url
@@ -33,8 +33,8 @@ class ListObjects(BaseNode[Dict[str, Any]]):
     """Streams the info dicts (name "bucket/key", size, generation, crc32c) of every object under a prefix.
 
     Args:
-        url: ``flux://bucket/key-prefix``.
-        storage_options: passed to the filesystem (also as keyword arguments, merged).
+        url: ``flux://bucket/key-prefix`` (or an fsspec chain such as ``filecache::flux://bucket/key-prefix``).
+        storage_options: passed to the filesystem (also as keyword arguments, merged); per protocol for a chain.
         sort: yield in name order (needed to resume: the state is the last name yielded).
     """
 
@@ -46,6 +46,7 @@ class ListObjects(BaseNode[Dict[str, Any]]):
         self.url = url
         self.protocol, self.bucket, self.key_prefix = split_url(url)
         self.storage_options = merge_storage_options("ListObjects", storage_options, options)
+        self.handle = FilesystemHandle(self.protocol, self.storage_options)  # built per process
         self.sort = sort
         self._listing: Optional[Iterator[dict]] = None
         self._last_name: Optional[str] = None
@@ -58,7 +59,7 @@ class ListObjects(BaseNode[Dict[str, Any]]):
         self._last_name, self._yielded = None, 0
         if initial_state is not None:
             self._last_name, self._yielded = self._checked(initial_state)
-        fs = fsspec.filesystem(self.protocol, **self.storage_options)
+        fs = self.handle.fs
         # A module-level generator, not a method: a generator holding `self` would make a reference
         # cycle, and a cycle may be collected on fsspec's event-loop thread, where closing the
         # listing (a blocking call onto that loop) cannot run.
@@ -88,7 +89,7 @@ class ListObjects(BaseNode[Dict[str, Any]]):
         return {self.LAST_NAME_KEY: self._last_name, self.YIELDED_KEY: self._yielded}
 
 
-class ReadObjects(ProcessFilesystem, BaseNode[Any]):
+class ReadObjects(BaseNode[Any]):
     """Reads the objects its source yields, `batch_size` per compose-backed batched read, `prefetch` batches ahead.
 
     Source items are info dicts (as `ListObjects` yields; sizes let reads be composed) or URLs.
@@ -98,7 +99,8 @@ class ReadObjects(ProcessFilesystem, BaseNode[Any]):
         source: node yielding info dicts or URL strings.
         storage_options: passed to the filesystem (built lazily, in the process that reads); also as
             keyword arguments, merged.
-        protocol: filesystem protocol for info dicts (URLs carry their own).
+        protocol: filesystem protocol (or fsspec chain, ``filecache::flux``) for info dicts and URLs; by
+            default a `ListObjects` source's, else ``flux``. A URL of another protocol is a ValueError.
         batch_size: objects per batched read (not the training batch: compose with `Batcher` for that).
         prefetch: batched reads in flight on threads, at most.
         transform: ``f(data: bytes, meta: ObjectMeta) -> Any``.
@@ -108,7 +110,7 @@ class ReadObjects(ProcessFilesystem, BaseNode[Any]):
     SOURCE_KEY = "source"
     OFFSET_KEY = "offset"  # items of the current batch already handed out
 
-    def __init__(self, source: BaseNode, *, storage_options: Optional[dict] = None, protocol: str = DEFAULT_PROTOCOL,
+    def __init__(self, source: BaseNode, *, storage_options: Optional[dict] = None, protocol: Optional[str] = None,
                  batch_size: int = 32, prefetch: int = NODES_PREFETCH, transform: Optional[Transform] = None,
                  on_missing: str = "raise", **options: Any):
         super().__init__()
@@ -118,14 +120,19 @@ class ReadObjects(ProcessFilesystem, BaseNode[Any]):
             raise ValueError(f"on_missing must be one of {MISSING_POLICIES}, not {on_missing!r}")
         self.source = source
         self.storage_options = merge_storage_options("ReadObjects", storage_options, options)
-        self.protocol = protocol
+        self.protocol = protocol or (source.protocol if isinstance(source, ListObjects) else DEFAULT_PROTOCOL)
+        self.handle = FilesystemHandle(self.protocol, self.storage_options)  # each process builds its own filesystem
         self.batch_size, self.prefetch = batch_size, prefetch
         self.transform = transform or key_and_bytes
         self.on_missing = on_missing
         self.missing: list[str] = []
         self._reads: Optional[InFlight[dict]] = None
         self._shut_down = False
-        self._fs = None
+
+    @property
+    def fs(self) -> Any:
+        """This process's filesystem (a forked or spawned worker builds its own, through the handle)."""
+        return self.handle.fs
 
     def reset(self, initial_state: Optional[Dict[str, Any]] = None):
         super().reset(initial_state)
@@ -173,7 +180,7 @@ class ReadObjects(ProcessFilesystem, BaseNode[Any]):
             items = []
             while len(items) < self.batch_size:
                 try:
-                    items.append(_as_info(next(self.source)))
+                    items.append(_as_info(next(self.source), self.protocol))
                 except StopIteration:
                     self._source_done = True
                     break
@@ -207,7 +214,7 @@ class ReadObjects(ProcessFilesystem, BaseNode[Any]):
     def _not_read(self, info: dict, value: Any) -> None:
         if value is not None and not isinstance(value, FileNotFoundError):
             raise value
-        url = f"{self.protocol}://{info['name']}"
+        url = self.handle.url(info["name"])
         if self.on_missing == "raise":
             raise FileNotFoundError(f"{url} does not exist (pass on_missing='skip' to skip and count)")
         self.missing.append(url)
@@ -223,10 +230,13 @@ class ReadObjects(ProcessFilesystem, BaseNode[Any]):
         return {self.SOURCE_KEY: self.source.state_dict(), self.OFFSET_KEY: 0}
 
 
-def _as_info(item: Union[dict, str]) -> dict:
+def _as_info(item: Union[dict, str], protocol: str) -> dict:
     if isinstance(item, dict):
         return item
     if isinstance(item, str):
+        if url_protocol(item) not in (None, protocol):  # read through another filesystem (around a cache)
+            raise ValueError(f"ReadObjects reads {protocol}:// objects, not {item}: pass "
+                             f"protocol={url_protocol(item)!r} (and its storage options) to read that filesystem")
         return {"name": split_url(item).path}
     raise TypeError(f"ReadObjects reads info dicts or URLs, not {type(item).__name__}")
 

@@ -5,6 +5,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Optional, Sequence
 
+from fluxfs.handle import accelerated, cache_lock
+
 from ..urls import parse_url
 
 # Up to this many objects of unknown size are looked up one by one (in threads); more than that,
@@ -14,8 +16,9 @@ _LOOKUP_INDIVIDUALLY = 256
 
 def list_objects(fs, bucket: str, key_prefix: str) -> Iterator[dict]:
     """Info dicts of every object whose key starts with `key_prefix`, streaming from the fast lister."""
-    if hasattr(fs, "iter_objects"):
-        for batch in fs.iter_objects(bucket, prefix=key_prefix):
+    flux = accelerated(fs)
+    if flux is not None:
+        for batch in flux.iter_objects(bucket, prefix=key_prefix):
             yield from batch
     else:  # another fsspec filesystem: one flat listing, filtered here (not all honour `prefix`)
         want = f"{bucket}/{key_prefix}"
@@ -27,8 +30,9 @@ def list_objects(fs, bucket: str, key_prefix: str) -> Iterator[dict]:
 
 def stream_listing(fs, url: str, bucket: str, key_prefix: str, sort: bool, after: Optional[str]) -> Iterator[dict]:
     """Info dicts under the prefix (after `after` in name order, when resuming); none at all -> FileNotFoundError."""
-    if hasattr(fs, "iter_objects"):
-        batches = fs.iter_objects(bucket, prefix=key_prefix, sort=sort)
+    flux = accelerated(fs)
+    if flux is not None:
+        batches = flux.iter_objects(bucket, prefix=key_prefix, sort=sort)
     else:  # another fsspec filesystem: one flat listing
         batches = iter([sorted(list_objects(fs, bucket, key_prefix), key=lambda i: i["name"])])
     empty = True
@@ -69,16 +73,22 @@ def lookup_objects(fs, paths: Sequence[str]) -> dict[str, dict]:
 
 
 def read_infos(fs, infos: list[dict]) -> dict[str, Any]:
-    """{name: bytes or exception} for `infos`, in one compose-backed batched read where the filesystem has one."""
+    """{name: bytes or exception} for `infos`, in one compose-backed batched read where the filesystem is fluxfs.
+
+    Any other filesystem (a cache in front of flux included: its `cat` serves and fills the cache) is
+    read with its own concurrent `cat`.
+    """
     sized = [i for i in infos if i.get("size") is not None]
     unsized = [i["name"] for i in infos if i.get("size") is None]
     out: dict[str, Any] = {}
     if sized:
-        if hasattr(fs, "cat_objects"):
-            out.update(fs.cat_objects(sized, on_error="return"))
+        flux = accelerated(fs)
+        if flux is not None:
+            out.update(flux.cat_objects(sized, on_error="return"))
         else:
             unsized.extend(i["name"] for i in sized)
     if unsized:  # no sizes to plan composites with: plain concurrent GETs
-        got = fs.cat(list(dict.fromkeys(unsized)), on_error="return")
+        with cache_lock(fs):  # an fsspec cache read from several threads (prefetch) loses entries
+            got = fs.cat(list(dict.fromkeys(unsized)), on_error="return")
         out.update((k.lstrip("/"), v) for k, v in got.items())  # some filesystems spell paths "/bucket/key"
     return out

@@ -2,17 +2,14 @@
 
 `ObjectSource` resolves the object list once, lazily, in the process that first needs it (the main
 process, before DataLoader workers start), and carries it to workers as plain columns when pickled.
-The filesystem is never pickled: each process builds its own from the storage options.
+The filesystem is never pickled: a `FilesystemHandle` builds one per process from the storage options.
 """
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-import fsspec
+from fluxfs.handle import FilesystemHandle, accelerated
 
-from fluxfs.gcs import fork
-
-from ..process_fs import ProcessFilesystem
 from ..urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 from .manifests import manifest_infos
 from .object_store import list_objects, lookup_objects, read_infos
@@ -29,7 +26,7 @@ def split_url(url: str) -> ObjectURL:
     return parsed
 
 
-class ObjectSource(ProcessFilesystem):
+class ObjectSource:
     """A prefix, URL list or manifest, resolved lazily to an `ObjectTable`, plus batched reads of its objects."""
 
     def __init__(self, kind: str, target: Any, *, storage_options: Optional[dict] = None,
@@ -38,11 +35,10 @@ class ObjectSource(ProcessFilesystem):
             raise ValueError(f"on_missing must be one of {MISSING_POLICIES}, not {on_missing!r}")
         self.kind, self.target, self.base_url, self.on_missing = kind, target, base_url, on_missing
         self.storage_options = dict(storage_options or {})
-        self.protocol = self._protocol()
+        self.protocol = self._protocol()  # a protocol or fsspec chain ("filecache::flux")
+        self.handle = FilesystemHandle(self.protocol, self.storage_options)
+        self._direct: Optional[FilesystemHandle] = None
         self._table: Optional[ObjectTable] = None
-        self._fs = None
-        self._direct_fs = None
-        fork.reset_in_child(self)
         self.missing: list[str] = []  # URLs skipped under on_missing="skip", in this process
 
     def _protocol(self) -> str:
@@ -68,23 +64,15 @@ class ObjectSource(ProcessFilesystem):
             return f"{len(self.target)} object URLs"
         return f"{self.kind} {self.target}"
 
-    # -- per-process state -----------------------------------------------------------------
-
-    def _after_fork(self) -> None:
-        """A forked DataLoader worker builds its own filesystems (gcsfs's are not fork-safe)."""
-        super()._after_fork()
-        self._direct_fs = None
+    @property
+    def fs(self) -> Any:
+        """This process's filesystem (a forked or spawned worker builds its own, through the handle)."""
+        return self.handle.fs
 
     def __getstate__(self) -> dict:
         # Resolve before pickling, so spawned workers get the list instead of listing again.
         self.table  # noqa: B018
-        state = dict(self.__dict__)
-        state["_fs"] = state["_direct_fs"] = None
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        fork.reset_in_child(self)
+        return dict(self.__dict__)  # the handles pickle without their filesystems
 
     # -- resolution ------------------------------------------------------------------------
 
@@ -131,7 +119,7 @@ class ObjectSource(ProcessFilesystem):
     def _missing_objects(self, paths: Sequence[str]) -> None:
         if not paths:
             return
-        urls = [f"{self.protocol}://{p}" for p in paths]
+        urls = [self.handle.url(p) for p in paths]
         if self.on_missing == "raise":
             shown = ", ".join(urls[:5]) + (f" and {len(urls) - 5} more" if len(urls) > 5 else "")
             raise FileNotFoundError(
@@ -150,14 +138,14 @@ class ObjectSource(ProcessFilesystem):
         Larger batches need several waves of direct GETs, where composites win again. An explicit
         `compose_threshold` in the storage options is respected.
         """
-        fs = self.fs
-        if not hasattr(fs, "cat_objects") or "compose_threshold" in self.storage_options:
+        fs = accelerated(self.fs)  # a cache in front of flux reads through the cache instead
+        if fs is None or "compose_threshold" in self.storage_options:
             return None
         if count > fs.batch_read_concurrency:
             return None
-        if self._direct_fs is None:
-            self._direct_fs = fsspec.filesystem(self.protocol, **{**self.storage_options, "compose_threshold": 0})
-        return self._direct_fs
+        if self._direct is None:
+            self._direct = self.handle.with_options(compose_threshold=0)
+        return self._direct.fs
 
     def fetch(self, indices: Sequence[int], latency_bound: bool = False) -> dict[str, Any]:
         """{name: bytes | exception} of the distinct objects `indices`, in one batched read (no missing policy).

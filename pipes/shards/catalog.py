@@ -12,11 +12,10 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from braceexpand import braceexpand
 
-from fluxfs.gcs import fork
+from fluxfs.handle import FilesystemHandle
 
 from ..data.manifests import manifest_infos
 from ..data.object_store import list_objects, lookup_objects
-from ..process_fs import ProcessFilesystem
 from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
 from .errors import ShardError
 from .index import INDEX_SUFFIX, ShardIndex, index_path
@@ -162,12 +161,12 @@ def read_index(fs: Any, shard: ShardInfo, must_exist: bool = False) -> Optional[
     return index
 
 
-class ShardCatalog(ProcessFilesystem):
+class ShardCatalog:
     """A prefix, URL list (brace patterns allowed) or manifest of shards, resolved once, with per-process reads.
 
     Resolved in the process that first asks (the main process, before DataLoader workers start) and
-    carried to workers when pickled; each process builds its own filesystem from `storage_options`
-    and caches the indexes it loads.
+    carried to workers when pickled; each process builds its own filesystem (a `FilesystemHandle`
+    of the URLs' protocol or fsspec chain and `storage_options`) and caches the indexes it loads.
     """
 
     KINDS = ("prefix", "urls", "manifest")
@@ -189,23 +188,23 @@ class ShardCatalog(ProcessFilesystem):
             hint = url_protocol(base_url or "") or url_protocol(target)
             self.protocol = hint if hint not in (None, "file") else DEFAULT_PROTOCOL
         self.target = target
+        self.handle = FilesystemHandle(self.protocol, self.storage_options)
         self._shards: Optional[list[ShardInfo]] = None
-        self._fs = None
         self._indexes: dict[int, Optional[ShardIndex]] = {}
-        fork.reset_in_child(self)
 
     def describe(self) -> str:
         return f"{len(self.target)} shard URLs" if self.kind == "urls" else f"{self.kind} {self.target}"
 
+    @property
+    def fs(self) -> Any:
+        """This process's filesystem (a forked or spawned worker builds its own, through the handle)."""
+        return self.handle.fs
+
     def __getstate__(self) -> dict:
         self.shards  # noqa: B018  (resolve before pickling: spawned workers get the list)
         state = dict(self.__dict__)
-        state["_fs"], state["_indexes"] = None, {}
+        state["_indexes"] = {}  # the handle pickles without its filesystem
         return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        fork.reset_in_child(self)
 
     @property
     def shards(self) -> list[ShardInfo]:

@@ -12,15 +12,14 @@ from __future__ import annotations
 import bisect
 from typing import Any, Callable, Optional, Sequence, Union
 
-import fsspec
 import numpy as np
 import torch.utils.data
 
 from fluxfs.gcs import fork
+from fluxfs.handle import FilesystemHandle
 
 from ..data.readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
 from ..options import merge_storage_options, split_keywords
-from ..process_fs import ProcessFilesystem
 from ..urls import parse_url
 from .catalog import expand_urls, shards_under_prefix
 from .index import ShardIndex
@@ -59,7 +58,7 @@ class BlockSampler(FluxSampler):
         return runs
 
 
-class FluxShardMapDataset(ProcessFilesystem, torch.utils.data.Dataset):
+class FluxShardMapDataset(torch.utils.data.Dataset):
     """Map-style dataset over the samples of indexed tar shards: ``dataset[i]`` is ``transform(sample)``.
 
     A sample is WebDataset's dict (``{"__key__": ..., "__shard__": url, "jpg": b"...", ...}``) of
@@ -76,8 +75,8 @@ class FluxShardMapDataset(ProcessFilesystem, torch.utils.data.Dataset):
         if not urls:
             raise ValueError("no shard URLs given")
         self.protocol = parse_url(urls[0]).protocol
-        self._fs = None
-        fork.reset_in_child(self)
+        self.handle = FilesystemHandle(self.protocol, self.storage_options)  # built per process
+        fork.reset_in_child(self)  # the read-ahead threads
         self.transform = transform
         if max_gap < 0:
             raise ValueError(f"max_gap must be >= 0 bytes, not {max_gap}")
@@ -107,20 +106,22 @@ class FluxShardMapDataset(ProcessFilesystem, torch.utils.data.Dataset):
         """Every ``*.tar`` shard under a prefix URL (``flux://bucket/train/``), listed once."""
         own, options = split_keywords(kwargs, cls.__init__)
         so = merge_storage_options(cls.__name__, storage_options, options)
-        fs = fsspec.filesystem(parse_url(url).protocol, **so)
         protocol = parse_url(url).protocol
-        shards = [s.url(protocol) for s in shards_under_prefix(fs, url)]
+        shards = [s.url(protocol) for s in shards_under_prefix(FilesystemHandle(protocol, so).fs, url)]
         return cls(shards, storage_options=so, **own)
 
     # -- per-process state -----------------------------------------------------------------
 
+    @property
+    def fs(self) -> Any:
+        """This process's filesystem (a forked or spawned worker builds its own, through the handle)."""
+        return self.handle.fs
+
     def _after_fork(self) -> None:
-        super()._after_fork()
         self._ahead = None
 
     def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_fs"] = None
+        state = dict(self.__dict__)  # the handle pickles without its filesystem
         state.pop("_ahead", None)
         return state
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Union
 
-import fsspec
 from torchdata.nodes.base_node import BaseNode
+
+from fluxfs.handle import FilesystemHandle
 
 from ..data.resume import ResumeStateError, bad, check_int, is_int, need
 from ..options import merge_storage_options
@@ -31,7 +32,7 @@ class ReadShards(BaseNode[Any]):
     Args:
         source: node yielding shard URLs or info dicts.
         storage_options: for the filesystem (also as keyword arguments, merged).
-        protocol: the filesystem of info dicts (URLs carry their own).
+        protocol: the filesystem (protocol or fsspec chain, ``filecache::flux``) of info dicts (URLs carry their own).
         extensions: if given, every sample must have these members (others are dropped).
         range_size, ranges_in_flight: ranged GETs per shard, their size and how many run at once.
         transform: ``f(sample) -> Any``.
@@ -53,15 +54,22 @@ class ReadShards(BaseNode[Any]):
         self.range_size, self.ranges_in_flight = range_size, ranges_in_flight
         ShardReader(None, range_size=range_size, in_flight=ranges_in_flight)  # check them now
         self.transform = transform
-        self._fs = None
+        self._handle: Optional[FilesystemHandle] = None  # of `protocol`, once known (the first URL tells)
         self._warned = False
         self._samples: Optional[Iterator] = None
 
     @property
-    def fs(self):
-        if self._fs is None:
-            self._fs = fsspec.filesystem(self.protocol or DEFAULT_PROTOCOL, **self.storage_options)
-        return self._fs
+    def handle(self) -> FilesystemHandle:
+        """The handle of this node's filesystem: pickles without it, rebuilt in a forked or spawned worker."""
+        chain = self.protocol or DEFAULT_PROTOCOL
+        if self._handle is None or self._handle.chain != chain:
+            self._handle = FilesystemHandle(chain, self.storage_options)
+        return self._handle
+
+    @property
+    def fs(self) -> Any:
+        """This process's filesystem (a forked or spawned worker builds its own, through the handle)."""
+        return self.handle.fs
 
     def reset(self, initial_state: Optional[Dict[str, Any]] = None):
         super().reset(initial_state)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterator, Optional, Sequence
 
+from fluxfs.handle import accelerated
+
 from .index import ShardIndex, index_path
 from .samples import split_key
 from .tarformat import END_OF_ARCHIVE
@@ -133,9 +135,10 @@ def done_shards(fs, urls: Sequence[str], plan: Sequence[Sequence[PlannedSample]]
 
 def _object_bytes(fs, infos: list[dict], buffer_bytes: int) -> Iterator[bytes]:
     """Each object's bytes in the order of `infos`: batched reads streamed within `buffer_bytes`."""
-    if hasattr(fs, "iter_cat_objects"):
+    flux = accelerated(fs)  # a cache in front of flux reads through the cache instead
+    if flux is not None:
         pos = 0
-        for batch in fs.iter_cat_objects(infos, buffer_bytes=buffer_bytes):
+        for batch in flux.iter_cat_objects(infos, buffer_bytes=buffer_bytes):
             while pos < len(infos) and infos[pos]["name"] in batch:
                 data = batch.pop(infos[pos]["name"])
                 if isinstance(data, BaseException):

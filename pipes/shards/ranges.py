@@ -12,6 +12,7 @@ from typing import NamedTuple, Optional, Sequence
 import fsspec.asyn
 
 from fluxfs.errors import PreconditionFailed
+from fluxfs.handle import accelerated, cache_lock
 from fluxfs.reads import direct
 
 from .errors import ShardError
@@ -21,8 +22,8 @@ ONE_GET = 8 * 2**20
 
 
 def pins_generations(fs) -> bool:
-    """Whether `fs` reads a given generation (fluxfs does; local and memory filesystems have none)."""
-    return hasattr(fs, "cat_objects")
+    """Whether `fs` reads a given generation (fluxfs does; local and memory filesystems and caches have none)."""
+    return accelerated(fs) is not None
 
 
 def _replaced(url: str, start: int, generation: Optional[str]) -> ShardError:
@@ -64,14 +65,15 @@ class Span(NamedTuple):
 
 def read_spans(fs, spans: Sequence[Span]) -> list[bytes]:
     """The bytes of every span (of any shards), read concurrently on the filesystem's loop; in order."""
-    if getattr(fs, "async_impl", False):
+    if type(fs).async_impl:  # of the class: a cache in front of flux forwards the attribute, not the cache
         async def gather() -> list[bytes]:
             return list(await asyncio.gather(*(_read_one(fs, *s) for s in spans)))
 
         return fsspec.asyn.sync(fs.loop, gather)
     out = []
     for s in spans:
-        data = fs.cat_file(s.path, start=s.start, end=s.end)
+        with cache_lock(fs):  # read-ahead threads share it: an fsspec cache is not thread-safe
+            data = fs.cat_file(s.path, start=s.start, end=s.end)
         if len(data) != s.end - s.start:
             raise ShardError(s.url, s.start + len(data), f"truncated: {s.end - s.start} bytes expected from byte "
                                                          f"{s.start}, {len(data)} read")

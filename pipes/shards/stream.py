@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
+from fluxfs.handle import cache_lock
+
 from ..in_flight import in_order
 from .catalog import ShardInfo
 from .compressed import TarBytes
@@ -91,7 +93,8 @@ class ShardReader:
         shard, url, lo, hi = job
         kwargs = {"generation": shard.generation} if shard.generation else {}
         try:
-            data = self.fs.cat_file(shard.path, start=lo, end=hi, **kwargs)
+            with cache_lock(self.fs):  # ranges in flight on threads: an fsspec cache is not thread-safe
+                data = self.fs.cat_file(shard.path, start=lo, end=hi, **kwargs)
         except FileNotFoundError:
             raise self._vanished(shard, url, lo) from None
         if len(data) != hi - lo:

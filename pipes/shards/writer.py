@@ -13,7 +13,7 @@ import json
 import logging
 from typing import Any, Iterable, Optional
 
-import fsspec
+from fluxfs.handle import FilesystemHandle
 
 from ..options import merge_storage_options
 from .index import ShardIndex, index_path
@@ -169,7 +169,8 @@ class ShardWriter:
         self.pattern, self.max_size, self.max_samples = pattern, int(max_size), int(max_samples)
         self.next_shard, self.index = int(start_shard), bool(index)
         so = merge_storage_options(type(self).__name__, storage_options, options)
-        self.fs, _ = fsspec.core.url_to_fs(first, **so)
+        self.handle = FilesystemHandle.from_url(first, so, default="file")  # a path without a protocol is local
+        self.fs = self.handle.fs
         self.shards: list[str] = []
         self.indexes: list[ShardIndex] = []
         self._current: Optional[ShardFile] = None

@@ -11,13 +11,13 @@ import asyncio
 import dataclasses
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-import fsspec
 import google_crc32c
 import torch
 
 from fluxfs import FluxFileSystem
 from fluxfs.errors import ChecksumMismatch
 from fluxfs.gcs.chunks import Chunked
+from fluxfs.handle import FilesystemHandle, accelerated
 from fluxfs.reads.direct import get_chunks
 
 from ..options import merge_storage_options
@@ -30,7 +30,11 @@ PROBE = 256 * 1024
 
 def filesystem(url: str, fs: Optional[FluxFileSystem], storage_options: Optional[Mapping[str, Any]],
                options: Mapping[str, Any], where: str) -> tuple[FluxFileSystem, str]:
-    """(the filesystem, "bucket/key") for a ``flux://bucket/key`` URL (or a bare ``bucket/key``)."""
+    """(the filesystem, "bucket/key") for a ``flux://bucket/key`` URL (or a bare ``bucket/key``).
+
+    `fs` must be a `FluxFileSystem` itself (tensors are read into their memory with its ranged reads);
+    without it one is built from the storage options through a `FilesystemHandle`, as pipes' datasets do.
+    """
     url = str(url)
     if url_protocol(url) not in (None, "flux"):
         raise ValueError(f"{where} reads flux://bucket/key URLs, not {url!r}")
@@ -38,9 +42,12 @@ def filesystem(url: str, fs: Optional[FluxFileSystem], storage_options: Optional
     if not parsed.bucket or not parsed.key:
         raise ValueError(f"{where}: the URL needs a bucket and an object name: {url!r}")
     if fs is None:
-        fs = fsspec.filesystem("flux", **merge_storage_options(where, storage_options, options))
+        fs = FilesystemHandle("flux", merge_storage_options(where, storage_options, options)).fs
     elif storage_options or options:
         raise TypeError(f"{where}: give either fs= or storage options, not both")
+    elif accelerated(fs) is None:
+        raise TypeError(f"{where}: fs= must be a fluxfs FluxFileSystem (tensors are read into place with its "
+                        f"ranged reads), not {type(fs).__name__}")
     return fs, parsed.path.rstrip("/")
 
 

@@ -122,3 +122,21 @@ def test_a_deeply_nested_header_is_refused_naming_the_file(wfs, bucket):
              r"\(nested too deeply to parse")
     deep = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     load_bad(wfs, bucket, struct.pack("<Q", len(deep)) + deep, "nested too deeply to parse")
+
+
+def test_fs_that_is_a_cache_in_front_of_flux_is_refused_naming_its_type(wfs, bucket, flux_server, tmp_path):
+    """A cache forwards flux's attributes, so reading tensors through it would silently go around the cache."""
+    from fluxfs import FilesystemHandle
+    from fluxfs.pipes.safetensors import load_model_dir
+
+    wfs.pipe_file(f"{bucket}/m.safetensors", raw_file({}, b""))
+    cached = FilesystemHandle("filecache::flux", {"flux": {"endpoint_url": flux_server.url, "token": "anon"},
+                                                  "filecache": {"cache_storage": str(tmp_path)}}).fs
+    url = f"flux://{bucket}/m.safetensors"
+    for call in (lambda: load_file(url, fs=cached), lambda: safe_open(url, fs=cached),
+                 lambda: save_file({"t": torch.zeros(2)}, f"flux://{bucket}/new.safetensors", fs=cached),
+                 lambda: load_model_dir(f"flux://{bucket}/model/", fs=cached)):
+        with pytest.raises(TypeError, match="fs= must be a fluxfs FluxFileSystem .*not WholeFileCacheFileSystem"):
+            call()
+    assert not wfs.exists(f"{bucket}/new.safetensors")
+    assert load_file(url, fs=wfs) == {}
