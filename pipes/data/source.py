@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 import fsspec
 
-from fluxfs.gcs import fork
+from fluxfs import support
 
 from ..process_fs import ProcessFilesystem
 from ..urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
@@ -42,7 +42,7 @@ class ObjectSource(ProcessFilesystem):
         self._table: Optional[ObjectTable] = None
         self._fs = None
         self._direct_fs = None
-        fork.reset_in_child(self)
+        support.reset_in_child(self)
         self.missing: list[str] = []  # URLs skipped under on_missing="skip", in this process
 
     def _protocol(self) -> str:
@@ -84,7 +84,7 @@ class ObjectSource(ProcessFilesystem):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        fork.reset_in_child(self)
+        support.reset_in_child(self)
 
     # -- resolution ------------------------------------------------------------------------
 

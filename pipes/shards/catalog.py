@@ -12,7 +12,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from braceexpand import braceexpand
 
-from fluxfs.gcs import fork
+from fluxfs import support
 
 from ..data.manifests import manifest_infos
 from ..data.object_store import list_objects, lookup_objects
@@ -181,7 +181,7 @@ class ShardCatalog(ProcessFilesystem):
         self._shards: Optional[list[ShardInfo]] = None
         self._fs = None
         self._indexes: dict[int, Optional[ShardIndex]] = {}
-        fork.reset_in_child(self)
+        support.reset_in_child(self)
 
     def describe(self) -> str:
         return f"{len(self.target)} shard URLs" if self.kind == "urls" else f"{self.kind} {self.target}"
@@ -194,7 +194,7 @@ class ShardCatalog(ProcessFilesystem):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        fork.reset_in_child(self)
+        support.reset_in_child(self)
 
     @property
     def shards(self) -> list[ShardInfo]:

@@ -16,7 +16,8 @@ import fsspec
 import numpy as np
 import torch.utils.data
 
-from fluxfs.gcs import fork
+from fluxfs import support
+from fluxfs.support import coalesce
 
 from ..data.readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
 from ..options import merge_storage_options, split_keywords
@@ -76,7 +77,7 @@ class FluxShardMapDataset(ProcessFilesystem, torch.utils.data.Dataset):
             raise ValueError("no shard URLs given")
         self.protocol = parse_url(urls[0]).protocol
         self._fs = None
-        fork.reset_in_child(self)
+        support.reset_in_child(self)
         self.transform = transform
         if max_gap < 0:
             raise ValueError(f"max_gap must be >= 0 bytes, not {max_gap}")
@@ -122,7 +123,7 @@ class FluxShardMapDataset(ProcessFilesystem, torch.utils.data.Dataset):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        fork.reset_in_child(self)
+        support.reset_in_child(self)
 
     # -- read-ahead --------------------------------------------------------------------------
 
@@ -193,19 +194,9 @@ class FluxShardMapDataset(ProcessFilesystem, torch.utils.data.Dataset):
         reads: list[Span] = []
         groups: list[tuple[int, list[tuple[SampleSpan, int]]]] = []
         for s, items in by_shard.items():
-            items.sort(key=lambda t: t[0].start)
-            run = [items[0]]
-            for item in items[1:]:
-                if item[0].start - run[-1][0].end <= self.max_gap:
-                    run.append(item)
-                else:
-                    groups.append((s, run))
-                    run = [item]
-            groups.append((s, run))
-        for s, run in groups:
-            idx = self.indexes[s]
-            reads.append(Span(self._paths[s], self.shards[s], run[0][0].start, max(t[0].end for t in run),
-                              idx.generation))
+            for g in coalesce([(span.start, span.end) for span, _ in items], self.max_gap):
+                groups.append((s, [items[m] for m in g.members]))
+                reads.append(Span(self._paths[s], self.shards[s], g.start, g.end, self.indexes[s].generation))
         out: dict[int, dict] = {}
         for (s, run), span, data in zip(groups, reads, read_spans(self.fs, reads)):
             for sample_span, i in run:

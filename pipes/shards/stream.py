@@ -13,9 +13,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
+from fluxfs.errors import ObjectChanged
+
 from ..in_flight import in_order
 from .catalog import ShardInfo
-from .errors import ShardError
+from .errors import ShardChanged, ShardError
 from .index import ShardIndex
 from .samples import SampleSpan, group_samples, sample_dict, split_key
 from .tarformat import TarScanner
@@ -87,10 +89,12 @@ class ShardReader:
 
     def _fetch(self, job: tuple[ShardInfo, str, int, int]) -> bytes:
         shard, url, lo, hi = job
-        kwargs = {"generation": shard.generation} if shard.generation else {}
         try:
-            data = self.fs.cat_file(shard.path, start=lo, end=hi, **kwargs)
-        except FileNotFoundError:
+            if hasattr(self.fs, "read_ranges"):  # fluxfs: pinned to the listed generation
+                data = self.fs.read_ranges(shard.path, [(lo, hi)], generation=shard.generation or None, max_gap=0)[0]
+            else:
+                data = self.fs.cat_file(shard.path, start=lo, end=hi)
+        except ObjectChanged:
             raise self._vanished(shard, url, lo) from None
         if len(data) != hi - lo:
             raise ShardError(url, lo + len(data), f"truncated: {len(data)} bytes where {hi - lo} were asked for "
@@ -102,9 +106,12 @@ class ShardReader:
         try:
             now = self.fs.info(shard.path)
         except FileNotFoundError:
-            return FileNotFoundError(f"{url} was deleted during the epoch (listed as generation {shard.generation})")
-        return ShardError(url, offset, f"the shard was replaced during the epoch (read generation {shard.generation}, "
-                                       f"now generation {now.get('generation')}, {now.get('size')} bytes)")
+            return ShardChanged(url, offset, f"the shard was deleted during the epoch (listed as generation "
+                                             f"{shard.generation})", shard.generation)
+        return ShardChanged(url, offset, f"the shard was replaced during the epoch (read generation "
+                                         f"{shard.generation}, now generation {now.get('generation')}, "
+                                         f"{now.get('size')} bytes)",
+                            shard.generation)
 
     def _read(self, job: tuple) -> bytes:
         _, shard, url, lo, hi = job
