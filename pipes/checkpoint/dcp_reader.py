@@ -148,7 +148,7 @@ class FluxStorageReader(FsspecReader):
         fs = self.fs.fs
         if hasattr(fs, "_read_ranges"):
             blobs = support.run(fs, self._read_pinned, fs, window)
-            pieces = [[b] for b in blobs]
+            pieces = [[b] if b else [] for b in blobs]
         else:
             paths, starts, ends, owner = [], [], [], []
             for n, (path, start, end, _) in enumerate(window):

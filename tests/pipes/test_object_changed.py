@@ -110,3 +110,16 @@ def test_load_file_of_safetensors(flux_server, bucket, how):
     with pytest.raises(ObjectChanged) as err:
         load_file(f"flux://{path}", fs=fs)
     check(err, path)
+
+
+def test_filesystems_without_generations_read_through_the_generic_path():
+    """memory:// has no generations and no read_ranges: both shard readers read it through cat_file."""
+    from fluxfs.pipes.shards import ShardWriter
+
+    with ShardWriter("memory://changed-generic/m/{:02d}.tar", max_samples=5) as w:
+        w.write_all({"__key__": f"{i:04d}", "bin": bytes([i]) * (1000 + i)} for i in range(12))
+    ds = FluxShardMapDataset(w.shards, max_gap=0)
+    got = ds.__getitems__([1, 2, 9])
+    assert [(s["__key__"], s["bin"]) for s in got] == [(f"{i:04d}", bytes([i]) * (1000 + i)) for i in (1, 2, 9)]
+    streamed = list(FluxShardDataset.from_prefix("memory://changed-generic/m/", range_size=700))
+    assert [(s["__key__"], s["bin"]) for s in streamed] == [(f"{i:04d}", bytes([i]) * (1000 + i)) for i in range(12)]
