@@ -20,6 +20,7 @@ from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, refuse_unknown_options
 from .reads import batched, direct, handle, into, lookup, stream
+from .reads import ranges as ranged
 from .writes import FluxAppendFile, FluxWriteFile, object_fields, upload_local_file, write_bytes
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
@@ -260,6 +261,12 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
         return await into.read_into(self, bucket, key, segments, **kwargs)
 
     read_into = bridge.sync_method(_read_into)
+
+    async def _read_ranges(self, path: str, ranges, **kwargs: Any) -> Any:
+        """The bytes of each (start, end) range of one object, pinned to one generation (`reads/ranges.py`)."""
+        return await ranged.read_ranges(self, path, ranges, **kwargs)
+
+    read_ranges = bridge.sync_method(_read_ranges)
 
     # -- deletes ----------------------------------------------------------------------------
 

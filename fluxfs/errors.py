@@ -13,7 +13,8 @@ from gcsfs.retry import NonRetryableError
 
 from . import jsontext
 
-__all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "RequestTimeout",
+__all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "ObjectChanged", "object_changed",
+           "RequestTimeout",
            "ChecksumMismatch", "ServerUnreachable", "UploadLost", "raise_for_status"]
 
 
@@ -40,6 +41,29 @@ class RetryableError(HttpError):
 
 class PreconditionFailed(HttpError):
     """412: the object's generation is not the one the request was pinned to."""
+
+
+class ObjectChanged(PreconditionFailed, FileNotFoundError):
+    """A read pinned to a generation found it gone: the object was overwritten or deleted since it was
+    first read. Both a PreconditionFailed and a FileNotFoundError, the two types such reads raised before,
+    so existing handlers keep catching it; `path` ("bucket/key") and `generation` name what vanished."""
+
+    def __init__(self, message: str, path: str | None = None, generation: str | None = None):
+        HttpError.__init__(self, 412, message)
+        self.args = (message,)
+        self.path, self.generation = path, generation
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):
+        return type(self), (self.message, self.path, self.generation)
+
+
+def object_changed(what: str, generation: str | None) -> ObjectChanged:
+    """The error for a read pinned to `generation` of `what` ("bucket/key") that found it gone."""
+    return ObjectChanged(f"{what} changed while being read: generation {generation} no longer exists "
+                         "(overwritten or deleted)", what, generation)
 
 
 class RequestTimeout(FluxError):

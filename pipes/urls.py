@@ -1,7 +1,7 @@
 """The one parser of object URLs in pipes: ``protocol://bucket/key`` (or a bare ``bucket/key``) into its parts.
 
-It lives in `fluxfs.gcs.urls`, which the `fluxfs` command shares without importing pipes (torch).
+It lives in fluxfs (public as `fluxfs.support`), which the `fluxfs` command shares without importing pipes (torch).
 """
-from fluxfs.gcs.urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
+from fluxfs.support import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 
 __all__ = ["DEFAULT_PROTOCOL", "ObjectURL", "parse_url", "url_protocol"]

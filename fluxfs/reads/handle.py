@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Coroutine, Iterator, Optional
 import fsspec.caching
 import google_crc32c
 
-from ..errors import ChecksumMismatch
+from ..errors import ChecksumMismatch, ObjectChanged
 from ..gcs import bridge
 from ..gcs.chunks import Chunked
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, Streamed, get_chunks, read_object
@@ -141,9 +141,12 @@ class FluxReadFile(io.RawIOBase):
             raise self._gone(exc) from exc
         return got.body
 
-    def _gone(self, exc: BaseException) -> FileNotFoundError:
-        return FileNotFoundError(f"{self.path} was overwritten or deleted while open: generation "
-                                 f"{self.generation} is gone ({exc})")
+    def _gone(self, exc: BaseException) -> ObjectChanged:
+        """The error for a read of the open generation that found it gone (also a FileNotFoundError)."""
+        if isinstance(exc, ObjectChanged):
+            return exc
+        return ObjectChanged(f"{self.path} was overwritten or deleted while open: generation "
+                             f"{self.generation} is gone ({exc})", self.path, self.generation)
 
     def _nblocks(self) -> int:
         return (self.size + self.blocksize - 1) // self.blocksize

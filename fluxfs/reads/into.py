@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 import aiohttp
 import google_crc32c
 
-from ..errors import ChecksumMismatch
+from ..errors import ChecksumMismatch, ObjectChanged, PreconditionFailed, object_changed
 from ..gcs import http
 from ..gcs.tasks import gather_all
 from ..gcs.checksums import crc32c_combine
@@ -157,12 +157,19 @@ async def read_into(fs: "FluxFileSystem", bucket: str, key: str, segments: Seque
         seen["gen"] = seen["gen"] or gen
         seen["size"], seen["crc"] = size, crc if crc is not None else seen["crc"]
 
-    if reqs and generation is None:
-        await one(reqs[0])
-        rest = reqs[1:]
-    else:
-        rest = reqs
-    await gather_all(one(r) for r in rest)
+    try:
+        if reqs and generation is None:
+            await one(reqs[0])
+            rest = reqs[1:]
+        else:
+            rest = reqs
+        await gather_all(one(r) for r in rest)
+    except ObjectChanged:
+        raise
+    except (FileNotFoundError, PreconditionFailed) as exc:
+        if seen["gen"] is None:  # the first, unpinned read: the object is not there at all
+            raise
+        raise object_changed(what, seen["gen"]) from exc
     received = sum(r.end - r.start for r in reqs)
     verified = False
     if verify and seen["crc"] is not None and reqs and seen["size"] == reqs[-1].end:

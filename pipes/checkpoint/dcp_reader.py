@@ -17,7 +17,6 @@ import os
 from typing import Any, Iterator
 
 import torch
-from fsspec.utils import merge_offset_ranges
 from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
 from torch.distributed.checkpoint.filesystem import _StorageInfo
@@ -25,10 +24,10 @@ from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
 from torch.futures import Future
 
-from fluxfs.gcs import bridge
-from fluxfs.gcs.chunks import Chunked
-from fluxfs.gcs.tasks import gather_all
+from fluxfs import support
+from fluxfs.errors import ObjectChanged
 from fluxfs.handle import accelerated
+from fluxfs.support import Chunked, coalesce
 
 from ..in_flight import in_order
 from ..options import merge_storage_options
@@ -124,20 +123,9 @@ class FluxStorageReader(FsspecReader):
             path = self.fs.strip(self.fs.concat_path(self.path, relative_path))
             items.sort(key=lambda it: self.storage_data[it.storage_index].offset)
             spans = [self.storage_data[it.storage_index] for it in items]
-            _, starts, ends = merge_offset_ranges(
-                [path] * len(spans),
-                [s.offset for s in spans],
-                [s.offset + s.length for s in spans],
-                max_gap=self.max_gap,
-                sort=False,  # already sorted by offset
-            )
-            i = 0
-            for start, end in zip(starts, ends):
-                members = []
-                while i < len(items) and spans[i].offset + spans[i].length <= end:
-                    members.append(items[i])
-                    i += 1
-                ranges.append((path, start, end, members))
+            groups = coalesce([(s.offset, s.offset + s.length) for s in spans], self.max_gap)
+            for g in groups:
+                ranges.append((path, g.start, g.end, [items[i] for i in g.members]))
         return ranges
 
     def _windows(self, ranges: list[tuple[str, int, int, list[ReadItem]]]) -> Iterator[list]:
@@ -155,43 +143,54 @@ class FluxStorageReader(FsspecReader):
             yield group
 
     def _fetch(self, window: list[tuple[str, int, int, list[ReadItem]]]) -> list[list[bytes]]:
-        """The bytes of each range in `window` as its chunks (of at most `chunk_size`, fetched in parallel)."""
-        paths, starts, ends, owner = [], [], [], []
-        for n, (path, start, end, _) in enumerate(window):
-            for lo in range(start, end, self.chunk_size):
-                paths.append(path)
-                starts.append(lo)
-                ends.append(min(lo + self.chunk_size, end))
-                owner.append(n)
+        """The bytes of each range in `window` as its chunks: on fluxfs one `read_ranges` per file, pinned to the
+        generation ``.metadata`` recorded (an overwritten file fails loudly); other filesystems by `cat_ranges`
+        in chunks of at most `chunk_size`."""
         fs = self.fs.fs
-        generations = self._generations
-        if generations and accelerated(fs) is not None:  # pinned reads are fluxfs's; a cache reads its own way
-            chunks = bridge.run(fs, self._cat_pinned, fs, paths, starts, ends, generations)
+        if accelerated(fs) is not None:  # pinned reads are fluxfs's; a cache reads its own way
+            blobs = support.run(fs, self._read_pinned, fs, window)
+            pieces = [[b] if b else [] for b in blobs]
         else:
+            paths, starts, ends, owner = [], [], [], []
+            for n, (path, start, end, _) in enumerate(window):
+                for lo in range(start, end, self.chunk_size):
+                    paths.append(path)
+                    starts.append(lo)
+                    ends.append(min(lo + self.chunk_size, end))
+                    owner.append(n)
             chunks = fs.cat_ranges(paths, starts, ends, batch_size=self.concurrency, on_error="raise")
-        pieces: list[list[bytes]] = [[] for _ in window]
-        for n, path, chunk, lo, hi in zip(owner, paths, chunks, starts, ends):
-            if len(chunk) != hi - lo:
-                raise IOError(f"short read of {path} bytes {lo}-{hi}: got {len(chunk)} bytes")
-            pieces[n].append(chunk)
+            pieces = [[] for _ in window]
+            for n, chunk in zip(owner, chunks):
+                pieces[n].append(chunk)
+        for (path, lo, hi, _), got in zip(window, pieces):
+            n = sum(map(len, got))
+            if n != hi - lo:
+                raise IOError(f"short read of {path} bytes {lo}-{hi}: got {n} bytes")
         return pieces
 
-    async def _cat_pinned(self, fs: Any, paths: list, starts: list, ends: list, generations: dict) -> list[bytes]:
-        """Ranged reads pinned to the generations the metadata recorded: an overwritten file fails loudly."""
-        sem = asyncio.Semaphore(self.concurrency)
+    async def _read_pinned(self, fs: Any, window: list) -> list[bytes]:
+        """The window's ranges, one `read_ranges` per file, all files at once (`concurrency` ranges in flight)."""
+        by_path: dict[str, list[int]] = {}
+        for n, (path, _, _, _) in enumerate(window):
+            by_path.setdefault(path, []).append(n)
+        out: list[bytes] = [b""] * len(window)
+        limit = asyncio.Semaphore(self.concurrency)
 
-        async def one(path: str, start: int, end: int) -> bytes:
-            gen = generations.get(path)
-            async with sem:
-                try:
-                    return await fs._cat_file(path, start=start, end=end, **({"generation": gen} if gen else {}))
-                except FileNotFoundError as exc:
-                    raise CheckpointChangedError(
-                        f"checkpoint {self.path} changed while loading: {path} generation {gen} is gone "
-                        "(overwritten by another save to the same URL?); load it again"
-                    ) from exc
+        async def one(path: str, numbers: list[int]) -> None:
+            gen = self._generations.get(path)
+            try:
+                got = await fs._read_ranges(path, [window[n][1:3] for n in numbers], generation=gen, max_gap=0,
+                                            chunk=self.chunk_size, limit=limit)
+            except ObjectChanged as exc:
+                raise CheckpointChangedError(
+                    f"checkpoint {self.path} changed while loading: {path} generation {exc.generation} is gone "
+                    "(overwritten by another save to the same URL?); load it again", path, exc.generation
+                ) from exc
+            for n, data in zip(numbers, got):
+                out[n] = data
 
-        return await gather_all(one(*r) for r in zip(paths, starts, ends))
+        await support.gather_all(one(path, numbers) for path, numbers in by_path.items())
+        return out
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         windows = list(self._windows(self._ranges(plan)))

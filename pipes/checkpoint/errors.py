@@ -5,6 +5,8 @@ import contextlib
 import pickle
 from typing import Any, Iterator
 
+from fluxfs.errors import ObjectChanged
+
 from ..errors import PipesError
 
 __all__ = ["CheckpointSaveError", "IncompleteCheckpointError", "CheckpointChangedError", "UnsafeCheckpointError",
@@ -19,8 +21,12 @@ class IncompleteCheckpointError(PipesError, FileNotFoundError):
     """The checkpoint has no ``.metadata``: it was never saved, or its save did not finish."""
 
 
-class CheckpointChangedError(PipesError, RuntimeError):
-    """A data file was replaced after its ``.metadata`` was read (a concurrent save to the same URL)."""
+class CheckpointChangedError(PipesError, RuntimeError, ObjectChanged):
+    """A data file was replaced after its ``.metadata`` was read (a concurrent save to the same URL): also
+    fluxfs's ObjectChanged, as every reader of fluxfs raises for an object that changed; `path`, `generation`."""
+
+    def __init__(self, message: str, path: str | None = None, generation: str | None = None):
+        ObjectChanged.__init__(self, message, path, generation)
 
 
 class UnsafeCheckpointError(PipesError, pickle.UnpicklingError):

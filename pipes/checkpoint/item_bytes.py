@@ -16,7 +16,7 @@ import torch
 from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint.planner import ReadItem
 
-from fluxfs.gcs.chunks import Chunked
+from fluxfs.support import Chunked
 
 # Items at least this big are copied straight into their target. Below it the second parse of the
 # item's zip header (~0.1 ms) costs more than the copy it saves.

@@ -21,7 +21,7 @@ from ..urls import parse_url, url_protocol
 from .errors import CheckpointSaveError, upload_errors
 from .snapshot import snapshot
 
-from fluxfs.gcs.redact import get_logger
+from fluxfs.support import get_logger
 
 logger = get_logger(__name__)  # records redacted: no credentials in logs
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Optional, Sequence, Union
 import numpy as np
 import torch.utils.data
 
-from fluxfs.gcs import fork
+from fluxfs import support
 
 from ..in_flight import in_order
 from ..options import merge_storage_options, split_keywords
@@ -128,7 +128,7 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
         if ahead is None:
             table = self._source.table
             ahead = self._ahead = ReadAhead(order, lambda b: sum(table.sizes[i] or 0 for i in b))
-            fork.reset_in_child(self)
+            support.reset_in_child(self)
         return ahead
 
     def _after_fork(self) -> None:

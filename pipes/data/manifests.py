@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fluxfs.listing.manifest import read_manifest
+from fluxfs.support import read_manifest
 
 
 def manifest_infos(where: str, fs: Any = None, base: Optional[str] = None) -> list[dict]:

@@ -19,7 +19,7 @@ import torch.utils.data
 from .epochs import EpochCell
 from .splits import epoch_order
 
-from fluxfs.gcs.redact import get_logger
+from fluxfs.support import get_logger
 
 logger = get_logger(__name__)  # records redacted: no credentials in logs
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .catalog import MissingIndexWarning, ShardCatalog, ShardInfo
 from .dataset import FluxShardDataset
-from .errors import ShardError
+from .errors import ShardChanged, ShardError
 from .node import ReadShards
 from .index import ShardIndex, index_path
 from .samples import SampleSpan, group_samples, sample_dict, split_key
@@ -22,7 +22,8 @@ from ..lazy import lazy_exports
 # The map-style dataset and the decoders are loaded on first use.
 _LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding"}
 
-__all__ = ["FluxShardDataset", "ReadShards", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardError",
+__all__ = ["FluxShardDataset", "ReadShards", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardChanged",
+           "ShardError",
            "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
            "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter",
            "build_index", "load_index", "load_indexes", "write_index", *_LAZY]

@@ -1,6 +1,8 @@
 """The error a bad shard raises: it names the shard and the byte offset where reading went wrong."""
 from __future__ import annotations
 
+from fluxfs.errors import ObjectChanged
+
 from ..errors import PipesError
 
 
@@ -16,3 +18,20 @@ class ShardError(PipesError, ValueError):
 
     def __reduce__(self):  # keep the fields across DataLoader worker processes
         return type(self), (self.shard, self.offset, self.problem)
+
+
+class ShardChanged(ShardError, ObjectChanged):
+    """A shard overwritten or deleted while being read (a read pinned to its generation found it gone):
+    a ShardError naming the shard, and fluxfs's ObjectChanged (so also a FileNotFoundError), as every
+    reader of fluxfs raises for an object that changed."""
+
+    def __init__(self, shard: str, offset: int | None, problem: str, generation: str | None = None):
+        ShardError.__init__(self, shard, offset, problem)
+        self.status, self.message, self.retry_after = 412, str(self.args[0]), None
+        self.path, self.generation = shard, generation
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):
+        return type(self), (self.shard, self.offset, self.problem, self.generation)

@@ -15,8 +15,9 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 import torch.utils.data
 
-from fluxfs.gcs import fork
+from fluxfs import support
 from fluxfs.handle import FilesystemHandle
+from fluxfs.support import coalesce
 
 from ..data.readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
 from ..options import merge_storage_options, split_keywords
@@ -76,7 +77,7 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
             raise ValueError("no shard URLs given")
         self.protocol = parse_url(urls[0]).protocol
         self.handle = FilesystemHandle(self.protocol, self.storage_options)  # built per process
-        fork.reset_in_child(self)  # the read-ahead threads
+        support.reset_in_child(self)  # the read-ahead threads
         self.transform = transform
         if max_gap < 0:
             raise ValueError(f"max_gap must be >= 0 bytes, not {max_gap}")
@@ -127,7 +128,7 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        fork.reset_in_child(self)
+        support.reset_in_child(self)
 
     # -- read-ahead --------------------------------------------------------------------------
 
@@ -198,15 +199,8 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
         reads: list[Span] = []
         groups: list[tuple[int, list[tuple[SampleSpan, int]]]] = []
         for s, items in by_shard.items():
-            items.sort(key=lambda t: t[0].start)
-            run = [items[0]]
-            for item in items[1:]:
-                if item[0].start - run[-1][0].end <= self.max_gap:
-                    run.append(item)
-                else:
-                    groups.append((s, run))
-                    run = [item]
-            groups.append((s, run))
+            for g in coalesce([(span.read_from, span.end) for span, _ in items], self.max_gap):
+                groups.append((s, [items[m] for m in g.members]))
         tails: list[Optional[int]] = []  # where a run's bytes after the shard's last member start, to check them
         for s, run in groups:
             idx = self.indexes[s]

@@ -13,12 +13,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
-from fluxfs.handle import cache_lock
+from fluxfs.errors import ObjectChanged
+from fluxfs.handle import accelerated, cache_lock
 
 from ..in_flight import in_order
 from .catalog import ShardInfo
 from .compressed import TarBytes
-from .errors import ShardError
+from .errors import ShardChanged, ShardError
 from .index import ShardIndex
 from .samples import SampleSpan, group_samples, sample_dict, split_key
 from .tarformat import TarScanner
@@ -91,11 +92,13 @@ class ShardReader:
 
     def _fetch(self, job: tuple[ShardInfo, str, int, int]) -> bytes:
         shard, url, lo, hi = job
-        kwargs = {"generation": shard.generation} if shard.generation else {}
         try:
-            with cache_lock(self.fs):  # ranges in flight on threads: an fsspec cache is not thread-safe
-                data = self.fs.cat_file(shard.path, start=lo, end=hi, **kwargs)
-        except FileNotFoundError:
+            if accelerated(self.fs) is not None:  # fluxfs: pinned to the listed generation
+                data = self.fs.read_ranges(shard.path, [(lo, hi)], generation=shard.generation or None, max_gap=0)[0]
+            else:
+                with cache_lock(self.fs):  # ranges in flight on threads: an fsspec cache is not thread-safe
+                    data = self.fs.cat_file(shard.path, start=lo, end=hi)
+        except ObjectChanged:
             raise self._vanished(shard, url, lo) from None
         if len(data) != hi - lo:
             raise ShardError(url, lo + len(data), f"truncated: {len(data)} bytes where {hi - lo} were asked for "
@@ -107,9 +110,12 @@ class ShardReader:
         try:
             now = self.fs.info(shard.path)
         except FileNotFoundError:
-            return FileNotFoundError(f"{url} was deleted during the epoch (listed as generation {shard.generation})")
-        return ShardError(url, offset, f"the shard was replaced during the epoch (read generation {shard.generation}, "
-                                       f"now generation {now.get('generation')}, {now.get('size')} bytes)")
+            return ShardChanged(url, offset, f"the shard was deleted during the epoch (listed as generation "
+                                             f"{shard.generation})", shard.generation)
+        return ShardChanged(url, offset, f"the shard was replaced during the epoch (read generation "
+                                         f"{shard.generation}, now generation {now.get('generation')}, "
+                                         f"{now.get('size')} bytes)",
+                            shard.generation)
 
     def _read(self, job: tuple) -> bytes:
         _, shard, url, lo, hi = job

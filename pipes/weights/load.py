@@ -10,8 +10,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
-from fluxfs import FluxFileSystem
-from fluxfs.gcs import bridge
+from fluxfs import FluxFileSystem, support
 
 from .header import NAMES
 from .objects import (Opened, byte_view, check_framework, filesystem, fill, load_tensors, no_such_tensor,
@@ -36,7 +35,7 @@ def load_file(url: str, device: Any = "cpu", *, fs: Optional[FluxFileSystem] = N
             return await load_tensors(fs, opened)
         return await load_staged(fs, opened, select(opened, None), device)
 
-    return bridge.run(fs, load)
+    return support.run(fs, load)
 
 
 class safe_open:  # noqa: N801 - named as safetensors.safe_open, which it stands in for
@@ -49,7 +48,7 @@ class safe_open:  # noqa: N801 - named as safetensors.safe_open, which it stands
         check_framework(framework, str(url))
         self.fs, path = filesystem(url, fs, storage_options, options, "safe_open")
         self.device = torch.device(device)
-        self._opened: Opened = bridge.run(self.fs, open_object, self.fs, path, str(url))
+        self._opened: Opened = support.run(self.fs, open_object, self.fs, path, str(url))
 
     def __enter__(self) -> "safe_open":
         return self
@@ -74,7 +73,7 @@ class safe_open:  # noqa: N801 - named as safetensors.safe_open, which it stands
         """One tensor, reading only its bytes."""
         if name not in self._opened.header.tensors:
             raise no_such_tensor(self._opened, name)
-        got = bridge.run(self.fs, load_tensors, self.fs, self._opened, [name])[name]
+        got = support.run(self.fs, load_tensors, self.fs, self._opened, [name])[name]
         return got.to(self.device) if self.device.type != "cpu" else got
 
     def get_slice(self, name: str) -> "TensorSlice":
@@ -114,7 +113,7 @@ class TensorSlice:
             for off, n in spans:
                 wants.append((info.start + off, dst[at:at + n]))
                 at += n
-            bridge.run(parent.fs, fill, parent.fs, parent._opened, wants)
+            support.run(parent.fs, fill, parent.fs, parent._opened, wants)
         elif spans:
             out = self._through_span(norm, spans, out_shape)
         return out.to(parent.device) if parent.device.type != "cpu" else out
@@ -124,6 +123,6 @@ class TensorSlice:
         info, parent = self._info, self._parent
         lo, hi = spans[0][0], spans[-1][0] + spans[-1][1]
         whole = torch.empty(info.shape, dtype=info.dtype)
-        bridge.run(parent.fs, fill, parent.fs, parent._opened, [(info.start + lo, byte_view(whole)[lo:hi])])
+        support.run(parent.fs, fill, parent.fs, parent._opened, [(info.start + lo, byte_view(whole)[lo:hi])])
         picked = whole[tuple(slice(r.start, r.stop, r.step) if isinstance(r, range) else r for r in norm)]
         return picked.contiguous().reshape(out_shape)

@@ -12,9 +12,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 import torch
 
-from fluxfs import FluxFileSystem, jsontext
-from fluxfs.gcs import bridge
-from fluxfs.gcs.tasks import gather_all
+from fluxfs import FluxFileSystem, jsontext, support
+from fluxfs.support import gather_all
 
 from .header import SafetensorsError
 from .objects import filesystem, load_tensors, open_object, select, to_device
@@ -104,5 +103,5 @@ def load_model_dir(url: str, device: Any = "cpu", *, tensors: Selector = None,
     if concurrency < 1:
         raise ValueError(f"load_model_dir: concurrency must be at least 1, not {concurrency}")
     fs, root = filesystem(str(url).rstrip("/") + "/", fs, storage_options, options, "load_model_dir")
-    return bridge.run(fs, _load, fs, root.rstrip("/"), _chooser(tensors), concurrency,
+    return support.run(fs, _load, fs, root.rstrip("/"), _chooser(tensors), concurrency,
                       f"load_model_dir({url})", slices, torch.device(device))

@@ -2,7 +2,7 @@
 
 The first GET asks for the first 256 KiB (a header is rarely larger) and learns size, generation and
 crc32c from its headers; every later read is pinned to that generation. Tensors are allocated from
-the header and the received bytes copied once into their memory (`FluxFileSystem._read_into`); when a
+the header and the received bytes copied once into their memory (`fs.read_ranges(..., into=)`); when a
 load covers the whole object, its crc32c is checked from the pieces' crcs.
 """
 from __future__ import annotations
@@ -16,9 +16,8 @@ import torch
 
 from fluxfs import FluxFileSystem
 from fluxfs.errors import ChecksumMismatch
-from fluxfs.gcs.chunks import Chunked
 from fluxfs.handle import FilesystemHandle, accelerated
-from fluxfs.reads.direct import get_chunks
+from fluxfs.support import Chunked
 
 from ..options import merge_storage_options
 from ..urls import parse_url, url_protocol
@@ -65,13 +64,12 @@ class Opened:
 
 async def open_object(fs: FluxFileSystem, path: str, where: str) -> Opened:
     """Read and check the header of the safetensors object at `path` (`where` names it in errors)."""
-    bucket, key, gen = fs.split_path(path)
-    got = await get_chunks(fs, bucket, key, 0, PROBE, gen or None)
-    head = Chunked(got.chunks)
+    got = await fs._read_ranges(path, [(0, PROBE)], max_gap=0)
+    head = Chunked([got[0]] if got[0] else [])
     n = header_length(bytes(head)[:8] if len(head) < 8 else head.slice(0, 8), got.size, where)
     if 8 + n > len(head):
-        more = await get_chunks(fs, bucket, key, len(head), 8 + n, got.generation)
-        head = Chunked(head.chunks + more.chunks)
+        more = await fs._read_ranges(path, [(len(head), 8 + n)], generation=got.generation, max_gap=0)
+        head = Chunked(head.chunks + [more[0]])
     crc = 0
     for c in head.chunks:
         crc = google_crc32c.extend(crc, c)
@@ -112,8 +110,8 @@ async def fill(fs: FluxFileSystem, opened: Opened, wants: Iterable[tuple[int, An
             rest.append((off, mv))
     if not rest:
         return None
-    return await fs._read_into(opened.path, rest, generation=opened.generation, prefix=(hl, opened.head_crc),
-                               limit=limit, **kwargs)
+    return await fs._read_ranges(opened.path, [(off, off + len(mv)) for off, mv in rest], into=[mv for _, mv in rest],
+                                 generation=opened.generation, prefix=(hl, opened.head_crc), limit=limit, **kwargs)
 
 
 def select(opened: Opened, names: Optional[Iterable[str]]) -> list[TensorInfo]:

@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 
 from fluxfs import FluxFileSystem
-from fluxfs.gcs.tasks import gather_all
+from fluxfs.support import gather_all
 
 from .header import TensorInfo
 from .objects import Opened, byte_view, fill

@@ -12,10 +12,11 @@ from fluxfs.pipes import PipesError, ResumeStateError
 from fluxfs.pipes.checkpoint import CheckpointChangedError, CheckpointSaveError, IncompleteCheckpointError
 from fluxfs.pipes.checkpoint.errors import UnsafeCheckpointError
 from fluxfs.pipes.safetensors import SafetensorsError
-from fluxfs.pipes.shards import ShardError
+from fluxfs.pipes.shards import ShardChanged, ShardError
 
 ERRORS = [  # (an instance as pipes raises it, the built-in base it always had)
     (ShardError("bucket/shard-0.tar", 512, "truncated header"), ValueError),
+    (ShardChanged("bucket/shard-0.tar", 512, "the shard changed while being read", "17"), ValueError),
     (CheckpointSaveError("flux://b/ckpt: upload failed"), OSError),
     (IncompleteCheckpointError("flux://b/ckpt has no .metadata"), FileNotFoundError),
     (CheckpointChangedError("flux://b/ckpt/__0_0.distcp was replaced"), RuntimeError),

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from fluxfs.errors import ObjectChanged
 from tests.conftest import make_fs
 
 
@@ -80,9 +81,10 @@ def test_generation_is_pinned_while_open(flux_server, bucket):
         assert f.read(10_000) == old[:10_000]
         make_fs(flux_server, multipart="off").pipe(path, _blob(200_000, 5))
         # The old generation is gone (no versioning): the handle says so instead of mixing versions.
-        with pytest.raises(FileNotFoundError, match="overwritten or deleted while open"):
+        with pytest.raises(FileNotFoundError, match="overwritten or deleted while open") as err:
             f.seek(150_000)
             f.read(10_000)
+        assert isinstance(err.value, ObjectChanged) and err.value.path == path  # as fs.read_ranges says it
     with fs.open(path, "rb") as f:
         assert f.read() == _blob(200_000, 5)
 

@@ -68,19 +68,19 @@ def test_a_rank_reads_only_its_rows(stored, flux_server):
     fs, url, _, tensors = stored
     with safe_open(url, fs=fs) as f:
         calls = []
-        real = fs._read_into
+        real = fs._read_ranges
 
-        async def counting(path, segments, **kw):
-            got = await real(path, segments, **kw)
+        async def counting(path, ranges, **kw):
+            got = await real(path, ranges, **kw)
             calls.append(got)
             return got
 
-        fs._read_into = counting
+        fs._read_ranges = counting
         try:
             half = f.get_slice("big")[32:]
             cols = f.get_slice("big")[:, :2048]
         finally:
-            del fs._read_into
+            del fs._read_ranges
     assert torch.equal(half, tensors["big"][32:]) and torch.equal(cols, tensors["big"][:, :2048])
     assert calls[0].requests == 1 and calls[0].bytes_received == 32 * 4096 * 2
     # Columns are a run per row; rows 4 KiB apart are read together, the other half dropped.

@@ -1,0 +1,28 @@
+"""What libraries built on fluxfs (`fluxfs.pipes`) use of its shared base, as one public module.
+
+The sync bridge (`run`: Ctrl-C cancels the coroutine and waits for its cleanup), the fork hook
+(`reset_in_child`), `gather_all`, `Chunked` bodies, the one gap-coalescing rule (`coalesce`), redacting
+loggers, the one object-URL parser and manifests. Everything else under `fluxfs.gcs`, `fluxfs.reads`, `fluxfs.writes` and `fluxfs.listing` is
+internal: `.importlinter` keeps `fluxfs.pipes` to this module, `fluxfs`, `fluxfs.errors` and `fluxfs.options`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .gcs.bridge import run
+from .gcs.chunks import Chunked
+from .gcs.fork import reset_in_child
+from .gcs.redact import get_logger
+from .gcs.tasks import gather_all
+from .gcs.urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
+from .reads.ranges import Group, coalesce
+
+__all__ = ["DEFAULT_PROTOCOL", "Chunked", "Group", "ObjectURL", "coalesce", "gather_all", "get_logger", "parse_url", "read_manifest",
+           "reset_in_child", "run", "url_protocol"]
+
+
+def read_manifest(source: Any, *, fs: Any = None, base: str | None = None) -> list:
+    """All entries of a manifest (`fluxfs.listing.manifest.read_manifest`), imported on use."""
+    from .listing.manifest import read_manifest as read
+
+    return read(source, fs=fs, base=base)
