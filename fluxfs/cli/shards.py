@@ -72,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_shard(args: argparse.Namespace) -> int:
     """``fluxfs shard SRC DST`` (pack) or ``fluxfs shard index URL...``."""
+    if args.part is not None and (args.merge or args.args[0] == "index"):
+        raise UsageError("--part goes with packing (fluxfs shard SRC DST --part i/N), not with "
+                         + ("--merge" if args.merge else "index"))
     if args.merge:
         if len(args.args) != 1:
             raise UsageError(f"fluxfs shard --merge takes DST_PATTERN (or its directory); got {len(args.args)} "

@@ -126,6 +126,8 @@ def test_bad_part_is_refused_naming_it(flux_server, bucket, text, monkeypatch):
                      f"--part={text}")
     assert code == 2 and "--part" in err and (text in err or "RANK" in err)
     assert not fs.exists(f"{bucket}/out")
+    code, err = _run(flux_server, "shard", "--merge", f"flux://{bucket}/out/", "--part", "0/2")
+    assert code == 2 and "--part" in err and "--merge" in err
     with pytest.raises(ValueError, match="part"):
         pack_prefix(f"flux://{bucket}/src/", f"flux://{bucket}/out/{{:04d}}.tar", part=(3, 2), fs=fs)
 
@@ -198,3 +200,18 @@ def test_merge_refuses_a_replaced_shard_and_a_foreign_partition_file(flux_server
     code, err = _run(flux_server, *argv[:2], f"flux://{bucket}/other/s-{{:04d}}.tar", "--part", "1/2")
     assert code == 1 and f"{bucket}/other/fluxfs-pack-parts.json is not a fluxfs packing's partition file" in err
     assert [p for p in fs.find(f"{bucket}/other/")] == [f"{bucket}/other/fluxfs-pack-parts.json"]
+
+
+def test_more_parts_than_samples_through_the_python_api(flux_server, bucket):
+    """`pack_prefix(part=(i, 4))` over 2 samples: two parts are empty, yet complete; the merge lists 2 shards."""
+    fs = make_fs(flux_server)
+    objs = {"src/cats/a.jpg": b"a" * 3000, "src/cats/a.txt": b"A", "src/dogs/b.jpg": b"b" * 100}
+    fs.pipe({f"{bucket}/{k}": v for k, v in objs.items()})
+    results = [pack_prefix(f"flux://{bucket}/src/", f"flux://{bucket}/out/s-{{:02d}}.tar", part=(i, 4), fs=fs)
+               for i in range(4)]
+    assert sorted(len(r.shards) for r in results) == [0, 0, 1, 1]
+    assert [r.merged is not None for r in results] == [False, False, False, True]
+    got, where = _read_all(fs, bucket, "out/")
+    assert got == _expected_members(objs) and all(len(s) == 1 for s in where.values())
+    assert len(fs.cat(f"{bucket}/out/shards.jsonl").decode().splitlines()) == 2
+    assert fs.cat(f"{bucket}/out/part-0001-of-0004.jsonl") == b""
