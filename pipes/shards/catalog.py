@@ -20,6 +20,7 @@ from ..process_fs import ProcessFilesystem
 from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
 from .errors import ShardError
 from .index import INDEX_SUFFIX, ShardIndex, index_path
+from .parts import MERGED_NAME, PARTITION_NAME
 
 SHARD_SUFFIX = ".tar"
 # Indexes a process keeps loaded: a reader needs the one of the shard it reads (and of the few it reads
@@ -29,6 +30,10 @@ INDEXES_KEPT = 16
 
 class MissingIndexWarning(UserWarning):
     """Some shards have no index: they are streamed from their first byte (slower to resume and split)."""
+
+
+class IncompletePackWarning(UserWarning):
+    """A prefix holds a packing in parts (`fluxfs shard --part`) that is not complete: some parts' shards are missing."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,12 @@ def shards_under_prefix(fs: Any, url: str) -> list[ShardInfo]:
     rows = list(list_objects(fs, parsed.bucket, parsed.key))
     names = {r["name"] for r in rows}
     shards = sorted((r for r in rows if r["name"].endswith(SHARD_SUFFIX)), key=lambda r: r["name"])
+    for name in sorted(n for n in names if n.endswith("/" + PARTITION_NAME)):
+        merged = name[: -len(PARTITION_NAME)] + MERGED_NAME
+        if merged not in names:
+            warnings.warn(f"{parsed.protocol}://{name[: -len(PARTITION_NAME)]} holds a packing in parts that is not "
+                          f"complete (no {MERGED_NAME} yet): the shards of the parts still running are missing; "
+                          f"`fluxfs shard --merge` names them", IncompletePackWarning, stacklevel=4)
     if not shards:
         raise FileNotFoundError(f"no {SHARD_SUFFIX} shards under {url} ({len(rows)} other objects)")
     return [_info(r, index_path(r["name"]) in names) for r in shards]

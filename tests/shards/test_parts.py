@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 import tarfile
+import warnings
 
 import pytest
 
 from fluxfs.cli import main
 from fluxfs.pipes.shards import FluxShardDataset, split_key
+from fluxfs.pipes.shards.catalog import IncompletePackWarning
 from fluxfs.pipes.shards.pack import member_name
 from fluxfs.pipes.shards.packing import _list_share, pack_prefix
 from fluxfs.pipes.shards.parts import Partition, parse_part
@@ -98,6 +100,9 @@ def test_rerun_of_one_part_resumes_and_merge_names_missing_parts(flux_server, bu
         code, err = _run(flux_server, *argv, "--part", f"{i}/3")
         assert code == 0, err
     assert not fs.exists(f"{bucket}/out/shards.jsonl")
+    so = {"endpoint_url": flux_server.url, "token": "anon", "skip_instance_cache": True}
+    with pytest.warns(IncompletePackWarning, match=f"flux://{bucket}/out/ holds a packing in parts that is not "):
+        FluxShardDataset.from_prefix(f"flux://{bucket}/out/", storage_options=so)
     code, err = _run(flux_server, "shard", "--merge", f"flux://{bucket}/out/shard-{{:04d}}.tar")
     assert code == 3 and "1 of 3 parts are not complete (part 1/3" in err and "part-0001-of-0003.jsonl" in err
     part2 = sorted(p for p in fs.find(f"{bucket}/out/part-0002-of-0003/") if p.endswith(".tar"))
@@ -111,6 +116,9 @@ def test_rerun_of_one_part_resumes_and_merge_names_missing_parts(flux_server, bu
     assert code == 0 and "every part is complete" in err and "shards.jsonl" in err
     got, _ = _read_all(fs, bucket, "out/")
     assert got == _expected_members(objs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IncompletePackWarning)
+        FluxShardDataset.from_prefix(f"flux://{bucket}/out/", storage_options=so)
     # Another split of the same destination is refused, naming the partition file.
     code, err = _run(flux_server, *argv, "--part", "0/2")
     assert code == 1 and "fluxfs-pack-parts.json" in err and "split into 3 parts, not 2" in err
