@@ -6,6 +6,7 @@ here are the arguments, listing, labels, progress and the summary line.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -153,6 +154,10 @@ def _pack(args: argparse.Namespace, src: str, dst: str) -> int:
     from fluxfs.pipes.shards.packing import pack_prefix
 
     part = _part(args)
+    world = os.environ.get("WORLD_SIZE", "")
+    if part is None and world.isdigit() and int(world) > 1 and not args.quiet:
+        print(f"fluxfs shard: WORLD_SIZE={world} is set but --part is not: this process packs everything; "
+              f"--part auto shares the work among the {world} processes", file=sys.stderr)
     fs = make_fs(args)
     base = remote_path(src)
     max_size, t0 = parse_size(args.max_size), time.perf_counter()

@@ -223,3 +223,12 @@ def test_more_parts_than_samples_through_the_python_api(flux_server, bucket):
     assert got == _expected_members(objs) and all(len(s) == 1 for s in where.values())
     assert len(fs.cat(f"{bucket}/out/shards.jsonl").decode().splitlines()) == 2
     assert fs.cat(f"{bucket}/out/part-0001-of-0004.jsonl") == b""
+
+
+def test_plain_pack_under_torchrun_says_it_packs_everything(flux_server, bucket, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    fs = make_fs(flux_server)
+    fs.pipe(f"{bucket}/src/a.jpg", b"x")
+    code, err = _run(flux_server, "shard", f"flux://{bucket}/src/", f"flux://{bucket}/out/{{:04d}}.tar")
+    assert code == 0 and "WORLD_SIZE=2 is set but --part is not: this process packs everything" in err
+    assert fs.exists(f"{bucket}/out/0000.tar")
