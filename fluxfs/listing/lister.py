@@ -114,8 +114,8 @@ class Lister:
     @staticmethod
     def _initial_ranges(prefix: str, include_temp: bool, start_offset: str | None = None,
                         end_offset: str | None = None) -> list[tuple[str, str | None]]:
-        """The prefix's key range, cut to ``[start_offset, end_offset)`` when given (temporaries are filtered by name in `_emit`: a user's own objects
-        under the reserved prefix are listed).
+        """The prefix's key range, cut to ``[start_offset, end_offset)`` when given (temporaries are
+        filtered by name in `_emit`: a user's own objects under the reserved prefix are listed).
 
         The top of the range is None, not ``prefix_end(prefix)``: the ``prefix`` parameter
         already bounds every request, and spans are estimated and split in the space of key

@@ -33,7 +33,7 @@ class MissingIndexWarning(UserWarning):
 
 
 class IncompletePackWarning(UserWarning):
-    """A prefix holds a packing in parts (`fluxfs shard --part`) that is not complete: some parts' shards are missing."""
+    """A prefix holds a packing in parts (`fluxfs shard --part`) not yet complete: some parts' shards are missing."""
 
 
 @dataclass(frozen=True)

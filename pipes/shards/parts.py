@@ -91,7 +91,10 @@ def choose_bounds(keys: Sequence[str], spans: Sequence[int], n: int) -> list[str
     return bounds
 
 
-def listing_ranges(base_key: str, lo: Optional[str], hi: Optional[str]) -> list[tuple[str, Optional[str], Optional[str]]]:
+Listing = tuple[str, Optional[str], Optional[str]]   # (key prefix, startOffset, endOffset)
+
+
+def listing_ranges(base_key: str, lo: Optional[str], hi: Optional[str]) -> list[Listing]:
     """(key prefix, start, end) listings that together hold every object of the samples with keys in [lo, hi).
 
     A sample's objects are ``KEY`` and ``KEY.ext``: all at or above KEY, so at or above `lo`; below
@@ -99,7 +102,7 @@ def listing_ranges(base_key: str, lo: Optional[str], hi: Optional[str]) -> list[
     `hi` ``a/x-2``: ``a/x.jpg`` sorts above ``a/x-2``): those are listed by prefix ``KEY.`` too. The
     listings hold other objects as well; the caller keeps those whose sample `owner` is the part.
     """
-    out: list[tuple[str, Optional[str], Optional[str]]] = [
+    out: list[Listing] = [
         (base_key, None if lo is None else base_key + lo, None if hi is None else base_key + hi)]
     for j in range(1, len(hi or "")):
         stem = hi[:j]

@@ -5,6 +5,7 @@ import collections
 import contextlib
 import io
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -84,7 +85,7 @@ def test_parts_in_separate_processes_pack_every_object_exactly_once(flux_server,
     assert {p.rsplit("/", 2)[1] for p in tars} == {f"part-{i:04d}-of-{parts:04d}" for i in range(parts)}
     assert fs.cat(f"{bucket}/out/classes.txt") == b"cats\ndogs\n"
     merged = fs.cat(f"{bucket}/out/shards.jsonl").decode().splitlines()
-    assert sorted(__import__("json").loads(line)["name"] for line in merged) == tars
+    assert sorted(json.loads(line)["name"] for line in merged) == tars
     so = {"endpoint_url": flux_server.url, "token": "anon", "skip_instance_cache": True}
     for ds in (FluxShardDataset.from_manifest(f"flux://{bucket}/out/shards.jsonl", storage_options=so),
                FluxShardDataset.from_prefix(f"flux://{bucket}/out/", storage_options=so)):
