@@ -14,7 +14,7 @@ import fsspec
 from ..data.object_store import list_objects
 from ..urls import parse_url
 from .pack import COMPUTE, class_names, done_shards, member_name, object_label, pack, plan_samples, plan_shards
-from .partfiles import read_partition, settle_partition, write_part_manifest, try_merge
+from .partfiles import forget_part, read_partition, settle_partition, try_merge, write_part_manifest
 from .parts import Partition, check_part, choose_bounds, listing_ranges, part_pattern
 from .samples import split_key
 from .writer import DEFAULT_MAX_SAMPLES, DEFAULT_MAX_SIZE
@@ -129,6 +129,8 @@ def pack_prefix(src: str, dst: str, *, part: Optional[tuple[int, int]] = None, m
     urls = [pattern.format(k) for k in range(len(plan))]
     done = done_shards(fs, urls, plan, overwrite)
     todo = [k for k in range(len(plan)) if k not in done]
+    if n > 1 and todo:
+        forget_part(fs, dst_dir, i, n)
     if classes is not None:
         fs.pipe_file(dst_dir + "/classes.txt", "".join(c + "\n" for c in classes).encode())
     total = sum(int(x.get("size") or 0) for k in todo for s in plan[k] for _, x in s.objects)

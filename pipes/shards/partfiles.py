@@ -2,7 +2,8 @@
 
 The partition file is written create-only, so when several parts plan at once the first write wins and
 every part uses that one. A part's manifest (JSON lines, one per shard, with size and generation) is
-written once the part's shards are all complete: it is what "this part is done" means. The merged
+written once the part's shards are all complete: it is what "this part is done" means (a part that
+starts writing shards removes its manifest, and the merged one, from an earlier run). The merged
 manifest (`parts.MERGED_NAME`) lists every part's shards in part order, each exactly once.
 """
 from __future__ import annotations
@@ -72,6 +73,15 @@ def settle_partition(fs, dst_dir: str, planned: Partition) -> Partition:
 
 def manifest_path(dst_dir: str, i: int, n: int) -> str:
     return f"{dst_dir}/{part_name(i, n)}.jsonl"
+
+
+def forget_part(fs, dst_dir: str, i: int, n: int) -> None:
+    """Part i is about to write shards: its manifest (and the merged one) from an earlier run no longer hold."""
+    for where in (manifest_path(dst_dir, i, n), f"{dst_dir}/{MERGED_NAME}"):
+        try:
+            fs.rm_file(where)
+        except FileNotFoundError:
+            pass
 
 
 def write_part_manifest(fs, dst_dir: str, i: int, n: int, urls: Sequence[str]) -> str:

@@ -233,3 +233,27 @@ def test_plain_pack_under_torchrun_says_it_packs_everything(flux_server, bucket,
     code, err = _run(flux_server, "shard", f"flux://{bucket}/src/", f"flux://{bucket}/out/{{:04d}}.tar")
     assert code == 0 and "WORLD_SIZE=2 is set but --part is not: this process packs everything" in err
     assert fs.exists(f"{bucket}/out/0000.tar")
+
+
+def test_a_part_rerun_that_fails_leaves_the_packing_incomplete(flux_server, bucket):
+    """A part that starts writing again withdraws its manifest and the merged one: a merge meanwhile names it."""
+    fs = make_fs(flux_server)
+    objs = _source(fs, bucket, n=12)
+    argv = ["shard", f"flux://{bucket}/src/", f"flux://{bucket}/out/shard-{{:04d}}.tar", "--max-size", "4KB"]
+    for i in (0, 1):
+        assert _run(flux_server, *argv, "--part", f"{i}/2")[0] == 0
+    assert fs.exists(f"{bucket}/out/shards.jsonl")
+    fs.rm(sorted(p for p in fs.find(f"{bucket}/out/part-0001-of-0002/") if p.endswith(".tar"))[-1])
+    flux_server.configure(deny_ops={"write"})
+    try:
+        code, err = _run(flux_server, *argv, "--part", "1/2")
+    finally:
+        flux_server.configure(deny_ops=set())
+    assert code == 4, err
+    fs.invalidate_cache()
+    assert not fs.exists(f"{bucket}/out/part-0001-of-0002.jsonl") and not fs.exists(f"{bucket}/out/shards.jsonl")
+    code, err = _run(flux_server, "shard", "--merge", f"flux://{bucket}/out/")
+    assert code == 3 and "1 of 2 parts are not complete (part 1/2" in err
+    code, err = _run(flux_server, *argv, "--part", "1/2")
+    assert code == 0 and "every part is complete" in err
+    assert _read_all(fs, bucket, "out/")[0] == _expected_members(objs)
