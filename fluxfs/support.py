@@ -17,8 +17,8 @@ from .gcs.tasks import gather_all
 from .gcs.urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 from .reads.ranges import Group, coalesce
 
-__all__ = ["DEFAULT_PROTOCOL", "Chunked", "Group", "ObjectURL", "coalesce", "gather_all", "get_logger", "parse_url", "read_manifest",
-           "reset_in_child", "run", "url_protocol"]
+__all__ = ["DEFAULT_PROTOCOL", "Chunked", "Group", "ObjectURL", "coalesce", "gather_all", "get_logger", "manifest_line",
+           "parse_url", "read_manifest", "reset_in_child", "run", "url_protocol"]
 
 
 def read_manifest(source: Any, *, fs: Any = None, base: str | None = None) -> list:
@@ -26,3 +26,10 @@ def read_manifest(source: Any, *, fs: Any = None, base: str | None = None) -> li
     from .listing.manifest import read_manifest as read
 
     return read(source, fs=fs, base=base)
+
+
+def manifest_line(info: dict) -> str:
+    """One JSON-lines manifest line of an object info (`fluxfs.listing.manifest.manifest_line`), imported on use."""
+    from .listing.manifest import manifest_line as line
+
+    return line(info)

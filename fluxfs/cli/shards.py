@@ -6,10 +6,11 @@ here are the arguments, listing, labels, progress and the summary line.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .base import UsageError, human, progress_bar, remote_path, url_of
 from .storage import list_objects, make_fs, require_bucket
@@ -18,6 +19,8 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORE
 
 SHARD_USAGE = """\
 fluxfs shard SRC_PREFIX DST_PATTERN [--max-size 256MB] [--max-samples N] [--manifest M | --no-labels]
+                    [--part i/N | --part auto]
+       fluxfs shard --merge DST_PATTERN
        fluxfs shard index SHARD_URL|PREFIX/ ... [--force]"""
 
 SHARD_EPILOG = """\
@@ -28,6 +31,12 @@ each object's parent directory; names are numbered in sorted order and listed in
 beside the shards. DST_PATTERN numbers the shards: flux://b/train/shard-{:06d}.tar. Each shard
 appears only when complete, followed by its index (SHARD.idx). Rerunning the same command
 after an interruption skips the shards already written.
+
+In parts: --part i/N packs only part i (from 0) of N, so N processes on any machines pack the
+prefix together (--part auto: torchrun's RANK/WORLD_SIZE). Part i writes below
+DIR/part-iiii-of-NNNN/ (DIR: DST_PATTERN's directory), every sample in exactly one part; the
+split is fixed in DIR/fluxfs-pack-parts.json by the first part to plan, and the last part to
+finish writes DIR/shards.jsonl listing every part's shards (or run --merge DST_PATTERN).
 
 Indexing: builds SHARD.idx for shards without one (any POSIX tar, e.g. written by webdataset or
 tar) by reading their headers with ranged reads; a PREFIX/ indexes every .tar below it.
@@ -58,10 +67,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace destination shards this packing did not write (default: refuse)")
     p.add_argument("--force", action="store_true", help="index: rebuild indexes that are up to date")
+    p.add_argument("--part", default=None, metavar="i/N",
+                   help="pack only part i (counted from 0) of N; auto: RANK/WORLD_SIZE as torchrun sets them")
+    p.add_argument("--merge", action="store_true",
+                   help="write DIR/shards.jsonl listing every part's shards (refused while some part is not complete)")
 
 
 def cmd_shard(args: argparse.Namespace) -> int:
     """``fluxfs shard SRC DST`` (pack) or ``fluxfs shard index URL...``."""
+    if args.part is not None and (args.merge or args.args[0] == "index"):
+        raise UsageError("--part goes with packing (fluxfs shard SRC DST --part i/N), not with "
+                         + ("--merge" if args.merge else "index"))
+    if args.merge:
+        if len(args.args) != 1:
+            raise UsageError(f"fluxfs shard --merge takes DST_PATTERN (or its directory); got {len(args.args)} "
+                             f"argument(s)")
+        return _merge(args, args.args[0])
     if args.args[0] == "index":
         if len(args.args) < 2:
             raise UsageError("fluxfs shard index needs at least one shard URL or PREFIX/")
@@ -120,42 +141,66 @@ def _labels(fs, args: argparse.Namespace, src: str) -> Optional[Dict[str, Any]]:
     return {e["name"]: e.get("label") for e in entries}
 
 
-def _pack(args: argparse.Namespace, src: str, dst: str) -> int:
-    from fluxfs.pipes.shards.pack import done_shards, pack, plan_samples, plan_shards
+def _part(args: argparse.Namespace) -> Optional[Tuple[int, int]]:
+    from fluxfs.pipes.shards.parts import parse_part
 
+    if args.part is None:
+        return None
+    try:
+        return parse_part(args.part)
+    except ValueError as exc:
+        raise UsageError(f"--part: {exc}") from None
+
+
+def _pack(args: argparse.Namespace, src: str, dst: str) -> int:
+    from fluxfs.pipes.shards.packing import pack_prefix
+
+    part = _part(args)
+    world = os.environ.get("WORLD_SIZE", "")
+    if part is None and world.isdigit() and int(world) > 1 and not args.quiet:
+        print(f"fluxfs shard: WORLD_SIZE={world} is set but --part is not: this process packs everything; "
+              f"--part auto shares the work among the {world} processes", file=sys.stderr)
     fs = make_fs(args)
     base = remote_path(src)
+    max_size, t0 = parse_size(args.max_size), time.perf_counter()
     if not base.endswith("/"):
         base += "/"
-    dst_path = remote_path(dst)
     try:
         urls_0, urls_1 = dst.format(0), dst.format(1)
     except (IndexError, KeyError, ValueError):
         urls_0 = urls_1 = dst
     if urls_0 == urls_1:
         raise UsageError(f"DST_PATTERN {dst!r} needs a field for the shard number, e.g. shard-{{:06d}}.tar")
-    if dst_path.startswith(base):
+    if remote_path(dst).startswith(base):
         raise UsageError(f"the destination {dst} lies inside the source prefix {src}: shards would be packed again")
-    max_size, t0 = parse_size(args.max_size), time.perf_counter()
     require_bucket(fs, base, src)
-    infos = list_objects(fs, base, args)
     labels = _labels(fs, args, src)
-    if labels is not None:
-        infos = [i for i in infos if i["name"] in labels]
-    if not infos:
-        raise FileNotFoundError(f"no objects to pack under {src}" + (" named by the manifest" if labels else ""))
-    samples, classes = plan_samples(infos, base, labels, label_dirs=not args.no_labels)
-    plan = plan_shards(samples, max_size, args.max_samples)
-    urls = [dst.format(n) for n in range(len(plan))]
-    done = done_shards(fs, urls, plan, args.overwrite)
-    todo = [n for n in range(len(plan)) if n not in done]
-    if classes is not None:
-        fs.pipe_file(remote_path(dst).rsplit("/", 1)[0] + "/classes.txt", "".join(c + "\n" for c in classes).encode())
-    total = sum(int(i.get("size") or 0) for n in todo for s in plan[n] for _, i in s.objects)
-    with progress_bar(args, total=total, desc="packing", unit="B", unit_scale=True) as bar:
-        pack(fs, urls, plan, todo, on_object=bar.update)
+    with progress_bar(args, total=0, desc="packing", unit="B", unit_scale=True) as bar:
+        def start(total: int) -> None:
+            bar.total = total
+            bar.refresh()
+
+        res = pack_prefix(src, dst, part=part, max_size=max_size, max_samples=args.max_samples, labels=labels,
+                          label_dirs=not args.no_labels, overwrite=args.overwrite, fs=fs, on_start=start,
+                          on_object=bar.update)
     if not args.quiet:
         took = time.perf_counter() - t0
-        print(f"packed {len(samples)} samples ({len(infos)} objects, {human(total)} read) into {len(plan)} shard(s) "
-              f"in {took:.1f} s; {len(done)} shard(s) were already complete", file=sys.stderr)
+        share = "" if part is None or part[1] == 1 else f"part {part[0]}/{part[1]}: "
+        print(f"{share}packed {res.samples} samples ({res.objects} objects, {human(res.bytes_read)} read) into "
+              f"{len(res.shards)} shard(s) in {took:.1f} s; {res.already} shard(s) were already complete",
+              file=sys.stderr)
+        if res.merged is not None:
+            print(f"every part is complete: {url_of(res.merged, dst)} lists their shards", file=sys.stderr)
+    return 0
+
+
+def _merge(args: argparse.Namespace, dst: str) -> int:
+    from fluxfs.pipes.shards.partfiles import merge_parts
+
+    fs = make_fs(args)
+    path = remote_path(dst)
+    dst_dir = path.rstrip("/") if dst.endswith("/") else path.rpartition("/")[0]
+    where = merge_parts(fs, dst_dir)
+    if not args.quiet:
+        print(f"merged: {url_of(where, dst)}", file=sys.stderr)
     return 0

@@ -52,6 +52,8 @@ async def iter_objects(
     progress: Any = None,
     mtime: bool = False,
     versions: bool = False,
+    start_offset: str | None = None,
+    end_offset: str | None = None,
 ) -> AsyncIterator[list[dict]]:
     """Batches of info dicts (gcsfs shape) for every object under `path`/ + `prefix`, as they arrive.
 
@@ -63,7 +65,9 @@ async def iter_objects(
     `include_temp`; a user's other objects under that prefix, even named like a temporary, are listed. `mtime=True` adds gcsfs's
     "mtime" (UTC datetime from "updated"), as `find` returns it. `versions=True` lists every
     generation (noncurrent ones of versioned buckets too), each its own info dict with its
-    "generation". Closing the iterator early cancels the listing.
+    "generation". `start_offset`/`end_offset` (object keys, no bucket) keep the listing to keys in
+    ``[start_offset, end_offset)`` within the prefix, as GCS's parameters of those names (a share of a
+    prefix, listed by one of several processes). Closing the iterator early cancels the listing.
     """
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
@@ -77,7 +81,7 @@ async def iter_objects(
     bar, own_bar = _make_progress(progress, f"{bucket}/{key_prefix}")
     lister = Lister(fs, bucket, key_prefix, concurrency=concurrency, page_size=page_size, sort=sort,
                     include_temp=include_temp, progress=bar, queue_size=max(8, 2 * concurrency), mtime=mtime,
-                    versions=versions)
+                    versions=versions, start_offset=start_offset, end_offset=end_offset)
     task = asyncio.ensure_future(lister.run())
     try:
         held: list[dict] = []

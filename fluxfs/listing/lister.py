@@ -80,7 +80,7 @@ class Lister:
 
     def __init__(self, fs: "FluxFileSystem", bucket: str, prefix: str, *, concurrency: int, page_size: int,
                  sort: bool, include_temp: bool, progress: Any, queue_size: int, mtime: bool = False,
-                 versions: bool = False):
+                 versions: bool = False, start_offset: str | None = None, end_offset: str | None = None):
         self.fs = fs
         # versions=True lists every generation: one name may span two pages, so `last` alone
         # cannot tell what was taken; its generations already taken are kept beside it.
@@ -105,23 +105,31 @@ class Lister:
         self.emit_lock = asyncio.Lock()
         self.changed = asyncio.Event()
         self.min_split = 2 * page_size   # the victim keeps its in-flight page, the thief gets at least one
-        for start, end in self._initial_ranges(prefix, include_temp):
+        for start, end in self._initial_ranges(prefix, include_temp, start_offset, end_offset):
             span = Span(start, end)
             self.alphabets.learn([start[len(prefix):], (end or "")[len(prefix):]])
             self._add_span(span)
             self.unowned.append(span)
 
     @staticmethod
-    def _initial_ranges(prefix: str, include_temp: bool) -> list[tuple[str, str | None]]:
-        """The prefix's key range (temporaries are filtered by name in `_emit`: a user's own objects
-        under the reserved prefix are listed).
+    def _initial_ranges(prefix: str, include_temp: bool, start_offset: str | None = None,
+                        end_offset: str | None = None) -> list[tuple[str, str | None]]:
+        """The prefix's key range, cut to ``[start_offset, end_offset)`` when given (temporaries are
+        filtered by name in `_emit`: a user's own objects under the reserved prefix are listed).
 
         The top of the range is None, not ``prefix_end(prefix)``: the ``prefix`` parameter
         already bounds every request, and spans are estimated and split in the space of key
         suffixes, where a bound outside the prefix has no spelling (it read as the empty
         suffix, so a prefix's one span looked empty and was never split).
         """
-        return [(prefix, None)]
+        start = prefix if start_offset is None or start_offset < prefix else start_offset
+        if not start.startswith(prefix):
+            return []   # above every key of the prefix
+        if end_offset is not None and end_offset <= start:
+            return []   # an empty range
+        if end_offset is not None and not end_offset.startswith(prefix):
+            end_offset = None   # above every key of the prefix: the prefix bounds the listing already
+        return [(start, end_offset)]
 
     def _add_span(self, span: Span) -> None:
         if self.sort:

@@ -4,7 +4,8 @@
 stores each member's offset and size beside the shard so one sample is one ranged read. `catalog`
 resolves which shards to read, `stream` reads them as samples, `dataset` (`FluxShardDataset`) and
 `node` (`ReadShards`) feed PyTorch; `writer` writes shards and their indexes, `indexer` indexes
-shards that have none, `map_dataset` (`FluxShardMapDataset`) reads samples by index.
+shards that have none, `map_dataset` (`FluxShardMapDataset`) reads samples by index; `packing`
+(`pack_prefix`) packs a prefix's objects into shards, alone or as one of N parts (`parts`, `partfiles`).
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from .indexer import build_index, load_index, load_indexes, write_index
 from .writer import ShardWriter
 from ..lazy import lazy_exports
 
-# The map-style dataset and the decoders are loaded on first use.
-_LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding"}
+# The map-style dataset, the decoders and packing (`pack_prefix`, in parts too) are loaded on first use.
+_LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding", "pack_prefix": ".packing",
+         "merge_parts": ".partfiles"}
 
 __all__ = ["FluxShardDataset", "ReadShards", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardChanged",
            "ShardError",

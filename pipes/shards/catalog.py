@@ -19,6 +19,7 @@ from ..data.object_store import list_objects, lookup_objects
 from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
 from .errors import ShardError
 from .index import INDEX_SUFFIX, ShardIndex, index_path
+from .parts import MERGED_NAME, PARTITION_NAME
 
 SHARD_SUFFIX = ".tar"
 # What a prefix's shards end with when they are streamed: compressed tars too (random access needs ".tar").
@@ -30,6 +31,10 @@ INDEXES_KEPT = 16
 
 class MissingIndexWarning(UserWarning):
     """Some shards have no index: they are streamed from their first byte (slower to resume and split)."""
+
+
+class IncompletePackWarning(UserWarning):
+    """A prefix holds a packing in parts (`fluxfs shard --part`) not yet complete: some parts' shards are missing."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,12 @@ def shards_under_prefix(fs: Any, url: str, suffixes: Sequence[str] = (SHARD_SUFF
     rows = list(list_objects(fs, parsed.bucket, parsed.key))
     names = {r["name"] for r in rows}
     shards = sorted((r for r in rows if r["name"].endswith(tuple(suffixes))), key=lambda r: r["name"])
+    for name in sorted(n for n in names if n.endswith("/" + PARTITION_NAME)):
+        merged = name[: -len(PARTITION_NAME)] + MERGED_NAME
+        if merged not in names:
+            warnings.warn(f"{parsed.protocol}://{name[: -len(PARTITION_NAME)]} holds a packing in parts that is not "
+                          f"complete (no {MERGED_NAME} yet): the shards of the parts still running are missing; "
+                          f"`fluxfs shard --merge` names them", IncompletePackWarning, stacklevel=4)
     if not shards:
         packed = sum(r["name"].endswith(STREAMED_SUFFIXES) for r in rows)
         hint = (f": {packed} of them are compressed tars, which only FluxShardDataset and ReadShards read "

@@ -13,7 +13,7 @@ import concurrent.futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fluxfs.handle import accelerated
 
@@ -23,6 +23,7 @@ from .tarformat import END_OF_ARCHIVE
 from .writer import ShardFile, member_span, starts_new_shard
 
 PLAN_KEY = "packed"
+COMPUTE = "compute"   # plan_samples: number the classes found (the default, one packing on one machine)
 
 
 @dataclass
@@ -45,37 +46,65 @@ def member_name(rel: str) -> str:
     return rel if split_key(rel)[1] else rel + ".bin"
 
 
+def object_label(info: dict, rel: str, labels: Optional[dict[str, Any]], label_dirs: bool) -> Any:
+    """An object's label: from `labels` (object name -> label, a manifest's) or else its parent directory."""
+    if labels is not None:
+        return labels.get(info["name"])
+    return rel.rsplit("/", 2)[-2] if label_dirs and "/" in rel else None
+
+
+def class_names(values: Iterable[Any]) -> Optional[list[str]]:
+    """The sorted class names of label values, or None when every label is an int (written as it is)."""
+    values = list(values)
+    if all(isinstance(v, int) for v in values):
+        return None
+    return sorted({str(v) for v in values})
+
+
 def plan_samples(infos: Sequence[dict], base: str, labels: Optional[dict[str, Any]] = None,
-                 label_dirs: bool = True) -> tuple[list[PlannedSample], Optional[list[str]]]:
+                 label_dirs: bool = True, classes: Any = COMPUTE) -> tuple[list[PlannedSample], Optional[list[str]]]:
     """Samples from object infos below `base` ("bucket/prefix/"), sorted by key; and the class names, if
     labels are names (then ``.cls`` holds each name's position in that sorted list).
 
     Labels come from `labels` (object name -> label, from a manifest) or else, with `label_dirs`,
-    from each object's parent directory.
+    from each object's parent directory. `classes`: the class names fixed beforehand (one part of a
+    packing numbers labels as all parts do), None for int labels; a label outside them is a ValueError.
     """
     by_key: dict[str, PlannedSample] = {}
     raw_labels: dict[str, Any] = {}
+    members: dict[str, str] = {}
     for info in infos:
         rel = info["name"][len(base):]
         name = member_name(rel)
+        if name in members:
+            raise ValueError(f"{members[name]} and {info['name']} would both be member {name!r} of one sample "
+                             f"(a name without an extension gets .bin): rename one")
+        members[name] = info["name"]
         key, ext = split_key(name)
         sample = by_key.setdefault(key, PlannedSample(key))
         sample.objects.append((name, info))
-        label = labels.get(info["name"]) if labels is not None else (
-            rel.rsplit("/", 2)[-2] if label_dirs and "/" in rel else None)
+        label = object_label(info, rel, labels, label_dirs)
         if label is not None:
             if ext == "cls":
                 raise ValueError(f"{info['name']} is itself a .cls member: it cannot also get a label")
             if raw_labels.get(key, label) != label:
                 raise ValueError(f"sample {key!r} has objects with different labels ({raw_labels[key]!r}, {label!r})")
             raw_labels[key] = label
-    classes = None
+    if classes is COMPUTE:
+        classes = class_names(raw_labels.values()) if raw_labels else None
     if raw_labels:
-        if all(isinstance(v, int) for v in raw_labels.values()):
+        if classes is None:
+            bad = next((v for v in raw_labels.values() if not isinstance(v, int)), None)
+            if bad is not None:
+                raise ValueError(f"label {bad!r} is not a number, but the packing's labels were all numbers "
+                                 f"when it was planned: pack again to a new destination")
             encode = str
         else:
-            classes = sorted({str(v) for v in raw_labels.values()})
             position = {c: n for n, c in enumerate(classes)}
+            missing = sorted({str(v) for v in raw_labels.values()} - set(position))
+            if missing:
+                raise ValueError(f"labels {missing[:5]} are not among the {len(classes)} classes the packing "
+                                 f"planned (objects added since?): pack again to a new destination")
             encode = lambda v: str(position[str(v)])  # noqa: E731
         for key, label in raw_labels.items():
             by_key[key].label = encode(label).encode()

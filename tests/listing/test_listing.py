@@ -270,3 +270,31 @@ def test_sorted_output_with_a_slow_consumer(flux_server, bucket):
         got += [o["name"] for o in batch]
         time.sleep(0.002)
     assert got == [f"{bucket}/s/{i:08d}" for i in range(1200)]
+
+
+@HYPO
+@given(keys=keys_strategy, data=st.data(), page=st.integers(1, 6))
+def test_start_and_end_offsets_keep_the_listing_to_a_key_range(gcs_server, keys, data, page):
+    """`start_offset`/`end_offset`: exactly the prefix's keys in [start, end), as GCS's own parameters select."""
+    fs = make_fs(gcs_server, list_page_size=page, list_concurrency=8)
+    bucket = new_bucket_name()
+    gcs_server.create_bucket(bucket)
+    put_keys(fs, bucket, keys)
+    prefix = _pick_prefix(data, keys)
+    bounds = [None, "", "0", "a", "~"] + keys[:4] + [k + "\x01" for k in keys[:2]]
+    start = data.draw(st.sampled_from(bounds), label="start")
+    end = data.draw(st.sampled_from(bounds), label="end")
+    want = [k for k in sequential_names(gcs_server.url, bucket, prefix)
+            if (start is None or k >= start) and (end is None or k < end)]
+    got = listed_names(fs, bucket, prefix=prefix, start_offset=start, end_offset=end,
+                       sort=data.draw(st.booleans(), label="sort"))
+    assert sorted(got) == [f"{bucket}/{k}" for k in want]
+    assert len(got) == len(want)
+
+
+def test_offsets_with_many_splits(flux_server, bucket):
+    """A range of 3,000 numbered objects listed by 64 workers in pages of 7: the range's objects, once."""
+    flux_server.generate(bucket, 3000, 0, prefix="d/img_")
+    fs = make_fs(flux_server, list_page_size=7, list_concurrency=64)
+    got = listed_names(fs, bucket, prefix="d/", start_offset="d/img_00000500", end_offset="d/img_00002500")
+    assert sorted(got) == [f"{bucket}/d/img_{i:08d}" for i in range(500, 2500)] and len(got) == 2000
