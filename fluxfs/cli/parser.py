@@ -10,6 +10,7 @@ from typing import Callable, List, Optional
 
 from fluxfs import __version__
 
+from .cache import add_arguments as add_cache_arguments, cmd_cache
 from .copying import cmd_cat, cmd_cp
 from .launch import cmd_bench, cmd_demo, cmd_serve
 from .listing import cmd_du, cmd_ls, cmd_manifest
@@ -131,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url", help="flux://BUCKET")
     p.add_argument("--older-than", default="1h", metavar="AGE",
                    help="only temporaries of jobs older than this, e.g. 30m, 1h, 2d, 0 for all (default 1h)")
+
+    p = add("cache", cmd_cache, "list, size or clear a node-local cache directory (the cache_dir option)")
+    add_cache_arguments(p)
 
     p = add("shard", cmd_shard, "pack a prefix of objects into tar shards (WebDataset layout, with an index per "
             "shard), or index existing shards", usage=SHARD_USAGE, epilog=SHARD_EPILOG,

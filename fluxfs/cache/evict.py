@@ -1,0 +1,130 @@
+"""Keeping the cache directory under its limit: space accounting, stale leftovers, least-recently-used eviction.
+
+Policy: LRU by the data file's mtime, which every hit touches (`os.utime`). The recency lives in the
+filesystem, so every process and rank on the node shares it with no index to keep consistent or repair
+after a crash, and atime is not relied on (noatime/relatime mounts). For shuffled shards each entry is
+read once per epoch in a random order: LRU evicts what was read longest ago, which is no likelier to be
+needed next than anything else, so with a limit below the working set the hit rate is about
+limit / working set, as for any policy without knowledge of the next epoch's order, and it never
+degenerates to LRU's worst case (0 hits) which needs the same sequential order every epoch.
+Entries in use (a reader's shared lock) and entries being filled are never evicted: eviction takes each
+entry's lock exclusively without waiting and skips it when that fails.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Iterator, Optional
+
+from .entry import parse_name
+from .lock import FileLock
+
+
+@dataclasses.dataclass
+class Scan:
+    """What the directory holds: bytes used by files fluxfs made, and complete entries by id -> (mtime, bytes)."""
+
+    used: int
+    complete: dict[str, tuple[float, int]]
+    ids: set[str]
+
+
+def _files(directory: str) -> Iterator[tuple[str, str, str]]:
+    with os.scandir(directory) as it:
+        for e in it:
+            parsed = parse_name(e.name)
+            if parsed is not None:
+                yield e.name, parsed[0], parsed[1]
+
+
+def scan(directory: str) -> Scan:
+    """Sizes of every file the cache made (data, sidecars, fills in progress); other files are not ours."""
+    used, sizes, mtimes, ids = 0, {}, {}, set()
+    for name, eid, kind in _files(directory):
+        try:
+            st = os.stat(os.path.join(directory, name))
+        except FileNotFoundError:
+            continue
+        used += st.st_size
+        ids.add(eid)
+        sizes[eid] = sizes.get(eid, 0) + (st.st_size if kind in ("data", "meta") else 0)
+        if kind == "data":
+            mtimes[eid] = st.st_mtime
+    return Scan(used, {eid: (mtimes[eid], sizes[eid]) for eid in mtimes}, ids)
+
+
+def remove_entry(directory: str, eid: str, include_data: bool = True) -> int:
+    """Remove an entry's files (data first: it stops looking complete at once); the caller holds its lock
+    exclusively. Returns the bytes freed."""
+    freed = 0
+    kinds = ("data", "meta") if include_data else ()
+    for name in [f"{eid}.{k}" for k in kinds] + [n for n, i, k in _files(directory) if i == eid and k == "part"]:
+        path = os.path.join(directory, name)
+        try:
+            freed += os.stat(path).st_size
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    return freed
+
+
+def sweep_stale(directory: str, ids: set[str], skip: Optional[str] = None) -> None:
+    """Leftovers of killed fillers: parts (and sidecars without data) of entries whose lock nobody holds."""
+    for eid in ids - {skip}:
+        data = os.path.join(directory, f"{eid}.data")
+        parts = [n for n, i, k in _files(directory) if i == eid and k == "part"]
+        orphan_meta = not os.path.exists(data) and os.path.exists(os.path.join(directory, f"{eid}.meta"))
+        if not parts and not orphan_meta:
+            continue
+        lock = FileLock(os.path.join(directory, f"{eid}.lock"))
+        if lock.try_acquire(shared=False):
+            with lock:
+                remove_entry(directory, eid, include_data=orphan_meta)
+                if orphan_meta:
+                    lock.remove()
+
+
+def make_room(directory: str, need: int, limit: Optional[int], skip: Optional[str] = None) -> bool:
+    """Evict least-recently-used complete entries not in use until `need` more bytes fit under `limit`.
+
+    Call with the directory lock held. False when they cannot fit (entries in use fill the rest):
+    the caller streams that object through without caching rather than wait or evict what is read.
+    """
+    if limit is None:
+        return True
+    if need > limit:
+        return False
+    now = scan(directory)
+    if now.used + need <= limit:
+        return True
+    sweep_stale(directory, now.ids, skip)
+    now = scan(directory)
+    used = now.used
+    for eid, (_mtime, nbytes) in sorted(now.complete.items(), key=lambda kv: kv[1][0]):
+        if used + need <= limit:
+            break
+        if eid == skip:
+            continue
+        lock = FileLock(os.path.join(directory, f"{eid}.lock"))
+        if not lock.try_acquire(shared=False):
+            continue  # being read or refilled: never evicted
+        with lock:
+            used -= remove_entry(directory, eid)
+            lock.remove()
+    return used + need <= limit
+
+
+def clear(directory: str) -> tuple[int, int, int]:
+    """Remove every entry not in use and every stale leftover: (entries removed, bytes freed, entries kept)."""
+    removed = freed = kept = 0
+    now = scan(directory)
+    for eid in sorted(now.ids):
+        lock = FileLock(os.path.join(directory, f"{eid}.lock"))
+        if not lock.try_acquire(shared=False):
+            kept += eid in now.complete
+            continue
+        with lock:
+            freed += remove_entry(directory, eid)
+            removed += eid in now.complete
+            lock.remove()
+    return removed, freed, kept
