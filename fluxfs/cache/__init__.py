@@ -2,9 +2,10 @@
 
 `NodeCache(dir, limit)` (store.py) is the cache; `cached_cat(fs, info)` (reader.py) reads an object
 through `fs.cache`. Modules: limit (size text), entry (names, sidecar), lock (flock), evict (LRU and
-accounting), store (fill and lookup), reader (the filesystem's reads). Never imports torch.
+accounting), body (checking what a fetch returns), store (fill and lookup), reader (the filesystem's reads). Never imports torch.
 """
 from .reader import acached_cat, cached_cat
-from .store import NodeCache, is_cache_dir
+from .entry import is_cache_dir
+from .store import NodeCache
 
 __all__ = ["NodeCache", "acached_cat", "cached_cat", "is_cache_dir"]

@@ -86,3 +86,25 @@ def parse_name(name: str) -> Optional[tuple[str, str]]:
 def temp_name(eid: str) -> str:
     """A fill's temporary name: the filler's pid and a nonce, so two processes never share one."""
     return f"{eid}.{os.getpid()}.{os.urandom(4).hex()}.part"
+
+
+def write_tag(directory: str) -> None:
+    """Mark `directory` as a cache (once; a concurrent first use by another process is fine)."""
+    path = os.path.join(directory, TAG)
+    if os.path.exists(path):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(TAG_TEXT)
+
+
+def is_cache_dir(directory: str) -> bool:
+    """True when `directory` holds the tag a NodeCache writes (`fluxfs cache clear` refuses other directories)."""
+    try:
+        with open(os.path.join(directory, TAG), encoding="utf-8", errors="replace") as f:
+            return f.read(len(TAG_TEXT)) == TAG_TEXT
+    except OSError:
+        return False

@@ -8,11 +8,12 @@ is read anew, never served stale.
 from __future__ import annotations
 
 import os
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO, Iterator, Optional
 
 from ..gcs import bridge, http
 from .store import NodeCache
 
+FILL_PART = 64 * 2**20  # an object opened through the cache is fetched this much at a time (parallel ranges)
 _CACHES: dict[tuple[str, Optional[int]], NodeCache] = {}  # one per directory and limit in this process
 
 
@@ -55,9 +56,14 @@ def open_file(fs: Any, cache: NodeCache, path: str, **kwargs: Any) -> Optional[B
         return None  # FluxReadFile names the mistake
     meta = bridge.run(fs, head, fs, bucket, key, kwargs.get("generation") or generation or None)
     info = _info(bucket, key, meta)
-    name = f"{bucket}/{key}"
-    f = cache.open(bucket, key, info["generation"], info["size"], info["crc32c"],
-                   lambda: bridge.run(fs, fs._cat_file, name, generation=info["generation"], cache=False))
+    name, gen, size = f"{bucket}/{key}", info["generation"], info["size"]
+
+    def fetch() -> Iterator[bytes]:  # a large object goes to disk a part at a time, not whole in memory
+        for start in range(0, size, FILL_PART) or [0]:
+            yield bridge.run(fs, fs._cat_file, name, start=start, end=min(start + FILL_PART, size) if size else None,
+                             generation=gen, cache=False)
+
+    f = cache.open(bucket, key, gen, size, info["crc32c"], fetch)
     f.path, f.size = name, info["size"]  # type: ignore[attr-defined]
     return f
 

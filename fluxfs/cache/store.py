@@ -13,26 +13,25 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import errno
+import inspect
 import io
 import logging
 import os
 import threading
 import warnings
-from typing import Any, Awaitable, BinaryIO, Callable, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Optional, Union
 
 import google_crc32c
 
-from ..errors import ChecksumMismatch
-from . import evict
-from .entry import DIR_LOCK, TAG, TAG_TEXT, Meta, crc_value, entry_id, temp_name
+from . import body, evict
+from .entry import DIR_LOCK, Meta, crc_value, entry_id, temp_name, write_tag
 from .limit import parse_limit
 from .lock import FileLock
 
 log = logging.getLogger("fluxfs.cache")
 
-Body = Union[bytes, bytearray, memoryview, Sequence[bytes]]
-Fetch = Callable[[], Body]                 # reads the whole object from storage (blocking)
-AsyncFetch = Callable[[], Awaitable[Body]]
+Fetch = Callable[[], body.Body]  # reads the whole object from storage (blocking)
+AsyncFetch = Callable[[], Union[Awaitable[body.Body], AsyncIterator[bytes]]]
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -77,7 +76,7 @@ class NodeCache:
         self.directory = os.path.abspath(os.path.expanduser(os.fspath(directory)))
         self.limit = parse_limit(limit)
         os.makedirs(self.directory, exist_ok=True)
-        _write_tag(self.directory)
+        write_tag(self.directory)
         self._warned = False
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._pool_pid = 0
@@ -115,8 +114,11 @@ class NodeCache:
         """`get` for a coroutine: file work and lock waits run on the cache's threads, `fetch` on this loop."""
         loop = asyncio.get_running_loop()
 
-        def fetch_here() -> Body:
-            return asyncio.run_coroutine_threadsafe(fetch(), loop).result()
+        def fetch_here() -> body.Body:
+            got = fetch()
+            if inspect.isawaitable(got):
+                got = asyncio.run_coroutine_threadsafe(got, loop).result()  # type: ignore[arg-type]
+            return body.chunks_from(got, loop) if hasattr(got, "__anext__") else got
 
         return await loop.run_in_executor(self._executor(), self.get, bucket, key, generation, size, crc32c,
                                           fetch_here)
@@ -151,7 +153,13 @@ class NodeCache:
         if self.limit is not None and need > self.limit:
             return self._stream(meta, fetch)  # can never fit: never cached, nothing evicted for it
         lock = FileLock(self._path(eid, "lock"))
-        lock.acquire(shared=True)  # waits while another process fills it
+        try:
+            lock.acquire(shared=True)  # waits while another process fills it
+        except OSError as exc:  # the lock file cannot even be made: no inode or block left
+            if exc.errno not in _FULL:
+                raise OSError(exc.errno, exc.strerror, lock.path) from exc
+            self._warn_full(exc)
+            return self._stream(meta, fetch)
         if self._complete(eid, bucket, key, generation, size):
             return self._hit(eid, lock)
         lock.acquire(shared=False)  # one filler per entry on the node
@@ -185,24 +193,22 @@ class NodeCache:
     # -- filling ----------------------------------------------------------------------------
 
     def _stream(self, meta: Meta, fetch: Fetch) -> Held:
-        data = _joined(fetch())
-        _check(data, meta)
+        data = body.joined(fetch())
+        body.check(data, meta)
         return Held(None, data, None)
 
     def _fill(self, eid: str, meta: Meta, need: int, fetch: Fetch, lock: FileLock) -> Held:
-        """Under the entry's exclusive lock: reserve room, fetch, check, write, rename; then share the lock."""
+        """Under the entry's exclusive lock: reserve room, fetch, write, check, rename; then share the lock."""
         tmp = self._reserve(eid, meta.size, need)
         if tmp is None:
             lock.release()
             return self._stream(meta, fetch)
         try:
-            data = _joined(fetch())
-            _check(data, meta)
-            written = self._write(tmp, eid, meta, data)
+            data = self._write(tmp, eid, meta, fetch())
         except BaseException:
             _unlink(tmp)
             raise
-        if not written:
+        if data is not None:  # the disk filled up: read through
             lock.release()
             return Held(None, data, None)
         lock.downgrade()
@@ -232,26 +238,43 @@ class NodeCache:
             os.close(fd)
             return tmp
 
-    def _write(self, tmp: str, eid: str, meta: Meta, data: bytes) -> bool:
-        """Bytes to `tmp`, sidecar, then the rename that makes the entry complete; False on a full disk."""
+    def _write(self, tmp: str, eid: str, meta: Meta, got: body.Body) -> Optional[bytes]:
+        """The fetched chunks to `tmp` (checked as they pass), the sidecar, then the rename that makes the
+        entry complete: None. On a full disk the object's bytes, for the caller to read without caching."""
+        chunks = [got] if isinstance(got, (bytes, bytearray, memoryview)) else got
         meta_tmp = os.path.join(self.directory, temp_name(eid))
+        crc = n = 0
         try:
-            with open(tmp, "r+b") as f:
-                f.write(data)
-                f.flush()
+            with open(tmp, "r+b", buffering=0) as f:
+                it = iter(chunks)
+                for chunk in it:
+                    chunk = bytes(chunk) if not isinstance(chunk, bytes) else chunk
+                    try:
+                        body.write_all(f.fileno(), chunk, n)
+                    except OSError as exc:
+                        if exc.errno not in _FULL:
+                            raise
+                        self._warn_full(exc)
+                        data = os.pread(f.fileno(), n, 0) + chunk + b"".join(map(bytes, it))  # on from storage
+                        body.check(data, meta)
+                        return data
+                    crc, n = google_crc32c.extend(crc, chunk), n + len(chunk)
+                body.check_sums(n, crc, meta)
                 os.fsync(f.fileno())  # a complete-looking entry holds its bytes, even after a power loss
             with open(meta_tmp, "wb") as f:
                 f.write(meta.to_bytes())
             os.replace(meta_tmp, self._path(eid, "meta"))
             os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
-            return True
+            return None
         except OSError as exc:
-            _unlink(tmp)
             _unlink(meta_tmp)
             if exc.errno not in _FULL:
                 raise
-            self._warn_full(exc)
-            return False
+            self._warn_full(exc)  # the sidecar did not fit: the bytes are all in `tmp`, checked
+            with open(tmp, "rb") as f:
+                return f.read(n)
+        finally:
+            _unlink(tmp)
 
     def _warn_full(self, exc: OSError) -> None:
         if not self._warned:
@@ -283,47 +306,8 @@ class NodeCache:
             return evict.clear(self.directory)
 
 
-def _joined(body: Body) -> bytes:
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, (bytearray, memoryview)):
-        return bytes(body)
-    return b"".join(body)
-
-
-def _check(data: bytes, meta: Meta) -> None:
-    """The fetched bytes are the object's: its size and crc32c, else ChecksumMismatch and nothing cached."""
-    what = f"{meta.bucket}/{meta.key}#{meta.generation}"
-    if len(data) != meta.size:
-        raise ChecksumMismatch(f"node-local cache: read {len(data)} bytes of {what}, which has {meta.size}: "
-                               "not cached")
-    if meta.crc32c is not None and google_crc32c.value(data) != meta.crc32c:
-        raise ChecksumMismatch(f"node-local cache: crc32c mismatch filling {what}: not cached")
-
-
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def _write_tag(directory: str) -> None:
-    path = os.path.join(directory, TAG)
-    if os.path.exists(path):
-        return
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return
-    with os.fdopen(fd, "w") as f:
-        f.write(TAG_TEXT)
-
-
-def is_cache_dir(directory: str) -> bool:
-    """True when `directory` holds the tag a NodeCache writes (`fluxfs cache clear` refuses other directories)."""
-    try:
-        with open(os.path.join(directory, TAG), encoding="utf-8", errors="replace") as f:
-            return f.read(len(TAG_TEXT)) == TAG_TEXT
-    except OSError:
-        return False

@@ -131,3 +131,21 @@ def test_a_slow_fill_is_waited_for_not_repeated(flux_server, bucket, tmp_path):
     for t in threads:
         t.join(30)
     assert got == [data] * 3 and reads(flux_server) == 1 and time.monotonic() - t0 < 10
+
+
+def test_a_large_object_opened_through_the_cache_is_fetched_in_parts(flux_server, bucket, tmp_path, monkeypatch):
+    from fluxfs.cache import reader
+
+    monkeypatch.setattr(reader, "FILL_PART", 100_000)
+    fs = make_fs(flux_server, cache_dir=str(tmp_path))
+    data = os.urandom(350_000)
+    fs.pipe(f"{bucket}/ckpt.pt", data)
+    flux_server.reset_stats()
+    with fs.open(f"{bucket}/ckpt.pt", "rb") as f:
+        assert f.read() == data and f.size == len(data)
+    assert reads(flux_server) == 1 + 4  # the live generation, then four parts
+    with fs.open(f"{bucket}/ckpt.pt", "rb") as f:
+        f.seek(349_990)
+        assert f.read() == data[-10:]
+    with pytest.raises(FileNotFoundError, match=f"{bucket}/missing"):
+        fs.open(f"{bucket}/missing", "rb")

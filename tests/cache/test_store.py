@@ -2,6 +2,7 @@
 entries in use never evicted, a killed filler's leftovers removed, a full disk read through."""
 from __future__ import annotations
 
+import errno
 import os
 import random
 import subprocess
@@ -173,3 +174,64 @@ def test_a_full_disk_warns_once_and_reads_from_storage(small_disk):
         "from storage without caching"]
     assert [m.key for m, _ in cache.entries()] == ["k1"] and files(cache.directory, "part") == []
     assert get(cache, 1, small, fetch=lambda: pytest.fail("refetched")) == small
+
+
+def test_a_fill_from_chunks_is_written_as_they_come_and_checked(tmp_path):
+    cache, data = NodeCache(tmp_path), body(4, 50_000)
+    seen = []
+
+    def chunks():
+        for a in range(0, len(data), 8000):
+            seen.append(files(tmp_path, "part"))  # the fill's temporary exists while chunks arrive
+            yield data[a:a + 8000]
+
+    assert cache.get("bkt", "k4", "1", len(data), google_crc32c.value(data), chunks) == data
+    assert all(seen) and len(seen) == 7 and files(tmp_path, "part") == []
+
+    def short():
+        yield data[:100]
+
+    with pytest.raises(ChecksumMismatch, match="read 100 bytes of bkt/k5#1, which has 50000: not cached"):
+        cache.get("bkt", "k5", "1", len(data), google_crc32c.value(data), short)
+    assert [m.key for m, _ in cache.entries()] == ["k4"] and files(tmp_path, "part") == []
+
+
+def test_aget_takes_an_async_fetch_of_bytes_or_chunks(tmp_path):
+    import asyncio
+
+    cache, data = NodeCache(tmp_path), body(6, 30_000)
+    crc = google_crc32c.value(data)
+
+    async def whole():
+        return data
+
+    async def parts():
+        for a in range(0, len(data), 7000):
+            await asyncio.sleep(0)
+            yield data[a:a + 7000]
+
+    async def main():
+        return (await cache.aget("bkt", "w", "1", len(data), crc, whole),
+                await cache.aget("bkt", "p", "1", len(data), crc, parts))
+
+    assert asyncio.run(main()) == (data, data)
+    assert sorted(m.key for m, _ in cache.entries()) == ["p", "w"]
+
+
+def test_a_disk_filling_up_mid_write_reads_on_from_storage(small_disk, monkeypatch):
+    """A filesystem without fallocate (as some network filesystems): the space runs out while writing."""
+    def no_fallocate(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_fallocate)
+    cache, data = NodeCache(small_disk / "cache"), body(7, 1_500_000)
+
+    def chunks():
+        for a in range(0, len(data), 100_000):
+            yield data[a:a + 100_000]
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cache.get("bkt", "big", "1", len(data), google_crc32c.value(data), chunks) == data
+    assert len(caught) == 1 and "No space left on device" in str(caught[0].message)
+    assert cache.entries() == [] and files(cache.directory, "part") == [] and cache.usage() == 0
