@@ -102,11 +102,11 @@ def test_cache_options_from_the_environment(flux_server, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("given,message", [
-    ({"cache_dir": "x", "cache_limit": "lots"}, "cache_limit must be a size in bytes"),
-    ({"cache_dir": "x", "cache_limit": -1}, "cache_limit must not be negative, not -1"),
-    ({"cache_limit": "1GiB"}, "cache_limit=1073741824 needs cache_dir"),
-    ({"cache_dir": ""}, "cache_dir must be a directory path, not ''"),
-    ({"cache_dir": 5}, "cache_dir must be a directory path, not 5"),
+    pytest.param({"cache_dir": "x", "cache_limit": "lots"}, "cache_limit must be a size in bytes", id="not-a-size"),
+    pytest.param({"cache_dir": "x", "cache_limit": -1}, "cache_limit must not be negative, not -1", id="negative"),
+    pytest.param({"cache_limit": "1GiB"}, "cache_limit=1073741824 needs cache_dir", id="limit-without-dir"),
+    pytest.param({"cache_dir": ""}, "cache_dir must be a directory path, not ''", id="empty-dir"),
+    pytest.param({"cache_dir": 5}, "cache_dir must be a directory path, not 5", id="dir-not-a-path"),
 ])
 def test_bad_cache_options_are_refused_naming_them(flux_server, given, message):
     with pytest.raises(ValueError, match=message):

@@ -235,3 +235,15 @@ def test_a_disk_filling_up_mid_write_reads_on_from_storage(small_disk, monkeypat
         assert cache.get("bkt", "big", "1", len(data), google_crc32c.value(data), chunks) == data
     assert len(caught) == 1 and "No space left on device" in str(caught[0].message)
     assert cache.entries() == [] and files(cache.directory, "part") == [] and cache.usage() == 0
+
+
+def test_a_read_without_a_generation_or_with_a_garbage_crc_is_refused(tmp_path):
+    cache = NodeCache(tmp_path)
+    with pytest.raises(ValueError, match="the node-local cache needs the generation of bkt/k: the bytes of an "
+                                         "object overwritten since would otherwise be served"):
+        cache.get("bkt", "k", None, 3, None, lambda: b"abc")
+    with pytest.raises(ValueError, match="crc32c must be an int or GCS's base64 text, not 'not base64!'"):
+        cache.get("bkt", "k", "1", 3, "not base64!", lambda: b"abc")
+    with pytest.raises(ValueError, match="cache_limit must not be negative, not -5"):
+        NodeCache(tmp_path, limit=-5)
+    assert cache.entries() == []
