@@ -22,6 +22,7 @@ TAG = "CACHEDIR.TAG"  # marks the directory as a cache (backup tools skip it; `c
 TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
             "# This directory is a fluxfs node-local cache; `fluxfs cache clear DIR` empties it.\n")
 DIR_LOCK = ".fluxfs-cache.lock"  # serializes space accounting (reserve, evict, clear)
+USAGE = ".fluxfs-cache.usage"    # bytes in use as last counted (never below the truth; see evict.make_room)
 
 
 def entry_id(bucket: str, key: str, generation: Union[str, int]) -> str:

@@ -7,6 +7,8 @@ read once per epoch in a random order: LRU evicts what was read longest ago, whi
 needed next than anything else, so with a limit below the working set the hit rate is about
 limit / working set, as for any policy without knowledge of the next epoch's order, and it never
 degenerates to LRU's worst case (0 hits) which needs the same sequential order every epoch.
+When it must evict, it evicts down to 90% of the limit (a counter file holds the bytes in use between
+scans, see `make_room`): one directory scan per tenth of the limit filled, not one per fill.
 Entries in use (a reader's shared lock) and entries being filled are never evicted: eviction takes each
 entry's lock exclusively without waiting and skips it when that fails.
 """
@@ -16,7 +18,7 @@ import dataclasses
 import os
 from typing import Iterator, Optional
 
-from .entry import parse_name
+from .entry import USAGE, parse_name
 from .lock import FileLock
 
 
@@ -84,24 +86,52 @@ def sweep_stale(directory: str, ids: set[str], skip: Optional[str] = None) -> No
                     lock.remove()
 
 
-def make_room(directory: str, need: int, limit: Optional[int], skip: Optional[str] = None) -> bool:
-    """Evict least-recently-used complete entries not in use until `need` more bytes fit under `limit`.
+def _counted(directory: str) -> Optional[int]:
+    try:
+        with open(os.path.join(directory, USAGE), "rb") as f:
+            return int(f.read(32))
+    except (OSError, ValueError):
+        return None
 
-    Call with the directory lock held. False when they cannot fit (entries in use fill the rest):
-    the caller streams that object through without caching rather than wait or evict what is read.
+
+def _count(directory: str, used: int) -> None:
+    tmp = os.path.join(directory, f"{USAGE}.{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(str(used))
+    os.replace(tmp, os.path.join(directory, USAGE))
+
+
+def make_room(directory: str, need: int, limit: Optional[int], skip: Optional[str] = None) -> bool:
+    """Count `need` more bytes in, first evicting least-recently-used complete entries not in use if they
+    would not fit under `limit`. Call with the directory lock held.
+
+    The bytes in use are kept in a counter file between scans: raised here before the fill's files exist and
+    lowered only by a scan, so it is never below the truth. When room must be made the directory is scanned,
+    the counter set to what it finds, and entries evicted down to 90% of the limit, so a full cache is scanned
+    once per tenth of its limit filled, not on every fill. False when `need` cannot fit (entries in use fill
+    the rest): the caller streams that object through without caching rather than wait or evict what is read.
     """
-    if limit is None:
-        return True
-    if need > limit:
+    if limit is not None and need > limit:
         return False
+    used = _counted(directory)
+    if used is None:
+        used = scan(directory).used
+    if limit is not None and used + need > limit:
+        used = _evict(directory, need, limit, skip)
+        if used + need > limit:
+            _count(directory, used)
+            return False
+    _count(directory, used + need)
+    return True
+
+
+def _evict(directory: str, need: int, limit: int, skip: Optional[str]) -> int:
+    """Scan, remove stale leftovers, evict LRU entries not in use down to 90% of `limit`; the bytes in use."""
+    sweep_stale(directory, scan(directory).ids, skip)
     now = scan(directory)
-    if now.used + need <= limit:
-        return True
-    sweep_stale(directory, now.ids, skip)
-    now = scan(directory)
-    used = now.used
-    for eid, (_mtime, nbytes) in sorted(now.complete.items(), key=lambda kv: kv[1][0]):
-        if used + need <= limit:
+    used, target = now.used, min(limit - need, limit - limit // 10)
+    for eid, (_mtime, _nbytes) in sorted(now.complete.items(), key=lambda kv: kv[1][0]):
+        if used <= target:
             break
         if eid == skip:
             continue
@@ -111,7 +141,7 @@ def make_room(directory: str, need: int, limit: Optional[int], skip: Optional[st
         with lock:
             used -= remove_entry(directory, eid)
             lock.remove()
-    return used + need <= limit
+    return used
 
 
 def clear(directory: str) -> tuple[int, int, int]:
@@ -127,4 +157,5 @@ def clear(directory: str) -> tuple[int, int, int]:
             freed += remove_entry(directory, eid)
             removed += eid in now.complete
             lock.remove()
+    _count(directory, scan(directory).used)
     return removed, freed, kept

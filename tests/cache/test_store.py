@@ -82,6 +82,7 @@ def test_limit_below_the_working_set(tmp_path):
         for i in order:
             assert get(cache, i, objs[i]) == objs[i]
             assert cache.usage() <= limit
+            assert cache.usage() <= int((tmp_path / ".fluxfs-cache.usage").read_text()) <= limit  # never below
     assert 1 <= len(cache.entries()) <= 3
 
 
