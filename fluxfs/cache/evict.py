@@ -71,19 +71,20 @@ def remove_entry(directory: str, eid: str, include_data: bool = True) -> int:
 
 
 def sweep_stale(directory: str, ids: set[str], skip: Optional[str] = None) -> None:
-    """Leftovers of killed fillers: parts (and sidecars without data) of entries whose lock nobody holds."""
+    """Leftovers of killed or failed fills: parts, sidecars without data, lock files of entries that never
+    completed, wherever nobody holds the entry's lock."""
     for eid in ids - {skip}:
         data = os.path.join(directory, f"{eid}.data")
         parts = [n for n, i, k in _files(directory) if i == eid and k == "part"]
-        orphan_meta = not os.path.exists(data) and os.path.exists(os.path.join(directory, f"{eid}.meta"))
-        if not parts and not orphan_meta:
-            continue
+        if os.path.exists(data) and not parts:
+            continue  # complete, nothing left over
         lock = FileLock(os.path.join(directory, f"{eid}.lock"))
         if lock.try_acquire(shared=False):
             with lock:
-                remove_entry(directory, eid, include_data=orphan_meta)
-                if orphan_meta:
-                    lock.remove()
+                incomplete = not os.path.exists(data)
+                remove_entry(directory, eid, include_data=incomplete)
+                if incomplete:
+                    lock.remove()  # nor the lock file of an entry never completed (a refused or streamed fill)
 
 
 def _counted(directory: str) -> Optional[int]:
@@ -95,8 +96,8 @@ def _counted(directory: str) -> Optional[int]:
 
 
 def _count(directory: str, used: int) -> None:
-    tmp = os.path.join(directory, f"{USAGE}.{os.getpid()}")
-    with open(tmp, "w") as f:
+    tmp = os.path.join(directory, f"{USAGE}.{os.getpid()}.{os.urandom(4).hex()}")
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "w") as f:
         f.write(str(used))
     os.replace(tmp, os.path.join(directory, USAGE))
 

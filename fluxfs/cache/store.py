@@ -75,7 +75,7 @@ class NodeCache:
     def __init__(self, directory: Union[str, os.PathLike], limit: Any = None):
         self.directory = os.path.abspath(os.path.expanduser(os.fspath(directory)))
         self.limit = parse_limit(limit)
-        os.makedirs(self.directory, exist_ok=True)
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)  # made here: this user's only (a shared one is yours)
         write_tag(self.directory)
         self._warned = False
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
@@ -170,6 +170,8 @@ class NodeCache:
             evict.remove_entry(self.directory, eid, include_data=False)  # a killed filler's leftovers
             return self._fill(eid, meta, need, fetch, lock)
         except BaseException:
+            if lock.shared is False:  # a failed fill: no entry, so no lock file either
+                lock.remove()
             lock.release()
             raise
 
@@ -261,7 +263,7 @@ class NodeCache:
                     crc, n = google_crc32c.extend(crc, chunk), n + len(chunk)
                 body.check_sums(n, crc, meta)
                 os.fsync(f.fileno())  # a complete-looking entry holds its bytes, even after a power loss
-            with open(meta_tmp, "wb") as f:
+            with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
                 f.write(meta.to_bytes())
             os.replace(meta_tmp, self._path(eid, "meta"))
             os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now

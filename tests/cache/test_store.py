@@ -67,7 +67,7 @@ def test_a_corrupted_fill_is_refused_and_not_cached(tmp_path):
         get(cache, 2, data, fetch=lambda: bytes(bad))
     with pytest.raises(ChecksumMismatch, match="read 3 bytes of bkt/k2#1"):
         get(cache, 2, data, fetch=lambda: b"abc")
-    assert cache.entries() == [] and files(tmp_path, "part") == []
+    assert cache.entries() == [] and files(tmp_path, "part") == [] and files(tmp_path, "lock") == []
     assert get(cache, 2, data) == data and len(cache.entries()) == 1
 
 
