@@ -160,10 +160,10 @@ class NodeCache:
                 raise OSError(exc.errno, exc.strerror, lock.path) from exc
             self._warn_full(exc)
             return self._stream(meta, fetch)
-        if self._complete(eid, bucket, key, generation, size):
-            return self._hit(eid, lock)
-        lock.acquire(shared=False)  # one filler per entry on the node
         try:
+            if self._complete(eid, bucket, key, generation, size):
+                return self._hit(eid, lock)
+            lock.acquire(shared=False)  # one filler per entry on the node
             if self._complete(eid, bucket, key, generation, size):  # filled while we waited
                 lock.downgrade()
                 return self._hit(eid, lock)
