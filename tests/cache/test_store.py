@@ -130,22 +130,30 @@ FILLER = textwrap.dedent("""
 
 
 def test_a_filler_killed_mid_fill_leaves_nothing_complete_and_the_next_one_fills(tmp_path):
+    import threading
+
+    data = bytes(range(256)) * 400
     proc = subprocess.Popen([sys.executable, "-c", FILLER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == "fetching\n"
         assert files(tmp_path, "part")  # its reserved temporary
+        cache = NodeCache(tmp_path)
+        assert cache.lookup("bkt", "k", "1") is None and cache.entries() == []  # nothing looks complete
+        fetch, got = Fetcher(data), []
+        waiter = threading.Thread(target=lambda: got.append(
+            cache.get("bkt", "k", "1", len(data), google_crc32c.value(data), fetch)))
+        waiter.start()  # waits for the filler's lock
+        time.sleep(0.3)
+        assert got == [] and fetch.calls == 0
         proc.kill()
         proc.wait(10)
     finally:
         proc.kill()
-    data = bytes(range(256)) * 400
-    cache = NodeCache(tmp_path)
-    assert cache.lookup("bkt", "k", "1") is None and cache.entries() == []
-    fetch = Fetcher(data)
     t0 = time.monotonic()
-    assert cache.get("bkt", "k", "1", len(data), google_crc32c.value(data), fetch) == data
-    assert time.monotonic() - t0 < 5 and fetch.calls == 1
+    waiter.join(10)
+    assert got == [data] and time.monotonic() - t0 < 5 and fetch.calls == 1  # not blocked by the dead filler
     assert files(tmp_path, "part") == []
+    assert NodeCache(tmp_path).get("bkt", "k", "1", len(data), None, lambda: pytest.fail("refetched")) == data
 
 
 @pytest.fixture
