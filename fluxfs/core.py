@@ -146,9 +146,9 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
         """The node-local cache shared by this node's processes (None unless `cache_dir` is set)."""
         return node_cache.cache_of(self)
 
-    def _open_cached(self, path: str, mode: str, **kwargs: Any):
-        """A whole-object "rb" read from the node-local cache; None: the usual read handle."""
-        if mode != "rb" or self.cache is None:
+    def _open_cached(self, path: str, mode: str, cache: bool = True, **kwargs: Any):
+        """A whole-object "rb" read from the node-local cache; None (also with `cache=False`): the usual handle."""
+        if mode != "rb" or not cache or self.cache is None:
             return None
         return node_cache.open_file(self, self.cache, self._strip_protocol(path), **kwargs)
 

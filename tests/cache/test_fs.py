@@ -60,6 +60,10 @@ def test_cat_file_and_open_served_from_the_cache(flux_server, bucket, tmp_path):
     with fs.open(f"{bucket}/a", "rb") as f:
         assert f.read() == data
     assert reads(flux_server) == 2  # a metadata GET each (the live generation), no download
+    with fs.open(f"{bucket}/a", "rb", cache=False) as f:
+        assert f.read() == data and type(f).__name__ == "FluxReadFile"
+    assert fs.cat_file(f"{bucket}/a", cache=False) == data
+    assert reads(flux_server) > 3
     assert fs.cat_file(f"{bucket}/a", start=10, end=20) == data[10:20]  # ranges: straight from storage
     assert isinstance(fs.cache, NodeCache) and fs.cache.directory == str(tmp_path)
     assert make_fs(flux_server).cache is None  # off by default
