@@ -6,6 +6,7 @@ import os
 import google_crc32c
 
 from fluxfs.cache import NodeCache
+from fluxfs.cache.entry import entry_id
 from tests.cli.test_cli import assert_clean_failure, cli  # noqa: F401 - the fixture
 
 
@@ -17,6 +18,8 @@ def test_ls_du_clear(cli, tmp_path):  # noqa: F811
     cache = NodeCache(tmp_path)
     fill(cache, "a/0.tar", b"x" * 100)
     fill(cache, "b\x1b[2J", b"y" * 50)
+    for when, key in enumerate(["a/0.tar", "b\x1b[2J"]):  # last used: a/0.tar first, whatever the mtime granularity
+        os.utime(tmp_path / f"{entry_id('bkt', key, '7')}.data", (1e9 + when, 1e9 + when))
     mine = tmp_path / "notes.txt"
     mine.write_text("not the cache's")
     r = cli("cache", "ls", str(tmp_path))
