@@ -158,7 +158,7 @@ class FluxOptions:
     job_id: Optional[str] = option(None, TEXT, "names this job's temporary objects; None: generated")
     temp_prefix: str = option(tempnames.TEMP_PREFIX, TEXT, "where temporaries live (only fluxfs-named ones hidden)")
     progress: bool = option(False, BOOL, "progress bars for long listings")
-    cache_dir: Optional[str] = option(None, TEXT, "node-local cache directory shared by the node's processes; None: off")
+    cache_dir: Optional[str] = option(None, TEXT, "node-local cache directory the node's processes share; None: off")
     cache_limit: Optional[int] = option(None, SIZE, "bytes the node-local cache may hold ('200GiB'); None: the disk's")
 
     @classmethod
