@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import errno
 import inspect
@@ -19,7 +20,7 @@ import logging
 import os
 import threading
 import warnings
-from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Optional, Union
+from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, Optional, Union
 
 import google_crc32c
 
@@ -201,7 +202,7 @@ class NodeCache:
 
     def _fill(self, eid: str, meta: Meta, need: int, fetch: Fetch, lock: FileLock) -> Held:
         """Under the entry's exclusive lock: reserve room, fetch, write, check, rename; then share the lock."""
-        tmp = self._reserve(eid, meta.size, need)
+        tmp = self._reserve(eid, need)
         if tmp is None:
             lock.release()
             return self._stream(meta, fetch)
@@ -216,17 +217,15 @@ class NodeCache:
         lock.downgrade()
         return Held(self._path(eid, "data"), None, lock)
 
-    def _reserve(self, eid: str, size: int, need: int) -> Optional[str]:
-        """A temporary file of `size` bytes allocated under the limit (evicting as needed), or None: stream."""
-        with FileLock(os.path.join(self.directory, DIR_LOCK)) as dirlock:
-            dirlock.acquire(shared=False)
+    def _reserve(self, eid: str, need: int) -> Optional[str]:
+        """A temporary file of `need` bytes (the object's and its sidecar's) allocated under the limit (evicting as needed), or None: stream."""
+        with self._dir_locked():
             if not evict.make_room(self.directory, need, self.limit, skip=eid):
                 return None
             tmp = os.path.join(self.directory, temp_name(eid))
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
             try:
-                if size:
-                    os.posix_fallocate(fd, 0, size)  # the space is taken now, in every process's accounting
+                os.posix_fallocate(fd, 0, need)  # the space (object and sidecar) is taken now, as counted
             except OSError as exc:
                 os.close(fd)
                 _unlink(tmp)
@@ -235,8 +234,8 @@ class NodeCache:
                     return None
                 if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                     raise OSError(exc.errno, exc.strerror, tmp) from exc
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-                os.ftruncate(fd, size)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+                os.ftruncate(fd, need)
             os.close(fd)
             return tmp
 
@@ -263,10 +262,14 @@ class NodeCache:
                     crc, n = google_crc32c.extend(crc, chunk), n + len(chunk)
                 body.check_sums(n, crc, meta)
                 os.fsync(f.fileno())  # a complete-looking entry holds its bytes, even after a power loss
-            with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
-                f.write(meta.to_bytes())
-            os.replace(meta_tmp, self._path(eid, "meta"))
-            os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
+                # Names change only under the directory lock, so an evictor's scan sees each file once:
+                # the reservation (object + sidecar) becomes the object, then the sidecar.
+                with self._dir_locked():
+                    os.ftruncate(f.fileno(), n)
+                    with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as m:
+                        m.write(meta.to_bytes())
+                    os.replace(meta_tmp, self._path(eid, "meta"))
+                    os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
             return None
         except OSError as exc:
             _unlink(meta_tmp)
@@ -298,14 +301,21 @@ class NodeCache:
         return sorted(out, key=lambda e: e[1])
 
     def usage(self) -> int:
-        """Bytes the cache's files take (entries, sidecars, fills in progress)."""
-        return evict.scan(self.directory).used
+        """Bytes the cache's files take (entries, sidecars, fills in progress), counted while no name changes."""
+        with self._dir_locked():
+            return evict.scan(self.directory).used
 
     def clear(self) -> tuple[int, int, int]:
         """Remove every entry not in use: (entries removed, bytes freed, entries kept because in use)."""
+        with self._dir_locked():
+            return evict.clear(self.directory)
+
+    @contextlib.contextmanager
+    def _dir_locked(self) -> Iterator[None]:
+        """The directory lock: space accounting, eviction and the renames that complete entries, one at a time."""
         with FileLock(os.path.join(self.directory, DIR_LOCK)) as dirlock:
             dirlock.acquire(shared=False)
-            return evict.clear(self.directory)
+            yield
 
 
 def _unlink(path: str) -> None:

@@ -256,3 +256,24 @@ def test_a_read_without_a_generation_or_with_a_garbage_crc_is_refused(tmp_path):
     with pytest.raises(ValueError, match="cache_limit must not be negative, not -5"):
         NodeCache(tmp_path, limit=-5)
     assert cache.entries() == []
+
+
+WORKER = textwrap.dedent("""
+    import random, sys, google_crc32c
+    from fluxfs.cache import NodeCache
+    cache, rng = NodeCache(sys.argv[1], limit=45_000), random.Random(int(sys.argv[2]))
+    for _ in range(40):
+        i = rng.randrange(12)
+        data = random.Random(i).randbytes(10_000)
+        assert cache.get("bkt", f"k{i}", "1", len(data), google_crc32c.value(data), lambda: data) == data
+        assert cache.usage() <= 45_000, cache.usage()
+""")
+
+
+def test_processes_sharing_a_cache_below_their_working_set(tmp_path):
+    """Four processes reading twelve objects at random under a limit of four: right bytes, never over."""
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path), str(seed)], stderr=subprocess.PIPE)
+             for seed in range(4)]
+    errors = [p.communicate(timeout=60)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errors
+    assert NodeCache(tmp_path).usage() <= 45_000 and files(tmp_path, "part") == []
