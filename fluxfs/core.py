@@ -14,6 +14,7 @@ from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import inherited, listing, temporaries
+from .cache import NodeCache, reader as node_cache
 from .errors import from_gcsfs
 from .gcs import bridge, fork, http, reach, redact, tempnames, urls
 from .gcs.retry import RetryPolicy
@@ -129,12 +130,28 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any):
         """Read handles prefetch with parallel ranged GETs; write and append handles upload parts in parallel, atomically."""
         if "r" in mode:
+            cached = self._open_cached(path, mode, **kwargs)
+            if cached is not None:
+                return cached
             return handle.FluxReadFile(self, path, mode, block_size=block_size, **kwargs)
         if mode in ("wb", "xb"):
             return FluxWriteFile(self, path, mode, block_size=block_size, **kwargs)
         if mode == "ab":  # the appended bytes composed onto the object, pinned by generation
             return FluxAppendFile(self, path, mode, block_size=block_size, **kwargs)
         raise ValueError(f"unsupported mode {mode!r} for {path}: use 'rb', 'wb', 'xb' or 'ab'")
+
+    # -- node-local cache (cache/): `cache_dir`, `cache_limit` ---------------------------------
+
+    @property
+    def cache(self) -> NodeCache | None:
+        """The node-local cache shared by this node's processes (None unless `cache_dir` is set)."""
+        return node_cache.cache_of(self)
+
+    def _open_cached(self, path: str, mode: str, cache: bool = True, **kwargs: Any):
+        """A whole-object "rb" read from the node-local cache; None (also with `cache=False`): the usual handle."""
+        if mode != "rb" or not cache or self.cache is None:
+            return None
+        return node_cache.open_file(self, self.cache, self._strip_protocol(path), **kwargs)
 
     # -- listing (listing.py, manifest.py) ------------------------------------------------
 
@@ -250,7 +267,10 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
         return stream.iter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes)
 
     async def _cat_file(self, path, start=None, end=None, **kwargs):
-        """One object or range: a plain GET when small, parallel ranged GETs pinned to one generation when large."""
+        """One object or range: a plain GET when small, parallel ranged GETs pinned to one generation when large;
+        a whole object through the node-local cache when `cache_dir` is set (`cache=False`: not)."""
+        if kwargs.pop("cache", True) and start is None and end is None and self.cache is not None:
+            return await node_cache.cat_file(self, self.cache, path, **kwargs)
         return await direct.cat_file(self, path, start, end, **kwargs)
 
     async def _read_into(self, path: str, segments, **kwargs: Any) -> "into.IntoResult":

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import os
 import re
 from typing import Any, Mapping, Optional
 
@@ -157,6 +158,8 @@ class FluxOptions:
     job_id: Optional[str] = option(None, TEXT, "names this job's temporary objects; None: generated")
     temp_prefix: str = option(tempnames.TEMP_PREFIX, TEXT, "where temporaries live (only fluxfs-named ones hidden)")
     progress: bool = option(False, BOOL, "progress bars for long listings")
+    cache_dir: Optional[str] = option(None, TEXT, "node-local cache directory the node's processes share; None: off")
+    cache_limit: Optional[int] = option(None, SIZE, "bytes the node-local cache may hold ('200GiB'); None: the disk's")
 
     @classmethod
     def from_arguments(cls, **given: Any) -> "FluxOptions":
@@ -185,6 +188,7 @@ class FluxOptions:
         tempnames.check_prefix(self.temp_prefix)
         if self.job_id is not None:
             tempnames.check_job_id(self.job_id)
+        _check_cache(self)
         if not self.read_timeout > 0:
             raise ValueError(f"read_timeout must be positive, not {self.read_timeout}")
         if not math.isfinite(self.read_timeout):
@@ -204,6 +208,19 @@ class FluxOptions:
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
         return self.retry.get(op) or self.retry["read"]
+
+
+def _check_cache(opts: FluxOptions) -> None:
+    """cache_dir as a path text (a PathLike is taken), cache_limit only with it and not negative."""
+    if opts.cache_dir is not None:
+        if not isinstance(opts.cache_dir, (str, os.PathLike)) or not os.fspath(opts.cache_dir):
+            raise ValueError(f"cache_dir must be a directory path, not {opts.cache_dir!r}")
+        object.__setattr__(opts, "cache_dir", os.fspath(opts.cache_dir))
+    if opts.cache_limit is not None:
+        if opts.cache_dir is None:
+            raise ValueError(f"cache_limit={opts.cache_limit} needs cache_dir (the node-local cache is off without it)")
+        if opts.cache_limit < 0:
+            raise ValueError(f"cache_limit must not be negative, not {opts.cache_limit}")
 
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(FluxOptions)}

@@ -12,6 +12,7 @@ from typing import Callable, Iterable, List, Optional
 
 from fluxfs import __version__
 
+from .cache import add_arguments as add_cache_arguments
 from .samples import add_arguments as add_sample_arguments
 from .shards import SHARD_EPILOG, SHARD_USAGE
 from .shards import add_arguments as add_shard_arguments
@@ -170,6 +171,9 @@ def build_parser(argv: Optional[Iterable[str]] = None) -> argparse.ArgumentParse
     p.add_argument("--abort-foreign-uploads", action="store_true",
                    help="also abort unfinished multipart uploads fluxfs did not start (another tool's; by default "
                         "they are only listed)")
+
+    p = add("cache", command("cache", "cmd_cache"), "list, size or clear a node-local cache directory (the cache_dir option)")
+    add_cache_arguments(p)
 
     p = add("shard", command("shards", "cmd_shard"),
             "pack a prefix of objects into tar shards (WebDataset layout, with an index per "

@@ -1,0 +1,111 @@
+"""What an entry of the node-local cache is called and what its sidecar says.
+
+An entry is one generation of one object: its file names derive from a hash of (bucket, key, generation),
+so an overwritten object (a new generation) is a different entry and is never served from the old one.
+Files of entry `<id>` (40 hex digits): `<id>.data` (the object's bytes; appears complete only by rename),
+`<id>.meta` (JSON sidecar: bucket, key, generation, size, crc32c), `<id>.lock` (flock target, empty) and
+`<id>.<pid>.<nonce>.part` while filling (ignored by lookups, removed once no filler holds the lock).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from typing import Any, Optional, Union
+
+from ..gcs.checksums import crc_from_b64, crc_to_b64
+
+NAME = re.compile(r"^(?P<id>[0-9a-f]{40})\.(?P<kind>data|meta|lock|\d+\.[0-9a-f]+\.part)$")
+TAG = "CACHEDIR.TAG"  # marks the directory as a cache (backup tools skip it; `clear` refuses others)
+TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+            "# This directory is a fluxfs node-local cache; `fluxfs cache clear DIR` empties it.\n")
+DIR_LOCK = ".fluxfs-cache.lock"  # serializes space accounting (reserve, evict, clear)
+USAGE = ".fluxfs-cache.usage"    # bytes in use as last counted (never below the truth; see evict.make_room)
+
+
+def entry_id(bucket: str, key: str, generation: Union[str, int]) -> str:
+    """The entry's name: sha256 of the triple (keys may be 1 KiB of any UTF-8; names must be short and safe)."""
+    text = json.dumps([bucket, key, str(generation)], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
+
+
+def crc_value(crc32c: Union[None, int, str]) -> Optional[int]:
+    """A crc32c as an int, from an int or GCS's base64 text (an info dict's "crc32c"); None: unknown."""
+    if crc32c is None or isinstance(crc32c, int) and not isinstance(crc32c, bool):
+        return crc32c
+    if isinstance(crc32c, str):
+        try:
+            return crc_from_b64(crc32c)
+        except ValueError:
+            pass
+    raise ValueError(f"crc32c must be an int or GCS's base64 text, not {crc32c!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Meta:
+    """The sidecar of an entry: which object generation its bytes are, and their size and crc32c."""
+
+    bucket: str
+    key: str
+    generation: str
+    size: int
+    crc32c: Optional[int]
+
+    def to_bytes(self) -> bytes:
+        crc = crc_to_b64(self.crc32c) if self.crc32c is not None else None
+        return json.dumps({"bucket": self.bucket, "key": self.key, "generation": self.generation,
+                           "size": self.size, "crc32c": crc}, ensure_ascii=False).encode("utf-8")
+
+    @classmethod
+    def read(cls, path: str) -> Optional["Meta"]:
+        """The sidecar at `path`; None when it is missing or not one fluxfs wrote (then the entry is a miss)."""
+        try:
+            with open(path, "rb") as f:
+                d = json.loads(f.read(65536))
+            return cls(str(d["bucket"]), str(d["key"]), str(d["generation"]), int(d["size"]),
+                       crc_value(d.get("crc32c")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def names(self, bucket: str, key: str, generation: Any, size: Optional[int]) -> bool:
+        """True when this sidecar describes exactly that object generation (and size, when given)."""
+        return ((self.bucket, self.key, self.generation) == (bucket, key, str(generation))
+                and (size is None or self.size == size))
+
+
+def parse_name(name: str) -> Optional[tuple[str, str]]:
+    """(id, kind) of a file fluxfs's cache made, kind one of data/meta/lock/part; None for any other file."""
+    m = NAME.match(name)
+    if m is None:
+        return None
+    kind = m.group("kind")
+    return m.group("id"), ("part" if kind.endswith(".part") else kind)
+
+
+def temp_name(eid: str) -> str:
+    """A fill's temporary name: the filler's pid and a nonce, so two processes never share one."""
+    return f"{eid}.{os.getpid()}.{os.urandom(4).hex()}.part"
+
+
+def write_tag(directory: str) -> None:
+    """Mark `directory` as a cache (once; a concurrent first use by another process is fine)."""
+    path = os.path.join(directory, TAG)
+    if os.path.exists(path):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(TAG_TEXT)
+
+
+def is_cache_dir(directory: str) -> bool:
+    """True when `directory` holds the tag a NodeCache writes (`fluxfs cache clear` refuses other directories)."""
+    try:
+        with open(os.path.join(directory, TAG), encoding="utf-8", errors="replace") as f:
+            return f.read(len(TAG_TEXT)) == TAG_TEXT
+    except OSError:
+        return False

@@ -1,0 +1,85 @@
+"""Cross-process coordination by `fcntl.flock` on lock files: readers share, a filler or evictor excludes.
+
+flock locks belong to the open file and the kernel drops them when the holder dies (SIGKILL included),
+so a crashed filler never blocks anyone. A lock file may be removed by whoever holds it exclusively
+(eviction); every locker checks after locking that the file it locked is still the one at the path,
+and otherwise locks the new one, so two holders can never sit on two different files of the same name.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+from typing import Optional
+
+
+class FileLock:
+    """One flock on `path` (created if missing): `acquire(shared)` blocks, `try_acquire` does not."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._fd: Optional[int] = None
+        self.shared: Optional[bool] = None   # None: not held
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                               0o644)
+        return self._fd
+
+    def _still_ours(self) -> bool:
+        try:
+            return os.fstat(self._fd).st_ino == os.stat(self.path).st_ino
+        except FileNotFoundError:
+            return False
+
+    def _lock(self, shared: bool, blocking: bool) -> bool:
+        while True:
+            fd = self._open()
+            flags = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB)
+            try:
+                fcntl.flock(fd, flags)
+            except BlockingIOError:
+                return False
+            if self._still_ours():
+                self.shared = shared
+                return True
+            self._close()  # removed (or replaced) while we waited: lock the file now at the path
+
+    def acquire(self, shared: bool) -> None:
+        """Wait for the lock (shared: readers; exclusive: a filler or evictor). Also converts a held lock."""
+        self._lock(shared, blocking=True)
+
+    def try_acquire(self, shared: bool = False) -> bool:
+        """Take the lock if nobody conflicting holds it; False at once otherwise."""
+        return self._lock(shared, blocking=False)
+
+    def downgrade(self) -> None:
+        """Exclusive to shared, without letting an evictor in between (flock converts in place)."""
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+        self.shared = True
+
+    def remove(self) -> None:
+        """Unlink the lock file; only while holding it exclusively (the next locker makes a new one)."""
+        assert self.shared is False, "remove() needs the exclusive lock"
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # closing the only descriptor drops the lock
+        self.shared = None
+
+    def release(self) -> None:
+        self._close()
+
+    def __enter__(self) -> "FileLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        self._close()

@@ -1,0 +1,325 @@
+"""`NodeCache`: one directory of object bytes shared by every process on a node, filled once per entry.
+
+`get` / `open` / `aget` take what the caller knows of the object (bucket, key, generation, size, crc32c)
+and a `fetch` that reads it from storage. A complete entry of that generation is served from disk;
+otherwise one process fills it (an exclusive flock on the entry) while the others wait on a shared lock
+and then read the entry. A fill is written to a temporary name, checked (size and crc32c) and renamed
+into place: nothing half-written ever looks complete. An object that cannot fit under the limit, or a
+full disk, is streamed through from storage without caching (a full disk warns once per cache).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import errno
+import inspect
+import io
+import logging
+import os
+import threading
+import warnings
+from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, Optional, Union
+
+import google_crc32c
+
+from . import body, evict
+from .entry import DIR_LOCK, Meta, crc_value, entry_id, temp_name, write_tag
+from .limit import parse_limit
+from .lock import FileLock
+
+log = logging.getLogger("fluxfs.cache")
+
+Fetch = Callable[[], body.Body]  # reads the whole object from storage (blocking)
+AsyncFetch = Callable[[], Union[Awaitable[body.Body], AsyncIterator[bytes]]]
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+@dataclasses.dataclass
+class Held:
+    """An entry being read: `path` (a complete local file) stays in place while `lock` is held; or the
+    object's bytes (`data`) when it was streamed through without caching."""
+
+    path: Optional[str]
+    data: Optional[bytes]
+    lock: Optional[FileLock]
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        with open(self.path, "rb") as f:  # type: ignore[arg-type]
+            return f.read()
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+
+class _LockedFile(io.BufferedReader):
+    """A cached entry opened for reading; closing it releases the entry's shared lock (eviction waits)."""
+
+    def __init__(self, held: Held):
+        super().__init__(io.FileIO(held.path, "rb"))  # type: ignore[arg-type]
+        self._held = held
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._held.release()
+
+
+class NodeCache:
+    """The node-local cache in `directory`, holding at most `limit` bytes ("200GiB"; None: the disk's space)."""
+
+    def __init__(self, directory: Union[str, os.PathLike], limit: Any = None):
+        self.directory = os.path.abspath(os.path.expanduser(os.fspath(directory)))
+        self.limit = parse_limit(limit)
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)  # made here: this user's only (a shared one is yours)
+        write_tag(self.directory)
+        self._warned = False
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._pool_pid = 0
+        self._guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"NodeCache({self.directory!r}, limit={self.limit!r})"
+
+    def _path(self, eid: str, kind: str) -> str:
+        return os.path.join(self.directory, f"{eid}.{kind}")
+
+    # -- reading --------------------------------------------------------------------------
+
+    def get(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch) -> bytes:
+        """The object's bytes: from the cache, or fetched once for the node (blocking)."""
+        held = self.hold(bucket, key, generation, size, crc32c, fetch)
+        try:
+            return held.read()
+        finally:
+            held.release()
+
+    def open(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch) -> BinaryIO:
+        """A readable binary file of the object; a cached entry stays (is not evicted) until it is closed."""
+        held = self.hold(bucket, key, generation, size, crc32c, fetch)
+        if held.path is None:
+            return io.BytesIO(held.data)  # type: ignore[arg-type]
+        try:
+            return _LockedFile(held)
+        except BaseException:
+            held.release()
+            raise
+
+    async def aget(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any,
+                   fetch: AsyncFetch) -> bytes:
+        """`get` for a coroutine: file work and lock waits run on the cache's threads, `fetch` on this loop."""
+        loop = asyncio.get_running_loop()
+
+        def fetch_here() -> body.Body:
+            got = fetch()
+            if inspect.isawaitable(got):
+                got = asyncio.run_coroutine_threadsafe(got, loop).result()  # type: ignore[arg-type]
+            return body.chunks_from(got, loop) if hasattr(got, "__anext__") else got
+
+        return await loop.run_in_executor(self._executor(), self.get, bucket, key, generation, size, crc32c,
+                                          fetch_here)
+
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._guard:
+            if self._pool is None or self._pool_pid != os.getpid():  # a forked worker starts its own
+                self._pool = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="fluxfs-cache")
+                self._pool_pid = os.getpid()
+            return self._pool
+
+    def lookup(self, bucket: str, key: str, generation: Any, size: Optional[int] = None) -> Optional[Held]:
+        """The complete entry of that generation, held (shared lock; `release()` it), or None: never waits."""
+        eid = entry_id(bucket, key, generation)
+        lock = FileLock(self._path(eid, "lock"))
+        if not lock.try_acquire(shared=True):
+            return None
+        if self._complete(eid, bucket, key, generation, size):
+            return Held(self._path(eid, "data"), None, lock)
+        lock.release()
+        return None
+
+    def hold(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch) -> Held:
+        """The entry held for reading, filling it first if no process has; see the module docstring."""
+        if generation is None or generation == "":
+            raise ValueError(f"the node-local cache needs the generation of {bucket}/{key}: the bytes of an "
+                             "object overwritten since would otherwise be served")
+        crc = crc_value(crc32c)
+        eid = entry_id(bucket, key, generation)
+        meta = Meta(bucket, key, str(generation), int(size), crc)
+        need = int(size) + len(meta.to_bytes())
+        if self.limit is not None and need > self.limit:
+            return self._stream(meta, fetch)  # can never fit: never cached, nothing evicted for it
+        lock = FileLock(self._path(eid, "lock"))
+        try:
+            lock.acquire(shared=True)  # waits while another process fills it
+        except OSError as exc:  # the lock file cannot even be made: no inode or block left
+            if exc.errno not in _FULL:
+                raise OSError(exc.errno, exc.strerror, lock.path) from exc
+            self._warn_full(exc)
+            return self._stream(meta, fetch)
+        try:
+            if self._complete(eid, bucket, key, generation, size):
+                return self._hit(eid, lock)
+            lock.acquire(shared=False)  # one filler per entry on the node
+            if self._complete(eid, bucket, key, generation, size):  # filled while we waited
+                lock.downgrade()
+                return self._hit(eid, lock)
+            evict.remove_entry(self.directory, eid, include_data=False)  # a killed filler's leftovers
+            return self._fill(eid, meta, need, fetch, lock)
+        except BaseException:
+            if lock.shared is False:  # a failed fill: no entry, so no lock file either
+                lock.remove()
+            lock.release()
+            raise
+
+    def _complete(self, eid: str, bucket: str, key: str, generation: Any, size: Optional[int]) -> bool:
+        meta = Meta.read(self._path(eid, "meta"))
+        if meta is None or not meta.names(bucket, key, generation, size):
+            return False
+        try:
+            return os.stat(self._path(eid, "data")).st_size == meta.size
+        except FileNotFoundError:
+            return False
+
+    def _hit(self, eid: str, lock: FileLock) -> Held:
+        path = self._path(eid, "data")
+        try:
+            os.utime(path)  # recency for LRU eviction (evict.py)
+        except OSError:
+            pass
+        return Held(path, None, lock)
+
+    # -- filling ----------------------------------------------------------------------------
+
+    def _stream(self, meta: Meta, fetch: Fetch) -> Held:
+        data = body.joined(fetch())
+        body.check(data, meta)
+        return Held(None, data, None)
+
+    def _fill(self, eid: str, meta: Meta, need: int, fetch: Fetch, lock: FileLock) -> Held:
+        """Under the entry's exclusive lock: reserve room, fetch, write, check, rename; then share the lock."""
+        tmp = self._reserve(eid, need)
+        if tmp is None:
+            lock.release()
+            return self._stream(meta, fetch)
+        try:
+            data = self._write(tmp, eid, meta, fetch())
+        except BaseException:
+            _unlink(tmp)
+            raise
+        if data is not None:  # the disk filled up: read through
+            lock.release()
+            return Held(None, data, None)
+        lock.downgrade()
+        return Held(self._path(eid, "data"), None, lock)
+
+    def _reserve(self, eid: str, need: int) -> Optional[str]:
+        """A temporary file of `need` bytes (the object's and its sidecar's) allocated under the limit (evicting as needed), or None: stream."""
+        with self._dir_locked():
+            if not evict.make_room(self.directory, need, self.limit, skip=eid):
+                return None
+            tmp = os.path.join(self.directory, temp_name(eid))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                os.posix_fallocate(fd, 0, need)  # the space (object and sidecar) is taken now, as counted
+            except OSError as exc:
+                os.close(fd)
+                _unlink(tmp)
+                if exc.errno in _FULL:
+                    self._warn_full(exc)
+                    return None
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise OSError(exc.errno, exc.strerror, tmp) from exc
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+                os.ftruncate(fd, need)
+            os.close(fd)
+            return tmp
+
+    def _write(self, tmp: str, eid: str, meta: Meta, got: body.Body) -> Optional[bytes]:
+        """The fetched chunks to `tmp` (checked as they pass), the sidecar, then the rename that makes the
+        entry complete: None. On a full disk the object's bytes, for the caller to read without caching."""
+        chunks = [got] if isinstance(got, (bytes, bytearray, memoryview)) else got
+        meta_tmp = os.path.join(self.directory, temp_name(eid))
+        crc = n = 0
+        try:
+            with open(tmp, "r+b", buffering=0) as f:
+                it = iter(chunks)
+                for chunk in it:
+                    chunk = bytes(chunk) if not isinstance(chunk, bytes) else chunk
+                    try:
+                        body.write_all(f.fileno(), chunk, n)
+                    except OSError as exc:
+                        if exc.errno not in _FULL:
+                            raise
+                        self._warn_full(exc)
+                        data = os.pread(f.fileno(), n, 0) + chunk + b"".join(map(bytes, it))  # on from storage
+                        body.check(data, meta)
+                        return data
+                    crc, n = google_crc32c.extend(crc, chunk), n + len(chunk)
+                body.check_sums(n, crc, meta)
+                os.fsync(f.fileno())  # a complete-looking entry holds its bytes, even after a power loss
+                # Names change only under the directory lock, so an evictor's scan sees each file once:
+                # the reservation (object + sidecar) becomes the object, then the sidecar.
+                with self._dir_locked():
+                    os.ftruncate(f.fileno(), n)
+                    with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as m:
+                        m.write(meta.to_bytes())
+                    os.replace(meta_tmp, self._path(eid, "meta"))
+                    os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
+            return None
+        except OSError as exc:
+            _unlink(meta_tmp)
+            if exc.errno not in _FULL:
+                raise
+            self._warn_full(exc)  # the sidecar did not fit: the bytes are all in `tmp`, checked
+            with open(tmp, "rb") as f:
+                return f.read(n)
+        finally:
+            _unlink(tmp)
+
+    def _warn_full(self, exc: OSError) -> None:
+        if not self._warned:
+            self._warned = True
+            msg = (f"fluxfs node-local cache {self.directory}: {exc.strerror or exc}; objects that do not fit "
+                   "are read from storage without caching")
+            log.warning(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=4)
+
+    # -- the directory as a whole -----------------------------------------------------------
+
+    def entries(self) -> list[tuple[Meta, float]]:
+        """Complete entries (sidecar, last use as a Unix time), least recently used first."""
+        out = []
+        for eid, (mtime, _nbytes) in evict.scan(self.directory).complete.items():
+            meta = Meta.read(self._path(eid, "meta"))
+            if meta is not None:
+                out.append((meta, mtime))
+        return sorted(out, key=lambda e: e[1])
+
+    def usage(self) -> int:
+        """Bytes the cache's files take (entries, sidecars, fills in progress), counted while no name changes."""
+        with self._dir_locked():
+            return evict.scan(self.directory).used
+
+    def clear(self) -> tuple[int, int, int]:
+        """Remove every entry not in use: (entries removed, bytes freed, entries kept because in use)."""
+        with self._dir_locked():
+            return evict.clear(self.directory)
+
+    @contextlib.contextmanager
+    def _dir_locked(self) -> Iterator[None]:
+        """The directory lock: space accounting, eviction and the renames that complete entries, one at a time."""
+        with FileLock(os.path.join(self.directory, DIR_LOCK)) as dirlock:
+            dirlock.acquire(shared=False)
+            yield
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
