@@ -95,3 +95,20 @@ def test_merge_on_zonal_bucket_is_refused_naming_it(flux_server, zonal_bucket):
     with pytest.raises(ZonalUnsupported, match=f"merge into {zonal_bucket}/ab: bucket {zonal_bucket} is zonal"):
         fs.merge(f"{zonal_bucket}/ab", [f"{zonal_bucket}/a", f"{zonal_bucket}/b"])
     assert not fs.exists(f"{zonal_bucket}/ab")
+
+
+def test_xml_fallback_on_zonal_bucket_fails_naming_it_then_writes_resumable(flux_server, zonal_bucket):
+    flux_server.configure(xml_multipart=False)
+    fs = make_fs(flux_server, part_size="5MiB")
+    big = os.urandom(11 * 2**20)
+    with pytest.warns(RuntimeWarning, match="does not support XML multipart upload"):
+        with pytest.raises(ZonalUnsupported, match=f"{zonal_bucket}/big: the server has no XML multipart upload "
+                                                   f"and bucket {zonal_bucket} is zonal"):
+            with fs.open(f"{zonal_bucket}/big", "wb") as f:
+                f.write(big)
+    assert fs.find(zonal_bucket) == []  # nothing half-written, no temporary left
+    flux_server.reset_stats()
+    with fs.open(f"{zonal_bucket}/big", "wb") as f:
+        f.write(big)
+    assert fs.cat_file(f"{zonal_bucket}/big") == big
+    assert "compose" not in flux_server.stats()["requests"]
