@@ -153,3 +153,20 @@ def test_bad_placement_is_refused_and_makes_no_bucket(flux_server, kwargs, messa
         fs.mkdir(name, **kwargs)
     assert f"mkdir {name}: {message}" in str(err.value)
     assert name not in fs.ls("")
+
+
+def test_concurrent_lookups_of_one_bucket_make_one_request(flux_server, bucket):
+    import asyncio
+
+    from fluxfs.support import run
+    from fluxfs.zonal import layout
+
+    fs = make_fs(flux_server)
+    flux_server.configure(latency_ms=100)  # the lookups overlap
+
+    async def many():
+        return await asyncio.gather(*(layout(fs, bucket) for _ in range(10)))
+
+    flux_server.reset_stats()
+    got = run(fs, many)
+    assert {g.kind for g in got} == {"standard"} and flux_server.stats()["requests"] == {"bucket": 1}

@@ -112,3 +112,12 @@ def test_xml_fallback_on_zonal_bucket_fails_naming_it_then_writes_resumable(flux
         f.write(big)
     assert fs.cat_file(f"{zonal_bucket}/big") == big
     assert "compose" not in flux_server.stats()["requests"]
+
+
+def test_reads_that_would_not_compose_do_not_ask_the_layout(flux_server, bucket):
+    fs = make_fs(flux_server, compose_threshold=10)  # every object read directly anyway
+    data = _objects(fs, bucket, n=5)
+    infos = list(fs.find(bucket, detail=True).values())
+    flux_server.reset_stats()
+    assert fs.cat_objects(infos) == data
+    assert flux_server.stats()["requests"] == {"read": 5}
