@@ -23,6 +23,7 @@ from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_sig
 from .reads import batched, direct, handle, into, lookup, stream
 from .reads import ranges as ranged
 from .writes import FluxAppendFile, FluxWriteFile, object_fields, upload_local_file, write_bytes
+from .zonal import ZonalBuckets
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
 
@@ -30,7 +31,7 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)

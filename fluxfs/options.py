@@ -64,6 +64,10 @@ SIZE_UNITS = ("a whole number (8388608) or one with a unit, binary KiB/MiB/GiB/T
 
 # What an option holds, which says how text from `FSSPEC_FLUX_*` or `-o` is read (`coerce`).
 BOOL, COUNT, SIZE, SECONDS, STRATEGY, RETRY, TEXT = "bool", "count", "size", "seconds", "strategy", "retry", "text"
+LAYOUTS = "layouts"
+# What a bucket is (fluxfs/zonal/layout.py): a flat namespace, a hierarchical namespace (HNS), or zonal
+# (Rapid: a zone as location, always HNS, no compose). `bucket_types` declares them; "*" names every other bucket.
+BUCKET_TYPES = ("standard", "hns", "zonal")
 
 
 def parse_size(name: str, value: Any) -> int:
@@ -118,7 +122,28 @@ def _parse_strategy(name: str, value: Any) -> str:
     return text
 
 
-_PARSERS = {BOOL: _parse_bool, COUNT: parse_count, SIZE: parse_size, SECONDS: _parse_seconds,
+def _parse_layouts(name: str, value: Any) -> dict[str, str]:
+    """{bucket: "standard" | "hns" | "zonal"} from a mapping, "B1=zonal,B2=standard" or one type for every
+    bucket ("standard", the same as "*=standard")."""
+    if isinstance(value, str):
+        text = value.strip()
+        pairs = [p.partition("=") for p in text.split(",") if p.strip()] if "=" in text else [("*", "=", text)]
+        value = {b.strip(): t.strip() for b, _, t in pairs}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name} must map bucket names to one of {', '.join(BUCKET_TYPES)} (such as "
+                         f"{{'my-bucket': 'zonal'}}, or 'my-bucket=zonal,*=standard'), not {value!r}")
+    out = {}
+    for bucket, kind in value.items():
+        if not isinstance(bucket, str) or not bucket or "/" in bucket:
+            raise ValueError(f"{name}: {bucket!r} is not a bucket name (or '*' for every other bucket)")
+        text = kind.strip().lower() if isinstance(kind, str) else kind
+        if text not in BUCKET_TYPES:
+            raise ValueError(f"{name}: bucket {bucket!r} has type {kind!r}; use one of {', '.join(BUCKET_TYPES)}")
+        out[bucket] = text
+    return out
+
+
+_PARSERS = {BOOL: _parse_bool, LAYOUTS: _parse_layouts, COUNT: parse_count, SIZE: parse_size, SECONDS: _parse_seconds,
             STRATEGY: _parse_strategy, RETRY: lambda _name, value: resolve_policies(value),
             TEXT: lambda _name, value: value}
 
@@ -160,6 +185,8 @@ class FluxOptions:
     progress: bool = option(False, BOOL, "progress bars for long listings")
     cache_dir: Optional[str] = option(None, TEXT, "node-local cache directory the node's processes share; None: off")
     cache_limit: Optional[int] = option(None, SIZE, "bytes the node-local cache may hold ('200GiB'); None: the disk's")
+    bucket_types: Optional[Mapping[str, str]] = option(
+        None, LAYOUTS, "{bucket: 'standard'|'hns'|'zonal'} ('*': any other): no layout lookup; None: looked up once")
 
     @classmethod
     def from_arguments(cls, **given: Any) -> "FluxOptions":

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 import google_crc32c
 
-from .. import temporaries
+from .. import temporaries, zonal
 from ..errors import HttpError, PreconditionFailed, RetryableError
 from ..gcs import http, tempnames
 from ..gcs.chunks import Chunked
@@ -311,6 +311,7 @@ async def cat_objects(fs: "FluxFileSystem", infos: Iterable[dict], on_error: str
     if compose_on(fs):
         cap = opts.max_composite_size
         groups, direct = plan(objs, cap, min(opts.compose_threshold, cap))
+        groups, direct = await zonal.without_zonal(fs, groups, direct)  # no compose on zonal (Rapid) buckets
     else:
         groups, direct = [], objs
     batch = _Batch(fs, opts.read_concurrency)

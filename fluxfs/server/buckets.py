@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional
 from sortedcontainers import SortedDict
 
 from .errors import ServerError
+from .layout import is_zonal, resource_fields
 from .objects import Obj, SynthBatch
 from .timestamps import rfc3339
 
@@ -26,6 +27,12 @@ class Bucket:
     versioning: Optional[bool] = None   # None: never set (no "versioning" field), else versioning.enabled
     objects: SortedDict = field(default_factory=SortedDict)  # name -> Obj or SynthBatch
     noncurrent: SortedDict = field(default_factory=SortedDict)  # name -> [Obj], oldest generation first
+    layout: Dict[str, Any] = field(default_factory=dict)  # location, storage class, placement, HNS (layout.py)
+
+    @property
+    def zonal(self) -> bool:
+        """A zonal (Rapid) bucket: no compose."""
+        return is_zonal(self.layout)
 
     def lookup(self, name: str) -> Optional[Obj]:
         """The live object ``name`` (materialized from its synthetic batch on first use) or None."""
@@ -44,9 +51,9 @@ class Bucket:
     def resource(self, base_url: str) -> Dict[str, Any]:
         r = {"kind": "storage#bucket", "id": self.name, "name": self.name,
              "selfLink": f"{base_url}/storage/v1/b/{self.name}", "projectNumber": "0",
-             "metageneration": str(self.metageneration), "location": "US", "storageClass": "STANDARD",
+             "metageneration": str(self.metageneration),
              "etag": f"CA{self.metageneration}=", "timeCreated": rfc3339(self.created),
-             "updated": rfc3339(self.created), "locationType": "multi-region"}
+             "updated": rfc3339(self.created), **resource_fields(self.layout)}
         if self.labels:
             r["labels"] = dict(self.labels)
         if self.versioning is not None:

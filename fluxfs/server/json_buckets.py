@@ -1,4 +1,4 @@
-"""JSON API bucket calls: list, insert, get/patch/update, delete, testIamPermissions."""
+"""JSON API bucket calls: list, insert, get/patch/update, delete, testIamPermissions, getStorageLayout."""
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -9,6 +9,7 @@ from aiohttp import web
 from .errors import ServerError
 from .fields import apply_fields, parse_fields
 from .json_request import base_url, json_body
+from .layout import layout_settings, storage_layout
 from .replies import Reply, json_reply
 
 
@@ -31,7 +32,7 @@ async def bucket_insert(srv, request: web.Request, q: Dict[str, str]) -> Reply:
     versioning = body.get("versioning")
     if versioning is not None and not isinstance(versioning, dict):
         raise ServerError(400, "versioning must be an object such as {\"enabled\": true}.", "invalid")
-    b = srv.store.create_bucket(name, labels=body.get("labels"),
+    b = srv.store.create_bucket(name, labels=body.get("labels"), layout=layout_settings(body),
                                 versioning=None if versioning is None else bool(versioning.get("enabled")))
     return json_reply(b.resource(base_url(request)))
 
@@ -46,6 +47,12 @@ async def bucket_get(srv, request: web.Request, q: Dict[str, str], bucket: str) 
     if "fields" in q:
         res = apply_fields(res, parse_fields(q["fields"]))
     return json_reply(res)
+
+
+async def bucket_storage_layout(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
+    """buckets.getStorageLayout: location, locationType ("zone" for a zonal bucket), hierarchicalNamespace."""
+    b = srv.store.bucket(bucket)
+    return json_reply(storage_layout(b.name, b.layout))
 
 
 async def bucket_delete(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:

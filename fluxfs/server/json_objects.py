@@ -14,6 +14,7 @@ from .errors import ServerError
 from .fields import apply_fields, parse_fields
 from .json_request import (base_url, bool_param, int_param, json_body, meta_from, preconds,
                            resource_reply)
+from .layout import ZONAL_COMPOSE_MESSAGE
 from .media import media_reply
 from .objects import EXTRA_FIELDS, with_kms_key
 from .objjson import entries_json
@@ -107,6 +108,8 @@ async def compose(srv, request: web.Request, q: Dict[str, str], bucket: str, nam
     sources = body.get("sourceObjects") or []
     if not sources:
         raise ServerError(400, "At least one source object is required for compose.", "required")
+    if srv.store.bucket(bucket).zonal:
+        raise ServerError(400, ZONAL_COMPOSE_MESSAGE, "invalid")
     if len(sources) > MAX_COMPOSE_SOURCES:
         raise ServerError(400, f"The number of source objects provided is {len(sources)}; compose accepts at most "
                                f"{MAX_COMPOSE_SOURCES}.", "invalid")

@@ -8,7 +8,8 @@ from urllib.parse import unquote
 
 from .batch import handle_batch
 from .errors import ServerError
-from .json_buckets import bucket_delete, bucket_get, bucket_insert, bucket_list, bucket_test_permissions
+from .json_buckets import (bucket_delete, bucket_get, bucket_insert, bucket_list, bucket_storage_layout,
+                           bucket_test_permissions)
 from .json_objects import compose, copy, move, object_delete, object_get, object_list, object_patch
 from .uploads import resumable_cancel, resumable_chunk, upload_start
 
@@ -63,6 +64,8 @@ def _route(method: str, path: str, upload_id: bool, media: bool) -> Tuple[str, A
         return "bucket", h, dict(bucket=bucket)
     if segs[5] == "iam" and n == 7 and segs[6] == "testPermissions":
         return "bucket", bucket_test_permissions, dict(bucket=bucket)
+    if segs[5] == "storageLayout" and n == 6 and method == "GET":
+        return "bucket", bucket_storage_layout, dict(bucket=bucket)
     if segs[5] != "o":
         raise ServerError(404, f"Not found: {method} {path}", "notFound")
     if n == 6 or (n == 7 and segs[6] == ""):

@@ -91,7 +91,7 @@ class Persistence:
             os.makedirs(self._bdir(b.name, sub), exist_ok=True)
         _atomic_write(self._bdir(b.name, "bucket.json"),
                       json.dumps({"name": b.name, "created": b.created, "labels": b.labels,
-                                  "versioning": b.versioning}).encode())
+                                  "versioning": b.versioning, "layout": b.layout}).encode())
         self.files.setdefault(b.name, set())
 
     def delete_bucket(self, name: str) -> None:
@@ -209,7 +209,7 @@ class Persistence:
             except (FileNotFoundError, ValueError):
                 continue
             b = Bucket(bname, created=binfo.get("created", 0.0), labels=binfo.get("labels"),
-                       versioning=binfo.get("versioning"))
+                       versioning=binfo.get("versioning"), layout=binfo.get("layout") or {})
             buckets[bname] = b
             names: Set[str] = set()
             self.files[bname] = names

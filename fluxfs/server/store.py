@@ -56,14 +56,14 @@ class Store:
 
     # -- buckets --
     def create_bucket(self, name: str, labels: Optional[Dict[str, str]] = None, exist_ok: bool = False,
-                      versioning: Optional[bool] = None) -> Bucket:
+                      versioning: Optional[bool] = None, layout: Optional[Dict[str, Any]] = None) -> Bucket:
         validate_bucket_name(name)
         if name in self.buckets:
             if exist_ok:
                 return self.buckets[name]
             raise ServerError(409, f"Your previous request to create the named bucket succeeded and you already "
                                    f"own it: {name}", "conflict", "BucketAlreadyOwnedByYou")
-        b = Bucket(name, labels=labels, versioning=versioning)
+        b = Bucket(name, labels=labels, versioning=versioning, layout=dict(layout or {}))
         if self.persist:
             try:
                 with disk_writes(f"bucket {name}"):

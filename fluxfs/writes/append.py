@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from .. import temporaries
+from .. import temporaries, zonal
 from ..gcs import bridge, tempnames
 from .append_commit import commit_append, current_resource, destination_fields, new_temp
 from .lifecycle import AtomicWriter
@@ -39,6 +39,7 @@ class FluxAppendFile(AtomicWriter):
         self.fs, self.mode, self.autocommit = fs, mode, autocommit
         self.bucket, self.key = object_path(fs, path)
         self.path = f"{self.bucket}/{self.key}"
+        zonal.refuse_compose(fs, self.bucket, f"append to {self.path}")  # the commit is a compose
         self._given = {"content_type": content_type, "metadata": metadata,
                        "fixed_key_metadata": fixed_key_metadata, "kms_key_name": kms_key_name}
         destination_fields(self.key, None, self._given)  # a bad option fails now, naming itself

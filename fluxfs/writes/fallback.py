@@ -4,7 +4,8 @@ Some GCS-compatible servers (fake-gcs-server, several emulators) have the JSON A
 multipart upload, and answer its initiate with 501, 405, 404 or 400. The first write that meets
 such an answer goes on as a compose upload (parts as temporary objects), the filesystem remembers
 it and warns once, and later writes of that filesystem start as compose uploads
-(`settings.upload_settings`).
+(`settings.upload_settings`); on a zonal bucket, which has no compose, that write fails naming it and
+later ones go as one resumable session.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import logging
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from .. import zonal
 from ..errors import HttpError
 from ..gcs import http
 from .compose import ComposeUploader
@@ -77,6 +79,11 @@ class XmlOrComposeUploader(XmlUploader):
                     self.fs, self.pw.bucket)):
                 raise
             _mark_unsupported(self.fs, exc)
+            if await zonal.is_zonal(self.fs, self.pw.bucket):  # no compose there to fall back on
+                raise zonal.ZonalUnsupported(
+                    f"{self.pw.what}: the server has no XML multipart upload and bucket {self.pw.bucket} is zonal "
+                    "(Rapid), where GCS has no compose; write it again: this filesystem now writes there with "
+                    "one resumable session") from exc
             logger.info("writing %s as a compose upload: %s", self.pw.what, exc)
             self._instead = ComposeUploader(self.pw)
             self.max_parts = self._instead.max_parts  # the parts still to come grow under compose's cap

@@ -23,7 +23,7 @@ STRATEGIES: dict[str, Callable[["PartWriter"], "Uploader"]] = {
 
 
 def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
-                    fields: "ObjectFields | None" = None) -> tuple[int, int, Callable]:
+                    fields: "ObjectFields | None" = None, on_zonal: bool = False) -> tuple[int, int, Callable]:
     """(part size, concurrency, uploader class) of one write, validated.
 
     The part size is the ``part_size`` option, which must suit the strategy (XML multipart: at least
@@ -33,12 +33,15 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
     strategy needs: the write succeeds, its memory bound by about concurrency x that part size.
     Fields the XML API's headers cannot carry unchanged (non-ASCII metadata values, upper-case
     metadata keys) send an ``xml`` write through one JSON resumable session instead. A server found
-    to lack XML multipart upload (`fallback.py`) gets ``compose`` writes instead.
+    to lack XML multipart upload (`fallback.py`) gets ``compose`` writes instead, except `on_zonal` (the
+    destination is a zonal bucket, where compose does not exist): one resumable session.
     """
     option = fs.options.multipart
     strategy = "resumable" if option == "xml" and fields is not None and not fields.xml_safe else option
     if strategy == "xml" and xml_unsupported(fs):
         strategy = "compose"
+    if strategy == "compose" and on_zonal:
+        strategy = "resumable"
     conc = fs.options.write_concurrency
     if block_size is None:
         part = int(fs.options.part_size)
@@ -61,6 +64,11 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
     if strategy == "resumable":
         conc = 1  # one resumable session takes its chunks in order
     return part, conc, STRATEGIES[strategy]
+
+
+def may_compose(fs: "FluxFileSystem") -> bool:
+    """Whether a write would compose its parts: only then does the bucket's layout (zonal or not) matter."""
+    return fs.options.multipart == "compose" or (fs.options.multipart == "xml" and xml_unsupported(fs))
 
 
 def min_part_size(part: int, strategy: str) -> int:

@@ -7,11 +7,12 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from .. import zonal
 from ..errors import UploadLost
 from .fields import ObjectFields, object_fields
 from .parts import PartWriter
 from .schedule import beyond_reach, fixed_part_size, max_part
-from .settings import object_path, upload_settings
+from .settings import may_compose, object_path, upload_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -42,7 +43,8 @@ async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Calla
 async def _upload_once(fs: "FluxFileSystem", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
                        create_only: bool, fields: ObjectFields, callback: Any = None) -> dict:
     bucket, key = object_path(fs, path)
-    part, conc, uploader = upload_settings(fs, fields=fields)
+    part, conc, uploader = upload_settings(fs, fields=fields,
+                                           on_zonal=may_compose(fs) and await zonal.is_zonal(fs, bucket))
     cap = uploader.part_cap(fs)
     if cap is not None:  # equal parts, as few as the cap allows (XML: 10,000; compose: compose_max_components)
         part = fixed_part_size(size, part, cap)

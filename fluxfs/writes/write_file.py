@@ -13,6 +13,7 @@ import io
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from .. import zonal
 from ..gcs import bridge
 from ..gcs.checksums import crc32c
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
@@ -21,7 +22,7 @@ from .lifecycle import AtomicWriter
 from .parts import PartWriter
 from .schedule import beyond_reach, max_part, reach
 from .schedule import part_size as scheduled_part_size
-from .settings import object_path, upload_settings
+from .settings import may_compose, object_path, upload_settings
 from .single import exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,7 +137,8 @@ class FluxWriteFile(AtomicWriter):
 
     def _configure(self, fields: ObjectFields) -> None:
         """Part size and strategy for `fields` (XML headers cannot carry every field); before the upload starts."""
-        self.part_size, self.concurrency, uploader = upload_settings(self.fs, self._block_size, fields)
+        on_zonal = may_compose(self.fs) and zonal.layout_sync(self.fs, self.bucket).zonal  # no compose there
+        self.part_size, self.concurrency, uploader = upload_settings(self.fs, self._block_size, fields, on_zonal)
         if self._buffered >= self.part_size:  # strategy changed under a fuller buffer: a part size above it
             self.part_size = -(-(self._buffered + 1) // RESUMABLE_CHUNK_MULTIPLE) * RESUMABLE_CHUNK_MULTIPLE
         self._uploader = uploader  # its max_parts (None: no cap) sets how part sizes grow (writes/schedule.py)

@@ -1,0 +1,162 @@
+"""What kind of bucket a path is in (standard, hierarchical namespace, zonal), learned once per bucket per filesystem.
+
+GCS documents the layout on the JSON API (`GET /storage/v1/b/BUCKET/storageLayout`: `locationType`
+"zone" is a zonal, Rapid, bucket; `hierarchicalNamespace.enabled` an HNS one), needing only
+`storage.objects.list`, which any reader holds. That is what gcsfs asks the storage-control gRPC API,
+over the same HTTP session as every other request: no gRPC channel, no stall against emulators. A server
+without the route (fake-gcs-server) is asked for the bucket resource instead (same fields). The lookup is
+lazy (only where a zonal bucket behaves differently: compose), bounded by `LOOKUP_DEADLINE`, and
+`bucket_types` declares layouts so that no request is made at all.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+from ..errors import HttpError, RequestTimeout, RetryableError
+from ..gcs import bridge, http
+from ..gcs.redact import get_logger
+from ..gcs.retry import RetryPolicy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core import FluxFileSystem
+
+logger = get_logger(__name__)
+
+STANDARD, HNS, ZONAL = "standard", "hns", "zonal"
+# The whole lookup (both requests, retries included); a server that has not answered by then is taken
+# as standard (and remembered as such): gcsfs's gRPC lookup waits 47-110 s for an emulator.
+LOOKUP_DEADLINE = 2.0
+_RETRY = RetryPolicy(deadline=LOOKUP_DEADLINE)
+
+
+class ZonalUnsupported(NotImplementedError):
+    """An operation that needs compose (append "ab", merge) on a zonal (Rapid) bucket, where GCS has none."""
+
+
+@dataclass(frozen=True)
+class BucketLayout:
+    """A bucket's layout and where it was learned ("declared", "storageLayout", "bucket", "unanswered", "denied")."""
+
+    bucket: str
+    kind: str = STANDARD
+    location: Optional[str] = None
+    source: str = "declared"
+
+    @property
+    def zonal(self) -> bool:
+        """Zonal (Rapid): objects are appendable, compose and rewrite do not exist."""
+        return self.kind == ZONAL
+
+    @property
+    def hns(self) -> bool:
+        """Hierarchical namespace (zonal buckets always have it)."""
+        return self.kind in (HNS, ZONAL)
+
+
+def declared(fs: "FluxFileSystem", bucket: str) -> Optional[BucketLayout]:
+    """The layout `bucket_types` gives `bucket` (its own entry, else "*"), or None."""
+    types = fs.options.bucket_types
+    kind = types.get(bucket, types.get("*")) if types else None
+    return None if kind is None else BucketLayout(bucket, kind)
+
+
+def known(fs: "FluxFileSystem", bucket: str) -> Optional[BucketLayout]:
+    """The layout without a request: declared, or learned before by this filesystem; None if neither."""
+    return declared(fs, bucket) or _learned(fs).get(bucket)
+
+
+async def layout(fs: "FluxFileSystem", bucket: str) -> BucketLayout:
+    """`bucket`'s layout: declared, learned before, or looked up now (one lookup at a time per bucket)."""
+    found = known(fs, bucket)
+    if found is not None:
+        return found
+    loop = asyncio.get_running_loop()
+    pending = fs.__dict__.setdefault("_zonal_lookups", {})
+    task = pending.get((bucket, id(loop)))
+    if task is None or task.get_loop() is not loop:
+        task = pending[(bucket, id(loop))] = asyncio.ensure_future(_look_up(fs, bucket))
+        task.add_done_callback(lambda _t: pending.pop((bucket, id(loop)), None))
+    got = await asyncio.shield(task)
+    if got.source != "missing":  # a missing bucket may yet be created: asked again next time
+        _learned(fs)[bucket] = got
+    return got
+
+
+def layout_sync(fs: "FluxFileSystem", bucket: str) -> BucketLayout:
+    """`layout` from blocking code (a handle being opened)."""
+    return known(fs, bucket) or bridge.run(fs, layout, fs, bucket)
+
+
+async def is_zonal(fs: "FluxFileSystem", bucket: str) -> bool:
+    """Whether `bucket` is zonal (compose does not exist there)."""
+    return (await layout(fs, bucket)).zonal
+
+
+def refuse_compose(fs: "FluxFileSystem", bucket: str, what: str) -> None:
+    """ZonalUnsupported naming `what` (such as "append to B/K") when `bucket` is zonal."""
+    if layout_sync(fs, bucket).zonal:
+        raise unsupported(bucket, what)
+
+
+def unsupported(bucket: str, what: str) -> ZonalUnsupported:
+    """The error for `what` (such as "append to B/K"), which needs compose, on zonal bucket `bucket`."""
+    return ZonalUnsupported(f"cannot {what}: bucket {bucket} is zonal (Rapid), where GCS has no compose; "
+                            "appending there needs gRPC appendable uploads, which fluxfs does not make yet")
+
+
+def _learned(fs: "FluxFileSystem") -> dict:
+    return fs.__dict__.setdefault("_zonal_layouts", {})
+
+
+async def _look_up(fs: "FluxFileSystem", bucket: str) -> BucketLayout:
+    try:
+        return await asyncio.wait_for(_ask(fs, bucket), LOOKUP_DEADLINE)
+    # A refused connection is not caught: ServerUnreachable names the endpoint, as every other request would.
+    except (asyncio.TimeoutError, RetryableError, RequestTimeout) as exc:
+        logger.info("bucket %s: no storage layout within %.0f s (%s); taken as standard", bucket,
+                    LOOKUP_DEADLINE, type(exc).__name__)
+        return BucketLayout(bucket, STANDARD, source="unanswered")
+
+
+async def _ask(fs: "FluxFileSystem", bucket: str) -> BucketLayout:
+    """storageLayout, else the bucket resource; 403: standard (reads still work, compose finds out itself)."""
+    for path, source, params in (("b/{}/storageLayout", "storageLayout", None),
+                                 ("b/{}", "bucket", {"fields": "location,locationType,hierarchicalNamespace"})):
+        try:
+            resp = await http.request(fs, "GET", fs.json_url(path, bucket), op="metadata", what=bucket,
+                                      retry=_RETRY, params=params)
+        except FileNotFoundError:
+            continue  # no such route (an emulator), or no such bucket: the next request tells
+        except PermissionError:
+            return BucketLayout(bucket, STANDARD, source="denied")
+        except HttpError as exc:
+            if isinstance(exc, RetryableError):
+                raise
+            continue  # a server that refuses the route otherwise (400, 405, 501)
+        return from_resource(bucket, resp.json(), source)
+    return BucketLayout(bucket, STANDARD, source="missing")
+
+
+def from_resource(bucket: str, res: dict, source: str) -> BucketLayout:
+    """A layout from a storageLayout or bucket resource (`locationType`, `hierarchicalNamespace`)."""
+    if str(res.get("locationType", "")).lower() == "zone":
+        kind = ZONAL
+    elif (res.get("hierarchicalNamespace") or {}).get("enabled") is True:
+        kind = HNS
+    else:
+        kind = STANDARD
+    return BucketLayout(bucket, kind, res.get("location"), source)
+
+
+async def without_zonal(fs: "FluxFileSystem", groups: list[list], direct: list) -> tuple[list[list], list]:
+    """Composite groups (of objects with a `.bucket`) split off to `direct` when their bucket is zonal.
+
+    The layout is asked only for buckets that have a group (nothing else would behave differently)."""
+    buckets = {g[0].bucket for g in groups}
+    zonal = {b for b in buckets if await is_zonal(fs, b)}
+    if not zonal:
+        return groups, direct
+    moved = [o for g in groups if g[0].bucket in zonal for o in g]
+    return [g for g in groups if g[0].bucket not in zonal], direct + moved
