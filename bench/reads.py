@@ -4,8 +4,8 @@ Sets: 50k x 10 KiB, 20k x 100 KiB, 2k x 1 MiB (--quick: 5k x 10 KiB, 2k x 100 Ki
 from --objects/--size. Contenders, interleaved on the same server and data:
   fluxfs            `fs.iter_cat_objects(infos, buffer_bytes=--batch-bytes)` with compose: the whole set
                     streamed with at most --batch-bytes read ahead (infos from a listing, like
-                    Dataflux's input); each slice is checked on the clock, as reads go on meanwhile.
-                    Runs in its own process, as the peers do (bench/peers.py)
+                    Dataflux's input). Runs in its own process, as the peers do (bench/peers.py), where
+                    every contender's check of every object is taken off its clock
   obstore           one GET per object, --peer-concurrency of them in flight (own process, bench/peers.py)
   tensorstore       one kvstore read per object, gcs_request_concurrency = --peer-concurrency (own process)
   fluxfs-batched    `fs.cat_objects(batch)` per batch of --batch-bytes, like the gcsfs contender
@@ -15,8 +15,8 @@ from --objects/--size. Contenders, interleaved on the same server and data:
   dataflux-best     `dataflux_download_threaded` with 32 threads (Dataflux's fastest configuration)
   limit             one object of the set's total bytes, read in one streamed GET
 Objects are read in batches of <= --batch-bytes (so 2 GB sets fit in memory), or streamed with that
-much read ahead; every object is checked against its listed crc32c (after its batch, not timed; the
-peers' checks are taken off their clocks too). --peer-concurrency defaults to fluxfs's read_concurrency.
+much read ahead; every object is checked against its listed crc32c (after its batch, not timed; in
+the own-process contenders, as it arrives, its time taken off the clock). --peer-concurrency defaults to fluxfs's read_concurrency.
 Reported: objects/s, MB/s, client CPU seconds (per GB, per object), peak memory above the start of the
 reads (peak_mb: VmHWM, reset before) and server requests per object.
 """
