@@ -77,7 +77,8 @@ def run_worker(spec: dict, timeout: float = 3600) -> dict:
                          capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         tail = out.stderr.strip()[-800:]
-        raise (WrongResult if "WrongResult" in tail else RuntimeError)(f"{spec['contender']}: {tail}")
+        how = f"killed by signal {-out.returncode}" if out.returncode < 0 else f"exit status {out.returncode}"
+        raise (WrongResult if "WrongResult" in tail else RuntimeError)(f"{spec['contender']} ({how}): {tail}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
