@@ -364,6 +364,6 @@ def run(args: argparse.Namespace) -> dict:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        print(json.dumps(worker(json.loads(sys.argv[2]))))
+        peers.exit_after(worker(json.loads(sys.argv[2])))
     else:
         sys.exit("usage: python -m bench weights [options]  (this module's own entry point is for its workers)")
