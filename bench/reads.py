@@ -16,7 +16,8 @@ from --objects/--size. Contenders, interleaved on the same server and data:
   limit             one object of the set's total bytes, read in one streamed GET
 Objects are read in batches of <= --batch-bytes (so 2 GB sets fit in memory), or streamed with that
 much read ahead; every object is checked against its listed crc32c (after its batch, not timed; in
-the own-process contenders, as it arrives, its time taken off the clock). --peer-concurrency defaults to fluxfs's read_concurrency.
+the own-process contenders, as it arrives, its time taken off the clock). --peer-concurrency
+defaults to fluxfs's read_concurrency.
 Reported: objects/s, MB/s, client CPU seconds (per GB, per object), peak memory above the start of the
 reads (peak_mb: VmHWM, reset before) and server requests per object.
 """
