@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= torch,test,bench,lightning,notebook
+EXTRAS ?= torch,test,bench,peers,lightning,notebook
 # torch comes first, from pip's default index unless TORCH_INDEX names another (e.g. torch's CPU-only index).
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=

@@ -27,9 +27,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+from .common import PeakMemory
 
 MIB = 2**20
 BUCKET = "bench-checkpoint"
@@ -81,31 +82,6 @@ def _check(torch, loaded: dict, size: int) -> None:
 
 
 # -- measuring one save or load in a subprocess ------------------------------------------------
-
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-class _PeakRss:
-    """Samples this process's RSS every 5 ms while active."""
-
-    def __enter__(self):
-        self.base = self.peak = _rss()
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, _rss())
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._t.join()
-        self.peak = max(self.peak, _rss())
-
 
 def _cpu() -> float:
     t = os.times()
@@ -168,7 +144,7 @@ def worker(spec: dict) -> dict:
         sd = _state_dict(torch, size)
         nbytes = sum(t.numel() * t.element_size() for t in sd.values())
         cpu0 = _cpu()
-        with _PeakRss() as mem, tempfile.TemporaryDirectory() as tmp:
+        with PeakMemory() as mem, tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             if name == "gcs-tm":  # the documented way: a local file, then parallel chunk uploads
                 local = os.path.join(tmp, "ckpt.pt")

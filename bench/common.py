@@ -27,6 +27,61 @@ class WrongResult(AssertionError):
     """A contender returned wrong bytes or counts: reported as failed, not timed."""
 
 
+class Skipped(Exception):
+    """A contender that cannot run here (its package is not installed): reported as skipped, not failed."""
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+class PeakMemory:
+    """Peak resident memory above the start of the block, from the kernel's high-water mark.
+
+    Entering writes 5 to /proc/self/clear_refs (resets VmHWM to the current RSS); leaving reads
+    VmHWM. Unlike `ru_maxrss` this is the process's own figure (a child inherits its parent's
+    ru_maxrss) and it misses no short peak. Where the reset is refused, RSS is sampled every 5 ms.
+    """
+
+    def __enter__(self) -> "PeakMemory":
+        self._sampler = None
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self.base = _status_kib("VmHWM") * 1024
+            self.exact = True
+        except OSError:
+            import threading
+
+            self.exact = False
+            self.base = self.peak = _status_kib("VmRSS") * 1024
+            stop = threading.Event()
+
+            def sample() -> None:
+                while not stop.wait(0.005):
+                    self.peak = max(self.peak, _status_kib("VmRSS") * 1024)
+            self._sampler = (stop, threading.Thread(target=sample, daemon=True))
+            self._sampler[1].start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._sampler is None:
+            self.peak = _status_kib("VmHWM") * 1024
+        else:
+            self._sampler[0].set()
+            self._sampler[1].join()
+            self.peak = max(self.peak, _status_kib("VmRSS") * 1024)
+
+    @property
+    def extra_mb(self) -> float:
+        """MiB above the resident size at entry."""
+        return (self.peak - self.base) / 2**20
+
+
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", choices=("local", "cloud"), default="cloud",
                         help="server preset: local (none) or cloud (30 ms first byte, 100 MB/s per request)")
@@ -52,6 +107,10 @@ def measure(fn: Callable[[], dict | None]) -> dict:
     wall, cpu = time.perf_counter() - t0, _cpu_seconds() - cpu0
     out.setdefault("wall_s", wall)
     out.setdefault("cpu_s", cpu)
+    if out.get("bytes"):
+        out.setdefault("cpu_s_per_gb", out["cpu_s"] / (out["bytes"] / 1e9))
+    if out.get("objects"):
+        out.setdefault("cpu_us_per_object", out["cpu_s"] / out["objects"] * 1e6)
     for rate, (count, per) in HEADLINE_DERIVED.items():
         if rate not in out and count in out and out[per] > 0:
             value = out[count] / out[per]
@@ -82,12 +141,17 @@ def run_scenario(
         contenders = {k: v for k, v in contenders.items() if k in keep}
     runs: dict[str, list[dict]] = {name: [] for name in contenders}
     errors: dict[str, str] = {}
+    skipped: dict[str, str] = {}
     for i in range(args.repeat):
         for name, fn in contenders.items():
-            if name in errors:
+            if name in errors or name in skipped:
                 continue
             try:
                 result = measure(fn)
+            except Skipped as exc:  # a peer that is not installed: not an error
+                skipped[name] = str(exc)
+                print(f"  [{scenario}] {name} skipped: {exc}", file=sys.stderr)
+                continue
             except Exception as exc:  # a contender that fails is reported, the others go on
                 errors[name] = f"{type(exc).__name__}: {exc}"
                 print(f"  [{scenario}] {name} failed: {errors[name]}", file=sys.stderr)
@@ -100,7 +164,10 @@ def run_scenario(
                   file=sys.stderr, flush=True)
     report: dict[str, Any] = {"scenario": scenario, "profile": args.profile, "params": params, "contenders": {}}
     for name in contenders:
-        report["contenders"][name] = {"error": errors[name]} if name in errors else _summaries(runs[name])
+        if name in skipped:
+            report["contenders"][name] = {"skipped": skipped[name]}
+        else:
+            report["contenders"][name] = {"error": errors[name]} if name in errors else _summaries(runs[name])
     report["ratios"] = compute_ratios(report["contenders"], headlines, ratios, lower_is_better)
     report["machine"] = machine_info()
     print_report(report, headlines)
@@ -154,8 +221,8 @@ def print_report(report: dict, headlines: list[str]) -> None:
     cols = headlines + ["wall_s", "cpu_s"]
     print(f"{'contender':<24}" + "".join(f"{c:>16}" for c in cols))
     for name, c in report["contenders"].items():
-        if "error" in c:
-            print(f"{name:<24}  error: {c['error'][:100]}")
+        if "error" in c or "skipped" in c:
+            print(f"{name:<24}  {'error' if 'error' in c else 'skipped'}: {c.get('error', c.get('skipped'))[:100]}")
             continue
         med = c["median"]
         print(f"{name:<24}" + "".join(f"{med.get(k, float('nan')):>16.2f}" for k in cols))

@@ -4,7 +4,10 @@ Sets: 50k x 10 KiB, 20k x 100 KiB, 2k x 1 MiB (--quick: 5k x 10 KiB, 2k x 100 Ki
 from --objects/--size. Contenders, interleaved on the same server and data:
   fluxfs            `fs.iter_cat_objects(infos, buffer_bytes=--batch-bytes)` with compose: the whole set
                     streamed with at most --batch-bytes read ahead (infos from a listing, like
-                    Dataflux's input); each slice is checked on the clock, as reads go on meanwhile
+                    Dataflux's input). Runs in its own process, as the peers do (bench/peers.py), where
+                    every contender's check of every object is taken off its clock
+  obstore           one GET per object, --peer-concurrency of them in flight (own process, bench/peers.py)
+  tensorstore       one kvstore read per object, gcs_request_concurrency = --peer-concurrency (own process)
   fluxfs-batched    `fs.cat_objects(batch)` per batch of --batch-bytes, like the gcsfs contender
   fluxfs-nocompose  `fluxfs` with compose=False (direct GETs)
   gcsfs             `gcsfs.core.GCSFileSystem.cat(paths)`
@@ -12,8 +15,11 @@ from --objects/--size. Contenders, interleaved on the same server and data:
   dataflux-best     `dataflux_download_threaded` with 32 threads (Dataflux's fastest configuration)
   limit             one object of the set's total bytes, read in one streamed GET
 Objects are read in batches of <= --batch-bytes (so 2 GB sets fit in memory), or streamed with that
-much read ahead; every object is checked against its listed crc32c (after its batch, not timed). Reported: objects/s, MB/s, client
-CPU seconds and server requests per object.
+much read ahead; every object is checked against its listed crc32c (after its batch, not timed; in
+the own-process contenders, as it arrives, its time taken off the clock). --peer-concurrency
+defaults to fluxfs's read_concurrency.
+Reported: objects/s, MB/s, client CPU seconds (per GB, per object), peak memory above the start of the
+reads (peak_mb: VmHWM, reset before) and server requests per object.
 """
 from __future__ import annotations
 
@@ -25,7 +31,8 @@ import resource
 import time
 from typing import Callable, Dict, List
 
-from .common import WrongResult, finish_combined, run_scenario, start_server
+from . import peers
+from .common import PeakMemory, WrongResult, finish_combined, run_scenario, start_server
 
 KIB = 1024
 FULL_SETS = [(50_000, 10 * KIB), (20_000, 100 * KIB), (2_000, 1024 * KIB)]
@@ -41,6 +48,8 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataflux-max", type=int, default=5000,
                         help="objects given to the sequential `dataflux` contender (it runs ~300 obj/s)")
     parser.add_argument("--dataflux-threads", type=int, default=32, help="threads of dataflux-best")
+    parser.add_argument("--peer-concurrency", type=int, default=None,
+                        help="requests in flight for obstore and tensorstore (default: fluxfs's read_concurrency)")
     parser.add_argument("--handle-size", type=int, default=0,
                         help="also time fs.open(path, 'rb').read() of one object this big (fluxfs vs gcsfs); 0 = skip")
 
@@ -65,6 +74,17 @@ def _batches(items: list, sizes: List[int], limit: int) -> List[list]:
         total += n
     if cur:
         out.append(cur)
+    return out
+
+
+def cpu_ratios(contenders: Dict, rivals) -> Dict[str, float]:
+    """cpu:fluxfs/PEER: fluxfs's client CPU per GB over the peer's (lower is better)."""
+    out = {}
+    f = contenders.get("fluxfs", {}).get("median", {}).get("cpu_s_per_gb")
+    for peer in rivals:
+        p = contenders.get(peer, {}).get("median", {}).get("cpu_s_per_gb")
+        if f and p:
+            out[f"cpu:fluxfs/{peer}"] = round(f / p, 2)
     return out
 
 
@@ -102,6 +122,7 @@ def run(args: argparse.Namespace) -> dict:
         flux_direct = FluxFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True,
                                      **dict(fl_opts, compose=False))
         gfs = gcsfs.core.GCSFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True)
+        peer_n = args.peer_concurrency or flux.batch_read_concurrency
         df_params = dfdl.DataFluxDownloadOptimizationParams(max_composite_object_size=100_000_000)
 
         for count, size in sets:
@@ -126,10 +147,24 @@ def run(args: argparse.Namespace) -> dict:
             def timed(read_batches: Callable[[], None], n_objects: int, n_bytes: int) -> Dict:
                 srv.reset_stats()
                 state = {"wall": 0.0, "cpu": 0.0}
-                read_batches(state)
+                with PeakMemory() as mem:
+                    read_batches(state)
                 reqs = sum(srv.stats()["requests"].values())
                 return {"objects": n_objects, "bytes": n_bytes, "wall_s": state["wall"], "cpu_s": state["cpu"],
-                        "requests_per_object": reqs / n_objects}
+                        "requests_per_object": reqs / n_objects, "peak_mb": mem.extra_mb}
+
+            objects = [[i["name"].split("/", 1)[1], i["size"], crcs[i["name"]]] for i in infos]
+
+            def process_contender(name: str) -> Callable[[], Dict]:
+                """fluxfs or a peer in its own process (bench/peers.py), on the same objects."""
+                def fn() -> Dict:
+                    spec = {"contender": name, "url": url, "bucket": BUCKET, "prefix": prefix, "objects": objects,
+                            "batch_bytes": args.batch_bytes, "concurrency": peer_n, "fluxfs": fl_opts}
+                    srv.reset_stats()
+                    out = peers.run_worker(spec)
+                    out["requests_per_object"] = sum(srv.stats()["requests"].values()) / count
+                    return out
+                return fn
 
             def clock(state: Dict, fn: Callable):
                 t0, c0 = time.perf_counter(), _cpu()
@@ -216,7 +251,9 @@ def run(args: argparse.Namespace) -> dict:
                 return timed(read_all, count, total)
 
             contenders = {
-                "fluxfs": fluxfs_stream_contender(flux),
+                "fluxfs": process_contender("fluxfs"),
+                "obstore": process_contender("obstore"),
+                "tensorstore": process_contender("tensorstore"),
                 "fluxfs-batched": fluxfs_contender(flux),
                 "fluxfs-nocompose": fluxfs_stream_contender(flux_direct),
                 "gcsfs": gcsfs_contender,
@@ -225,18 +262,26 @@ def run(args: argparse.Namespace) -> dict:
                 "limit": limit_contender,
             }
             params = {"objects": count, "size": size, "batch_bytes": args.batch_bytes,
-                      "dataflux_max": args.dataflux_max, "dataflux_threads": args.dataflux_threads, **fl_opts}
+                      "dataflux_max": args.dataflux_max, "dataflux_threads": args.dataflux_threads, **fl_opts,
+                      "concurrency": {"fluxfs": f"read_concurrency={flux.batch_read_concurrency} per slice of the "
+                                                "stream (4 slices), composed reads, aiohttp's 100 connections",
+                                      "obstore": peers.concurrency_note("obstore", peer_n),
+                                      "tensorstore": peers.concurrency_note("tensorstore", peer_n)}}
             report = run_scenario(f"reads {label}", sub_args, params, contenders, "objects_per_s",
-                                  [("fluxfs", "gcsfs"), ("fluxfs", "dataflux"), ("fluxfs", "dataflux-best"),
+                                  [("fluxfs", "obstore"), ("fluxfs", "tensorstore"),
+                                   ("fluxfs", "gcsfs"), ("fluxfs", "dataflux"), ("fluxfs", "dataflux-best"),
                                    ("fluxfs", "limit"), ("fluxfs-batched", "gcsfs"), ("fluxfs-nocompose", "gcsfs")])
             combined["sets"][label] = report
             for name, c in report["contenders"].items():
                 if "median" in c:
                     m = c["median"]
                     print(f"  {name:<18} {m.get('objects_per_s', 0):>9.0f} obj/s {m.get('mb_per_s', 0):>8.1f} MB/s "
-                          f"{m.get('cpu_s', 0):>6.2f} cpu-s {m.get('requests_per_object', 0):>6.3f} requests/object")
+                          f"{m.get('cpu_s', 0):>6.2f} cpu-s {m.get('cpu_s_per_gb', 0):>6.2f} cpu-s/GB "
+                          f"{m.get('cpu_us_per_object', 0):>6.0f} cpu-us/object {m.get('peak_mb', 0):>6.0f} MiB peak "
+                          f"{m.get('requests_per_object', 0):>6.3f} requests/object")
+            report["ratios"].update(cpu_ratios(report["contenders"], ("obstore", "tensorstore")))
             for k, v in report["ratios"].items():
-                combined["ratios"][f"{label}:{k}"] = v
+                combined["ratios"][f"cpu:{label}:{k[4:]}" if k.startswith("cpu:") else f"{label}:{k}"] = v
         if args.handle_size:
             _handle_scenario(args, sub_args, srv, flux, gfs, combined)
     return finish_combined("reads", args, combined)

@@ -13,7 +13,12 @@ from typing import Iterator
 METRICS = (("samples_per_s", "samples/s"), ("objects_per_s", "obj/s"), ("save_mb_per_s", "MB/s save"),
            ("load_mb_per_s", "MB/s load"), ("pages_per_s", "pages/s"), ("gets_per_s", "GET/s"),
            ("mb_per_s", "MB/s"))
-PEERS = ("gcsfs", "dataflux", "dataflux-best", "limit")
+PEERS = ("gcsfs", "dataflux", "dataflux-best", "webdataset", "obstore", "tensorstore", "runai", "limit")
+# The contender a column shows, in order of preference: scenarios name their variants differently
+# (shards: fluxfs-shards; packing: pack; weights: gcsfs-disk, gcsfs's best, and gcsfs-cat).
+ALIASES = {"fluxfs": ("fluxfs", "fluxfs-shards", "pack"), "gcsfs": ("gcsfs", "gcsfs-disk", "gcsfs-cat")}
+# Rows beside the headline: client CPU per GB (lower is better) and peak memory above the start.
+EXTRA_ROWS = (("cpu_s_per_gb", "load_cpu_s_per_gb", "CPU s/GB", "cpu:"), ("peak_mb", "load_extra_rss_mb", "peak MiB", "rss:"))
 
 
 def _size_label(params: dict) -> str:
@@ -52,25 +57,45 @@ def fmt(value: float | None) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
 
 
+def pick(contenders: dict, column: str, metrics: tuple = ()) -> dict:
+    """The contender shown in `column`: the first of its aliases with one of `metrics` ({} if none ran)."""
+    present = [contenders[n] for n in ALIASES.get(column, (column,)) if n in contenders]
+    for c in present:
+        if not metrics or any(m in c.get("median", {}) for m in metrics):
+            return c
+    return present[0] if present else {}
+
+
+def cell(c: dict, *metrics: str) -> str:
+    if "error" in c:
+        return "error"
+    if "skipped" in c:
+        return "skipped"
+    med = c.get("median", {})
+    return fmt(next((med[m] for m in metrics if m in med), None))
+
+
 def table(reports: list[dict]) -> str:
     lines = ["| scenario (profile) | metric | fluxfs | " + " | ".join(PEERS) + " | ratios (median of runs) |",
              "|---|---|---|" + "---|" * len(PEERS) + "---|"]
     for report in reports:
         for label, sub in subreports(report):
             contenders = sub.get("contenders", {})
-            if "fluxfs" not in contenders:  # e.g. the server's own figures: not a comparison
+            if not pick(contenders, "fluxfs"):  # e.g. the server's own figures: not a comparison
                 continue
             ratios = sub.get("ratios") or {}
             found = metrics_of(sub)
             # save and load are both headline metrics; elsewhere the first (most specific) one is.
             shown_metrics = [m for m in found if m[0] in ("save_mb_per_s", "load_mb_per_s")] or found[:1]
-            for metric, unit in shown_metrics:
-                cells = []
-                for name in ("fluxfs",) + PEERS:
-                    c = contenders.get(name, {})
-                    cells.append("error" if "error" in c else fmt(c.get("median", {}).get(metric)))
-                prefix = metric.split("_")[0] + ":"
-                shown = {k: v for k, v in ratios.items() if ":" not in k or k.startswith(prefix)}
+            rows = [((metric,), unit, metric.split("_")[0] + ":") for metric, unit in shown_metrics]
+            medians = [c.get("median", {}) for c in contenders.values()]
+            rows += [((m, alt), unit, prefix) for m, alt, unit, prefix in EXTRA_ROWS
+                     if any(m in med or alt in med for med in medians)]
+            for metrics, unit, prefix in rows:
+                cells = [cell(pick(contenders, name, metrics), *metrics) for name in ("fluxfs",) + PEERS]
+                extra = prefix in ("cpu:", "rss:")
+                shown = {k: v for k, v in ratios.items()
+                         if k.startswith(prefix) or (not extra and ":" not in k)}
                 ratio_text = ", ".join(f"{k.split(':')[-1]} {v:g}x" for k, v in shown.items())
                 lines.append(f"| {label} ({sub.get('profile')}) | {unit} | " + " | ".join(cells) + f" | {ratio_text} |")
     return "\n".join(lines)
@@ -86,7 +111,8 @@ def plot(reports: list[dict], out: Path) -> None:
     for report in reports:
         for label, sub in subreports(report):
             for key, value in (sub.get("ratios") or {}).items():
-                if key.split(":")[-1] in ("fluxfs/gcsfs", "fluxfs/dataflux"):
+                if key.split(":")[-1] in ("fluxfs/gcsfs", "fluxfs/dataflux", "fluxfs/obstore", "fluxfs/tensorstore",
+                                          "fluxfs/runai") and not key.startswith(("cpu:", "rss:")):
                     labels.append(f"{label}: {key}")
                     values.append(value)
     if not labels:

@@ -11,12 +11,18 @@ norms). Contenders, interleaved, each load or save in a fresh subprocess (RSS sa
                      and write(safetensors.torch.save(shard)) per shard
   gcsfs-disk         load: gcsfs.get of the shards to a local directory, then safetensors load_file
   fluxfs-torch-load  FluxCheckpoint.load of the same weights saved as one .pt (reference)
+  runai              Run:ai Model Streamer (vLLM's and SGLang's loader): SafetensorsStreamer over the
+                     gs:// shards, 16 workers of 8 MiB chunks, one connection each (bench/peer_weights.py)
+  obstore            obstore get_range_async of the same 8 MiB ranges, 16 in flight, into one buffer per
+                     shard, tensors as views of it
+  tensorstore        TensorStore kvstore reads of the same ranges, gcs_request_concurrency 16, the same way
   limit              a bare concurrent fetcher: plain aiohttp, the same 8 MiB ranges, the same 16
                      requests in flight, every chunk copied into one preallocated buffer; no
                      checksums, no tensors
+A peer whose package is missing is reported as skipped (`pip install fluxfs[peers]`).
 Timed: the load or save only. Every load is checked byte for byte (untimed); every save's object
 must have the crc32c of the package's own bytes. Headlines: load and save MB/s; also client CPU
-s/GB and the peak RSS above the loaded tensors.
+s/GB and the peak memory above the start (VmHWM, reset after the imports) and above the loaded tensors.
 """
 from __future__ import annotations
 
@@ -29,13 +35,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import peers
+from .common import Skipped
+
 MIB = 2**20
 BUCKET = "bench-weights"
 ROOT = Path(__file__).resolve().parents[1]
 SHARDS = 4
 RANGE = 8 * MIB
 IN_FLIGHT = 16
-LOADS = ("fluxfs", "fluxfs-tp-half", "gcsfs-cat", "gcsfs-disk", "fluxfs-torch-load", "limit")
+LOADS = ("fluxfs", "fluxfs-tp-half", "gcsfs-cat", "gcsfs-disk", "fluxfs-torch-load", "runai", "obstore",
+         "tensorstore", "limit")
+PEERS = ("runai", "obstore", "tensorstore")
 SAVES = ("fluxfs", "gcsfs-cat")
 
 
@@ -159,7 +170,8 @@ def worker(spec: dict) -> dict:
     """One load or save (spec["op"]) by one contender; returns timings and memory."""
     import torch
 
-    from bench.checkpoint import _cpu, _PeakRss
+    from bench.checkpoint import _cpu
+    from bench.common import PeakMemory
 
     name, size, shards, url = spec["contender"], spec["size"], spec["shards"], spec["url"]
     opts = {"endpoint_url": url, "token": "anon"}
@@ -172,6 +184,13 @@ def worker(spec: dict) -> dict:
         gfs = gcsfs.core.GCSFileSystem(**opts)
     if name == "limit":
         import aiohttp  # noqa: F401 - imported before the clock starts, as the others' clients are
+    if name in PEERS:
+        import importlib
+
+        from bench import peer_weights
+
+        for module in peer_weights.IMPORTS[name]:
+            importlib.import_module(module)
     if name.startswith("fluxfs"):
         from fluxfs.pipes.checkpoint import FluxCheckpoint
         from fluxfs.pipes.safetensors import load_model_dir, save_file
@@ -179,7 +198,7 @@ def worker(spec: dict) -> dict:
         sd = state(torch, size)
         nbytes = sum(t.numel() * t.element_size() for t in sd.values())
         cpu0 = _cpu()
-        with _PeakRss() as mem:
+        with PeakMemory() as mem:
             t0 = time.perf_counter()
             for k in range(shards):
                 part = {n: sd[n] for n in names[k]}
@@ -190,9 +209,9 @@ def worker(spec: dict) -> dict:
                     with gfs.open(target, "wb") as f:
                         f.write(st.save(part))
             wall = time.perf_counter() - t0
-        return {"wall_s": wall, "cpu_s": _cpu() - cpu0, "bytes": nbytes, "extra_rss_mb": (mem.peak - mem.base) / MIB}
+        return {"wall_s": wall, "cpu_s": _cpu() - cpu0, "bytes": nbytes, "extra_rss_mb": mem.extra_mb}
     cpu0 = _cpu()
-    with tempfile.TemporaryDirectory() as tmp, _PeakRss() as mem:
+    with tempfile.TemporaryDirectory() as tmp, PeakMemory() as mem:
         t0 = time.perf_counter()
         if name == "fluxfs":
             got = load_model_dir(f"flux://{root}", **opts)
@@ -209,6 +228,9 @@ def worker(spec: dict) -> dict:
                 got.update(st.load_file(os.path.join(tmp, shard_file(k, shards))))
         elif name == "fluxfs-torch-load":
             got = FluxCheckpoint(**opts).load(f"flux://{BUCKET}/{spec['prefix']}.pt")
+        elif name in PEERS:
+            keys = [f"{spec['prefix']}/{shard_file(k, shards)}" for k in range(shards)]
+            got = peer_weights.LOADERS[name](torch, {**spec, "bucket": BUCKET}, keys, RANGE, IN_FLIGHT)
         elif name == "limit":
             got = _limit_load(spec)
         wall = time.perf_counter() - t0
@@ -218,12 +240,17 @@ def worker(spec: dict) -> dict:
         check_loaded(torch, got, size, tp=name == "fluxfs-tp-half")
     else:
         loaded = got
-    return {"wall_s": wall, "cpu_s": cpu, "loaded": loaded, "extra_rss_mb": (mem.peak - mem.base) / MIB}
+    return {"wall_s": wall, "cpu_s": cpu, "loaded": loaded, "extra_rss_mb": mem.extra_mb}
 
 
 # -- the parent ---------------------------------------------------------------------------------
 
 def _run_worker(spec: dict, env: dict) -> dict:
+    if spec["contender"] in PEERS:
+        reason = peers.missing(spec["contender"])
+        if reason:
+            raise Skipped(reason)
+        env = {**env, **peers.peer_env(spec["contender"], spec["url"], IN_FLIGHT, RANGE)}
     out = subprocess.run([sys.executable, "-m", "bench.weights", "--worker", json.dumps(spec)], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
@@ -272,7 +299,10 @@ def run(args: argparse.Namespace) -> dict:
         srv.create_bucket(BUCKET)
         sizes, crcs = _upload_model(srv, size, shards)
         model = sum(_nbytes(s, d) for _, s, d in layout(size))
-        params = {"size": model, "shards": shards, "tensors": len(layout(size)), "range": RANGE, "in_flight": IN_FLIGHT}
+        params = {"size": model, "shards": shards, "tensors": len(layout(size)), "range": RANGE, "in_flight": IN_FLIGHT,
+                  "concurrency": {"fluxfs": f"load_model_dir(concurrency={IN_FLIGHT}), ranges of {RANGE} bytes",
+                                  "limit": f"{IN_FLIGHT} aiohttp GETs of {RANGE} bytes",
+                                  **{p: peers.concurrency_note(p, IN_FLIGHT, RANGE) for p in PEERS}}}
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         fs = FluxFileSystem(endpoint_url=srv.url, token="anon", skip_instance_cache=True)
 
@@ -292,11 +322,13 @@ def run(args: argparse.Namespace) -> dict:
                 srv.reset_stats()
                 load = _run_worker({**spec, "op": "load"}, env)
                 out.update(load_mb_per_s=model / load["wall_s"] / 1e6, load_s=load["wall_s"], load_cpu_s=load["cpu_s"],
+                           peak_mb=load["extra_rss_mb"],
                            load_cpu_s_per_gb=load["cpu_s"] / (model / 1e9), bytes_read=srv.stats()["bytes_out"],
                            load_extra_rss_mb=load["extra_rss_mb"],
                            rss_above_tensors_mb=load["extra_rss_mb"] - load["loaded"] / MIB)
                 out["wall_s"] = out["load_s"] + out.get("save_s", 0)
                 out["cpu_s"] = out["load_cpu_s"] + out.get("save_cpu_s", 0)
+                out["cpu_s_per_gb"] = out["load_cpu_s_per_gb"]  # the load's: every contender loads, two save
                 return out
             return one
 
@@ -314,6 +346,10 @@ def run(args: argparse.Namespace) -> dict:
             ratios["cpu:fluxfs/limit"] = round(f["load_cpu_s_per_gb"] / med["limit"]["load_cpu_s_per_gb"], 2)
         if "gcsfs-cat" in med and "save_mb_per_s" in med["gcsfs-cat"]:
             ratios["save:fluxfs/gcsfs"] = round(f["save_mb_per_s"] / med["gcsfs-cat"]["save_mb_per_s"], 2)
+        for p in PEERS:
+            if p in med:
+                ratios[f"load:fluxfs/{p}"] = round(f["load_mb_per_s"] / med[p]["load_mb_per_s"], 2)
+                ratios[f"cpu:fluxfs/{p}"] = round(f["load_cpu_s_per_gb"] / med[p]["load_cpu_s_per_gb"], 2)
         ratios["rss:fluxfs/model"] = round(max(0.0, f["rss_above_tensors_mb"]) * MIB / model, 3)
         if "fluxfs-tp-half" in med:
             ratios["tp-bytes:half/full"] = round(med["fluxfs-tp-half"]["bytes_read"] / f["bytes_read"], 3)
@@ -328,6 +364,6 @@ def run(args: argparse.Namespace) -> dict:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        print(json.dumps(worker(json.loads(sys.argv[2]))))
+        peers.exit_after(worker(json.loads(sys.argv[2])))
     else:
         sys.exit("usage: python -m bench weights [options]  (this module's own entry point is for its workers)")

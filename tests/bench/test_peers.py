@@ -1,0 +1,110 @@
+"""The peers' contenders of `bench reads` and `bench weights` in --quick form, each in its own process.
+
+Each must read exactly the bytes it was given (and be refused when they differ); a peer whose package
+is not installed is skipped here with the reason, and reported as skipped (not failed) by the harness.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench import peers
+from bench.common import WrongResult, run_scenario
+from tests.conftest import make_fs
+
+pytestmark = pytest.mark.slow
+ROOT = peers.ROOT
+
+
+def needs(contender: str) -> None:
+    reason = peers.missing(contender)
+    if reason:
+        pytest.skip(f"{contender}: {reason}")
+
+
+@pytest.fixture
+def listed(flux_server, bucket):
+    """24 synthetic objects of 1-20 KB under p/: ([key, size, crc32c], ...) as the scenario passes them."""
+    flux_server.generate(bucket, 24, size=(1000, 20000), prefix="p/", seed=3)
+    infos = sorted(make_fs(flux_server).find(f"{bucket}/p/", detail=True).values(), key=lambda i: i["name"])
+    return [[i["name"].split("/", 1)[1], i["size"], i["crc32c"]] for i in infos]
+
+
+def spec(flux_server, bucket, contender: str, objects: list) -> dict:
+    return {"contender": contender, "url": flux_server.url, "bucket": bucket, "prefix": "p/", "objects": objects,
+            "batch_bytes": 64 * 1024, "concurrency": 4, "fluxfs": {}}
+
+
+@pytest.mark.parametrize("contender", ["fluxfs", "obstore", "tensorstore"])
+def test_reads_contender_reads_every_object(flux_server, bucket, listed, contender):
+    needs(contender)
+    out = peers.run_worker(spec(flux_server, bucket, contender, listed), timeout=120)
+    assert out["objects"] == 24
+    assert out["bytes"] == sum(o[1] for o in listed)
+    assert out["wall_s"] > 0 and out["cpu_s"] >= 0 and out["peak_mb"] >= 0
+
+
+@pytest.mark.parametrize("contender", ["fluxfs", "obstore", "tensorstore"])
+def test_reads_contender_refuses_bytes_that_differ(flux_server, bucket, listed, contender):
+    needs(contender)
+    listed[5][2] = "AAAAAA=="  # not the object's crc32c: the check must fail, naming the object
+    with pytest.raises(WrongResult, match=listed[5][0]):
+        peers.run_worker(spec(flux_server, bucket, contender, listed), timeout=120)
+
+
+def _shards(torch):
+    """Two small safetensors shards: bf16, f32 and int64 tensors of odd sizes."""
+    g = torch.Generator().manual_seed(0)
+    return [{"a.weight": torch.randn(300, 77, generator=g).to(torch.bfloat16), "a.norm": torch.randn(77, generator=g)},
+            {"b.weight": torch.randn(129, 513, generator=g), "b.ids": torch.arange(1001, dtype=torch.int64)}]
+
+
+def _digest(torch, t) -> list:
+    return [str(t.dtype), list(t.shape), hashlib.sha256(t.contiguous().view(-1).view(torch.uint8).numpy()).hexdigest()]
+
+
+LOAD = """
+import hashlib, json, sys, torch
+from bench import peer_weights
+spec = json.loads(sys.argv[1])
+got = peer_weights.LOADERS[spec["contender"]](torch, spec, spec["keys"], 64 * 1024, 4)
+print(json.dumps({n: [str(t.dtype), list(t.shape),
+                      hashlib.sha256(t.contiguous().view(-1).view(torch.uint8).numpy()).hexdigest()]
+                  for n, t in got.items()}))
+"""
+
+
+@pytest.mark.parametrize("contender", ["runai", "obstore", "tensorstore"])
+def test_weights_peer_loads_every_tensor(flux_server, bucket, contender):
+    needs(contender)
+    torch = pytest.importorskip("torch")
+    st = pytest.importorskip("safetensors.torch")
+    fs = make_fs(flux_server)
+    shards, keys, sizes = _shards(torch), [], []
+    for k, part in enumerate(shards):
+        body = st.save(part)
+        keys.append(f"m/model-{k + 1:05d}-of-00002.safetensors")
+        sizes.append(len(body))
+        fs.pipe_file(f"{bucket}/{keys[-1]}", body)
+    job = {"contender": contender, "url": flux_server.url, "bucket": bucket, "keys": keys, "shard_sizes": sizes}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **peers.peer_env(contender, flux_server.url, 4, 64 * 1024)}
+    out = subprocess.run([sys.executable, "-c", LOAD, json.dumps(job)], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {n: _digest(torch, t) for part in shards for n, t in part.items()}
+
+
+def test_missing_peer_is_reported_skipped_not_failed(flux_server, bucket, listed, monkeypatch):
+    monkeypatch.setitem(peers.PACKAGES, "obstore", ("no_such_peer_package",))
+    args = argparse.Namespace(repeat=1, only=None, profile="local", json=None)
+    report = run_scenario("peers", args, {}, {"obstore": lambda: peers.run_worker(
+        spec(flux_server, bucket, "obstore", listed))}, "objects_per_s", [])
+    assert report["contenders"]["obstore"] == {
+        "skipped": "no_such_peer_package is not installed (pip install 'fluxfs[peers]')"}
