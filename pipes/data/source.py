@@ -12,6 +12,7 @@ import fsspec
 
 from fluxfs.gcs import fork
 
+from ..distributed.listing import check_list_once, list_once
 from ..process_fs import ProcessFilesystem
 from ..urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 from .manifests import manifest_infos
@@ -33,11 +34,12 @@ class ObjectSource(ProcessFilesystem):
     """A prefix, URL list or manifest, resolved lazily to an `ObjectTable`, plus batched reads of its objects."""
 
     def __init__(self, kind: str, target: Any, *, storage_options: Optional[dict] = None,
-                 base_url: Optional[str] = None, on_missing: str = "raise"):
+                 base_url: Optional[str] = None, on_missing: str = "raise", list_once: bool = True):
         if on_missing not in MISSING_POLICIES:
             raise ValueError(f"on_missing must be one of {MISSING_POLICIES}, not {on_missing!r}")
         self.kind, self.target, self.base_url, self.on_missing = kind, target, base_url, on_missing
         self.storage_options = dict(storage_options or {})
+        self.list_once = check_list_once(list_once, "ObjectSource")  # rank 0 lists, the others receive
         self.protocol = self._protocol()
         self._table: Optional[ObjectTable] = None
         self._fs = None
@@ -92,13 +94,17 @@ class ObjectSource(ProcessFilesystem):
     def table(self) -> ObjectTable:
         """The object list, resolved on first use and cached."""
         if self._table is None:
-            if self.kind == "prefix":
-                self._table = self._resolve_prefix(self.target)
-            elif self.kind == "objects":
-                self._table = self._resolve_paths([_path_of(u) for u in self.target], None)
-            else:
-                self._table = self._resolve_manifest(self.target)
+            self._table, self.missing = list_once(self._resolve, f"the dataset of {self.describe()}", self.list_once)
         return self._table
+
+    def _resolve(self) -> tuple[ObjectTable, list[str]]:
+        if self.kind == "prefix":
+            table = self._resolve_prefix(self.target)
+        elif self.kind == "objects":
+            table = self._resolve_paths([_path_of(u) for u in self.target], None)
+        else:
+            table = self._resolve_manifest(self.target)
+        return table, self.missing
 
     def _resolve_prefix(self, url: str) -> ObjectTable:
         _, bucket, key_prefix = split_url(url)

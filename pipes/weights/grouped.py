@@ -1,0 +1,81 @@
+"""Safetensors objects loaded once per torch.distributed group: each rank reads ~1/N of the bytes.
+
+Rank 0 reads the index and the headers and sends them (a few KiB per shard); every rank then lays the
+same tensors out, reads its contiguous 1/N of their bytes (`pipes.distributed.plan`) with the usual
+ranged reads, and the group broadcasts each rank's share to the others (`pipes.distributed.broadcast`).
+Tensors a `slices=` function cuts are rank-specific: each rank reads its own, alone.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Any, Callable, Optional, Sequence
+
+import google_crc32c
+import torch
+
+from fluxfs import FluxFileSystem
+from fluxfs.gcs import bridge
+from fluxfs.gcs.chunks import Chunked
+from fluxfs.gcs.tasks import gather_all
+
+from ..distributed import Group
+from ..distributed.broadcast import share
+from ..distributed.plan import split_bytes
+from .objects import Opened, byte_view, empty_like, fill, load_tensors, select, to_device
+
+Opening = Callable[[], Sequence[tuple[Opened, Optional[list[str]]]]]
+
+
+def compact(opened: Opened) -> Opened:
+    """`opened` with only its header's bytes kept: what rank 0 sends the others."""
+    head = bytes(opened.head.slice(0, opened.header.data_start))
+    return Opened(opened.path, opened.where, opened.header, opened.generation, Chunked([head]),
+                  google_crc32c.value(head))
+
+
+def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency: int,
+                 slices: Optional[Callable[[str, tuple], Any]], device: torch.device) -> dict[str, torch.Tensor]:
+    """Every tensor `opening()` (run on rank 0: [(opened object, names or None for all)]) names, on every rank."""
+    objects = group.first(lambda: [(compact(o), names) for o, names in opening()])
+    out: dict[str, torch.Tensor] = {}
+    buffers: list[memoryview] = []
+    located: list[tuple[int, int]] = []  # per shared buffer: (object, offset in it)
+    alone: list[tuple[Opened, list[str]]] = []
+    for k, (opened, names) in enumerate(objects):
+        cut = []
+        for t in select(opened, names):
+            if slices is not None and slices(t.name, t.shape) is not None:
+                cut.append(t.name)
+                out[t.name] = None  # type: ignore[assignment]  (placed now: file order kept)
+                continue
+            out[t.name] = empty_like(t)
+            buffers.append(byte_view(out[t.name]))
+            located.append((k, t.start))
+        if cut:
+            alone.append((opened, cut))
+    parts = split_bytes([len(b) for b in buffers], group.size)
+    mine = parts[group.rank]
+
+    async def read() -> list:
+        limit = asyncio.Semaphore(concurrency)
+        wants: dict[int, list] = {}
+        for p in mine:
+            k, start = located[p.item]
+            wants.setdefault(k, []).append((start + p.offset, buffers[p.item][p.offset:p.offset + p.length]))
+        jobs = [fill(fs, objects[k][0], w, limit) for k, w in wants.items()]
+        jobs += [load_tensors(fs, o, names, limit, slices) for o, names in alone]
+        return await gather_all(jobs)
+
+    error: Optional[BaseException] = None
+    got: list = []
+    try:
+        got = bridge.run(fs, read)
+    except Exception as exc:  # noqa: BLE001 - every rank must learn it before any waits in a broadcast
+        error = exc
+    plan = repr([(objects[k][0].path, len(b)) for (k, _), b in zip(located, buffers)]).encode()
+    group.agree(hashlib.sha256(plan).hexdigest(), error, "tensors (names, tensors= or which slices= cut)")
+    share(group, parts, buffers)
+    for part in got[len(got) - len(alone):] if alone else ():
+        out.update(part)
+    return to_device(out, device)
