@@ -103,6 +103,9 @@ def resolve_group(group: Any, where: str) -> Optional[Group]:
     if not torch.distributed.is_available():
         raise RuntimeError(f"{where}: group= needs torch.distributed, which this torch build does not have")
     dist = _dist()
+    if group is dist.GroupMember.NON_GROUP_MEMBER:  # what new_group() returns to the ranks it leaves out
+        raise ValueError(f"{where}: this process (rank {dist.get_rank()} of the default group) is not a member "
+                         "of the group= given")
     if group is not None and not isinstance(group, dist.ProcessGroup):
         raise TypeError(f"{where}: group= takes a torch.distributed ProcessGroup (e.g. "
                         f"torch.distributed.group.WORLD), not {type(group).__name__} {group!r}")

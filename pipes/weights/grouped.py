@@ -35,8 +35,10 @@ def compact(opened: Opened) -> Opened:
 
 
 def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency: int,
-                 slices: Optional[Callable[[str, tuple], Any]], device: torch.device) -> dict[str, torch.Tensor]:
-    """Every tensor `opening()` (run on rank 0: [(opened object, names or None for all)]) names, on every rank."""
+                 slices: Optional[Callable[[str, tuple], Any]], device: torch.device,
+                 choose: Callable[[str], bool] = lambda name: True) -> dict[str, torch.Tensor]:
+    """The tensors `opening()` (run on rank 0: [(opened object, names or None for all)]) names that this
+    rank's `choose` takes, on every rank (a ValueError on every rank when ranks chose differently)."""
     objects = group.first(lambda: [(compact(o), names) for o, names in opening()])
     out: dict[str, torch.Tensor] = {}
     buffers: list[memoryview] = []
@@ -44,7 +46,7 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
     alone: list[tuple[Opened, list[str]]] = []
     for k, (opened, names) in enumerate(objects):
         cut = []
-        for t in select(opened, names):
+        for t in select(opened, [n for n in (names or opened.header.tensors) if choose(n)]):
             if slices is not None and slices(t.name, t.shape) is not None:
                 cut.append(t.name)
                 out[t.name] = None  # type: ignore[assignment]  (placed now: file order kept)
@@ -73,7 +75,7 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
         got = bridge.run(fs, read)
     except Exception as exc:  # noqa: BLE001 - every rank must learn it before any waits in a broadcast
         error = exc
-    plan = repr([(objects[k][0].path, len(b)) for (k, _), b in zip(located, buffers)]).encode()
+    plan = repr([(objects[k][0].path, start, len(b)) for (k, start), b in zip(located, buffers)]).encode()
     group.agree(hashlib.sha256(plan).hexdigest(), error, "tensors (names, tensors= or which slices= cut)")
     share(group, parts, buffers)
     for part in got[len(got) - len(alone):] if alone else ():

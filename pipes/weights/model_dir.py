@@ -124,6 +124,7 @@ def load_model_dir(url: str, device: Any = "cpu", *, tensors: Selector = None,
     where, root, choose = f"load_model_dir({url})", root.rstrip("/"), _chooser(tensors)
     grouped = resolve_group(group, where)
     if grouped is not None:
-        return load_grouped(fs, grouped, lambda: bridge.run(fs, _open_shards, fs, root, choose, where),
-                            concurrency, slices, torch.device(device))
+        # Rank 0 opens every shard; each rank chooses its tensors itself (the group checks they agree).
+        return load_grouped(fs, grouped, lambda: bridge.run(fs, _open_shards, fs, root, _chooser(None), where),
+                            concurrency, slices, torch.device(device), choose)
     return bridge.run(fs, _load, fs, root, choose, concurrency, where, slices, torch.device(device))

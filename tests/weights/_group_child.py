@@ -55,6 +55,20 @@ def rank_main(rank: int, world: int, mode: str, out: str, bucket: str, port: int
             sd = measured("slices", lambda: load_model_dir(f"flux://{bucket}/model", group=None, slices=rows,
                                                            **options))
             report["slices"]["tensors"] = digests(sd)
+        elif mode == "errors":
+            def outcome(call) -> str:
+                try:
+                    call()
+                    return "loaded"
+                except Exception as exc:  # noqa: BLE001 - the test checks type and message
+                    return f"{type(exc).__name__}: {exc}"
+            mine = ["scale"] if rank == 0 else ["empty"]
+            report["differ"] = outcome(lambda: load_model_dir(f"flux://{bucket}/model", group=None, tensors=mine,
+                                                              **options))
+            report["missing"] = outcome(lambda: load_model_dir(f"flux://{bucket}/nothing", group=None, **options))
+            only_zero = dist.new_group([0])
+            report["member"] = outcome(lambda: load_file(f"flux://{bucket}/model/model-00002-of-00002.safetensors",
+                                                         group=only_zero, **options))
         elif mode == "list":
             from fluxfs.pipes import FluxIterableDataset
             from fluxfs.pipes.shards import FluxShardDataset, MissingIndexWarning

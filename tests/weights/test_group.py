@@ -118,3 +118,15 @@ def test_datasets_list_once_per_job(servers, tmp_path):
     assert zero["alone"]["lists"] >= 1 and one["alone"]["lists"] >= 1  # list_once=False: each lists
     assert zero["alone"]["names"] == one["alone"]["names"] == zero["objects"]["names"]
     assert "rank 0 was listing the dataset of prefix" in one["order"] and "same order" in one["order"]
+
+
+def test_bad_group_calls_fail_on_every_rank_naming_why(servers, tmp_path):
+    bucket, handles, _ = servers
+    zero, one = run_ranks("errors", tmp_path, bucket, handles[:2])
+    for report in (zero, one):  # no rank is left waiting in a collective: each raises
+        assert report["differ"].startswith("ValueError: load_model_dir(flux://")
+        assert "the ranks of the group asked for different tensors" in report["differ"]
+        assert report["missing"].startswith("FileNotFoundError: load_model_dir(flux://")
+        assert "neither model.safetensors.index.json nor model.safetensors" in report["missing"]
+    assert zero["member"] == "loaded"  # a group of one: rank 0 loads alone
+    assert one["member"].startswith("ValueError: load_file(flux://") and "is not a member of the group" in one["member"]
