@@ -20,7 +20,7 @@ from fluxfs.gcs.chunks import Chunked
 from fluxfs.gcs.tasks import gather_all
 
 from ..distributed import Group
-from ..distributed.broadcast import share
+from ..distributed.broadcast import rounds, share
 from ..distributed.plan import split_bytes
 from .objects import Opened, byte_view, empty_like, fill, load_tensors, select, to_device
 
@@ -57,27 +57,44 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
         if cut:
             alone.append((opened, cut))
     parts = split_bytes([len(b) for b in buffers], group.size)
-    mine = parts[group.rank]
+    plan = repr([(objects[k][0].path, start, len(b)) for (k, start), b in zip(located, buffers)]).encode()
+    # Before any read: a rank asking for other tensors would send chunks the others do not expect.
+    group.agree(hashlib.sha256(plan).hexdigest(), None, "tensors (names, tensors= or which slices= cut)")
+    limit = asyncio.Semaphore(concurrency)
 
-    async def read() -> list:
-        limit = asyncio.Semaphore(concurrency)
+    async def read(pieces: list) -> None:
         wants: dict[int, list] = {}
-        for p in mine:
+        for p in pieces:
             k, start = located[p.item]
             wants.setdefault(k, []).append((start + p.offset, buffers[p.item][p.offset:p.offset + p.length]))
-        jobs = [fill(fs, objects[k][0], w, limit) for k, w in wants.items()]
-        jobs += [load_tensors(fs, o, names, limit, slices) for o, names in alone]
-        return await gather_all(jobs)
+        await gather_all(fill(fs, objects[k][0], w, limit) for k, w in wants.items())
 
-    error: Optional[BaseException] = None
-    got: list = []
+    async def read_alone() -> list:
+        return await gather_all(load_tensors(fs, o, names, limit, slices) for o, names in alone)
+
+    # Every chunk of this rank's share is read at once (under `concurrency`); round i of the exchange
+    # waits for chunk i only, so later chunks arrive from storage while earlier ones move between ranks.
+    mine = rounds(parts)[group.rank]
+    pending = [bridge.submit(fs, read(c), "load_model_dir") for c in mine]
+    cut = bridge.submit(fs, read_alone(), "load_model_dir") if alone else None
+    errors: list[BaseException] = []
+
+    def ready(i: int) -> None:
+        if i < len(pending) and not errors:
+            try:
+                pending[i].result()
+            except Exception as exc:  # noqa: BLE001 - sent as garbage, raised on every rank after the rounds
+                errors.append(exc)
     try:
-        got = bridge.run(fs, read)
-    except Exception as exc:  # noqa: BLE001 - every rank must learn it before any waits in a broadcast
-        error = exc
-    plan = repr([(objects[k][0].path, start, len(b)) for (k, start), b in zip(located, buffers)]).encode()
-    group.agree(hashlib.sha256(plan).hexdigest(), error, "tensors (names, tensors= or which slices= cut)")
-    share(group, parts, buffers)
-    for part in got[len(got) - len(alone):] if alone else ():
-        out.update(part)
+        share(group, parts, buffers, ready)
+        if cut is not None and not errors:
+            try:
+                for part in cut.result():
+                    out.update(part)
+            except Exception as exc:  # noqa: BLE001 - as above
+                errors.append(exc)
+    finally:
+        for f in pending + ([cut] if cut is not None else []):
+            f.cancel()
+    group.agree(None, errors[0] if errors else None, "reads")
     return to_device(out, device)
