@@ -115,13 +115,14 @@ def run(args: argparse.Namespace) -> dict:
                     raise RuntimeError(f"{world} ranks failed: {proc.stderr.strip()[-800:]}")
                 got = json.loads(proc.stdout.strip().splitlines()[-1])
                 per_rank = [s.stats()["bytes_out"] for s in servers[:world]]
-                return {"wall_s": got["wall_s"], "bytes_per_rank": max(per_rank) / model,
+                return {"wall_s": got["wall_s"], "bytes": model, "bytes_per_rank": max(per_rank) / model,
                         "bytes_all_ranks": sum(per_rank) / model}
             return one
 
         contenders = {name: contender(*how) for name, how in CONTENDERS.items()}
         params = {"size": model, "shards": args.shards, "tensors": len(layout(size))}
-        report = run_scenario("collective", args, params, contenders, "wall_s", [], lower_is_better=True)
+        report = run_scenario("collective", args, params, contenders, "mb_per_s",
+                              [("group2", "alone2"), ("group4", "alone4")])
     med = {n: c["median"] for n, c in report["contenders"].items() if "median" in c}
     ratios = {f"{n}/bytes": round(med[n]["bytes_per_rank"], 3) for n in ("group2", "group4") if n in med}
     for world in (2, 4):
