@@ -41,7 +41,11 @@ def cls_options(cls: type, storage_options: Optional[dict], options: dict) -> di
 
 
 class _FluxDataset:
-    """Constructors and the object list shared by both dataset kinds."""
+    """Constructors and the object list shared by both dataset kinds.
+
+    Under torch.distributed (initialised, more than one rank) the list is resolved once per job: rank 0
+    lists and broadcasts it, so every rank must build its datasets in the same order; `list_once=False`
+    lists on each rank (`pipes.distributed.listing`)."""
 
     def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
                  storage_options: Optional[dict] = None, on_missing: str = "raise", list_once: bool = True,

@@ -6,6 +6,7 @@ before). Every rank must then build its datasets in the same order; `list_once=F
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, TypeVar
 
 import torch
@@ -23,8 +24,10 @@ def check_list_once(value: Any, where: str) -> bool:
 
 
 def in_job() -> bool:
-    """Whether this is a rank's main process in an initialised group of more than one process."""
+    """Whether this is a rank's main process (main thread) in an initialised group of more than one process."""
     if not torch.distributed.is_available() or torch.utils.data.get_worker_info() is not None:
+        return False
+    if threading.current_thread() is not threading.main_thread():  # a collective's order is the main thread's
         return False
     import torch.distributed as dist
 
