@@ -46,7 +46,7 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
     alone: list[tuple[Opened, list[str]]] = []
     for k, (opened, names) in enumerate(objects):
         cut = []
-        for t in select(opened, [n for n in (names or opened.header.tensors) if choose(n)]):
+        for t in select(opened, [n for n in (opened.header.tensors if names is None else names) if choose(n)]):
             if slices is not None and slices(t.name, t.shape) is not None:
                 cut.append(t.name)
                 out[t.name] = None  # type: ignore[assignment]  (placed now: file order kept)
