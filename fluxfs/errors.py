@@ -62,7 +62,7 @@ class ObjectChanged(PreconditionFailed, FileNotFoundError):
 
 def object_changed(what: str, generation: str | None) -> ObjectChanged:
     """The error for a read pinned to `generation` of `what` ("bucket/key") that found it gone."""
-    return ObjectChanged(f"{what} changed while being read: generation {generation} no longer exists "
+    return ObjectChanged(f"{what}#{generation} changed while being read: generation {generation} no longer exists "
                          "(overwritten or deleted)", what, generation)
 
 

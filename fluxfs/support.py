@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .gcs.bridge import run
+from .gcs.bridge import run, submit
 from .gcs.chunks import Chunked
 from .gcs.fork import reset_in_child
 from .gcs.redact import get_logger
@@ -18,7 +18,7 @@ from .gcs.urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 from .reads.ranges import Group, coalesce
 
 __all__ = ["DEFAULT_PROTOCOL", "Chunked", "Group", "ObjectURL", "coalesce", "gather_all", "get_logger", "manifest_line",
-           "parse_url", "read_manifest", "reset_in_child", "run", "url_protocol"]
+           "parse_url", "read_manifest", "reset_in_child", "run", "submit", "url_protocol"]
 
 
 def read_manifest(source: Any, *, fs: Any = None, base: str | None = None) -> list:

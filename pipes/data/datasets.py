@@ -15,6 +15,7 @@ import torch.utils.data
 
 from fluxfs import support
 
+from ..distributed.listing import check_list_once
 from ..in_flight import in_order
 from ..options import merge_storage_options, split_keywords
 from .objects import Transform, key_and_bytes
@@ -40,15 +41,21 @@ def cls_options(cls: type, storage_options: Optional[dict], options: dict) -> di
 
 
 class _FluxDataset:
-    """Constructors and the object list shared by both dataset kinds."""
+    """Constructors and the object list shared by both dataset kinds.
+
+    Under torch.distributed (initialised, more than one rank) the list is resolved once per job: rank 0
+    lists and broadcasts it, so every rank must build its datasets in the same order; `list_once=False`
+    lists on each rank (`pipes.distributed.listing`)."""
 
     def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
-                 storage_options: Optional[dict] = None, on_missing: str = "raise", **options: Any):
+                 storage_options: Optional[dict] = None, on_missing: str = "raise", list_once: bool = True,
+                 **options: Any):
         if isinstance(source, str):
             source = ObjectSource("prefix", source, storage_options=cls_options(type(self), storage_options, options),
                                   on_missing=on_missing)
         elif storage_options is not None or options:
             raise TypeError(f"{type(self).__name__}: storage options go with a URL; this source has its own")
+        source.list_once = check_list_once(list_once, type(self).__name__)  # rank 0 lists, others receive
         self._source = source
         self._transform = transform or key_and_bytes
 
@@ -184,9 +191,9 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
                  shuffle: bool = False, seed: int = 0, rank: Optional[int] = None,
                  world_size: Optional[int] = None, read_batch: int = 32, prefetch: int = DEFAULT_PREFETCH,
                  drop_uneven: bool = False, storage_options: Optional[dict] = None, on_missing: str = "raise",
-                 **options: Any):
+                 list_once: bool = True, **options: Any):
         super().__init__(source, transform=transform, storage_options=storage_options, on_missing=on_missing,
-                         **options)
+                         list_once=list_once, **options)
         if read_batch < 1 or prefetch < 1:
             raise ValueError(f"read_batch and prefetch must be >= 1, not {read_batch} and {prefetch}")
         # List now, in the constructing (main) process: DataLoader forks its workers without asking

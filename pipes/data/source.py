@@ -10,6 +10,7 @@ from typing import Any, Optional, Sequence
 
 from fluxfs.handle import FilesystemHandle, accelerated
 
+from ..distributed.listing import check_list_once, list_once
 from ..urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 from .manifests import manifest_infos
 from .object_store import list_objects, lookup_objects, read_infos
@@ -30,11 +31,12 @@ class ObjectSource:
     """A prefix, URL list or manifest, resolved lazily to an `ObjectTable`, plus batched reads of its objects."""
 
     def __init__(self, kind: str, target: Any, *, storage_options: Optional[dict] = None,
-                 base_url: Optional[str] = None, on_missing: str = "raise"):
+                 base_url: Optional[str] = None, on_missing: str = "raise", list_once: bool = True):
         if on_missing not in MISSING_POLICIES:
             raise ValueError(f"on_missing must be one of {MISSING_POLICIES}, not {on_missing!r}")
         self.kind, self.target, self.base_url, self.on_missing = kind, target, base_url, on_missing
         self.storage_options = dict(storage_options or {})
+        self.list_once = check_list_once(list_once, "ObjectSource")  # rank 0 lists, the others receive
         self.protocol = self._protocol()  # a protocol or fsspec chain ("filecache::flux")
         self.handle = FilesystemHandle(self.protocol, self.storage_options)
         self._direct: Optional[FilesystemHandle] = None
@@ -80,13 +82,17 @@ class ObjectSource:
     def table(self) -> ObjectTable:
         """The object list, resolved on first use and cached."""
         if self._table is None:
-            if self.kind == "prefix":
-                self._table = self._resolve_prefix(self.target)
-            elif self.kind == "objects":
-                self._table = self._resolve_paths([_path_of(u) for u in self.target], None)
-            else:
-                self._table = self._resolve_manifest(self.target)
+            self._table, self.missing = list_once(self._resolve, f"the dataset of {self.describe()}", self.list_once)
         return self._table
+
+    def _resolve(self) -> tuple[ObjectTable, list[str]]:
+        if self.kind == "prefix":
+            table = self._resolve_prefix(self.target)
+        elif self.kind == "objects":
+            table = self._resolve_paths([_path_of(u) for u in self.target], None)
+        else:
+            table = self._resolve_manifest(self.target)
+        return table, self.missing
 
     def _resolve_prefix(self, url: str) -> ObjectTable:
         _, bucket, key_prefix = split_url(url)

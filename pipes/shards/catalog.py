@@ -16,6 +16,7 @@ from fluxfs.handle import FilesystemHandle
 
 from ..data.manifests import manifest_infos
 from ..data.object_store import list_objects, lookup_objects
+from ..distributed.listing import check_list_once, list_once
 from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
 from .errors import ShardError
 from .index import INDEX_SUFFIX, ShardIndex, index_path
@@ -183,11 +184,12 @@ class ShardCatalog:
     KINDS = ("prefix", "urls", "manifest")
 
     def __init__(self, kind: str, target: Any, *, storage_options: Optional[dict] = None,
-                 base_url: Optional[str] = None):
+                 base_url: Optional[str] = None, list_once: bool = True):
         if kind not in self.KINDS:
             raise ValueError(f"kind must be one of {self.KINDS}, not {kind!r}")
         self.kind, self.base_url = kind, base_url
         self.storage_options = dict(storage_options or {})
+        self.list_once = check_list_once(list_once, "ShardCatalog")  # rank 0 lists, the others receive
         if kind == "urls":
             target = expand_urls(target)
             if not target:
@@ -221,15 +223,17 @@ class ShardCatalog:
     def shards(self) -> list[ShardInfo]:
         """The shards, resolved on first use (one warning if some have no index)."""
         if self._shards is None:
-            if self.kind == "prefix":
-                shards = shards_under_prefix(self.fs, self.target, STREAMED_SUFFIXES)
-            elif self.kind == "urls":
-                shards = shards_named(self.fs, self.target)
-            else:
-                shards = shards_in_manifest(self.fs, self.target, self.base_url, self.protocol)
+            shards = list_once(self._resolve, f"the shards of {self.describe()}", self.list_once)
             warn_missing_indexes(shards, self.protocol, stacklevel=4)
             self._shards = shards
         return self._shards
+
+    def _resolve(self) -> list[ShardInfo]:
+        if self.kind == "prefix":
+            return shards_under_prefix(self.fs, self.target, STREAMED_SUFFIXES)
+        if self.kind == "urls":
+            return shards_named(self.fs, self.target)
+        return shards_in_manifest(self.fs, self.target, self.base_url, self.protocol)
 
     def __len__(self) -> int:
         return len(self.shards)

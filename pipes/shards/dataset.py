@@ -77,9 +77,11 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
     @classmethod
     def _build(cls, kind: str, target: Any, storage_options: Optional[dict], kwargs: dict,
                base_url: Optional[str] = None) -> "FluxShardDataset":
+        list_once = kwargs.pop("list_once", True)  # rank 0 lists, the others receive (pipes.distributed)
         own, options = split_keywords(kwargs, cls.__init__)
         options = merge_storage_options(cls.__name__, storage_options, options)
-        return cls(ShardCatalog(kind, target, storage_options=options, base_url=base_url), **own)
+        return cls(ShardCatalog(kind, target, storage_options=options, base_url=base_url, list_once=list_once),
+                   **own)
 
     @classmethod
     def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, **kwargs: Any) -> "FluxShardDataset":

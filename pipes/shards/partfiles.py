@@ -15,16 +15,20 @@ from fluxfs.support import manifest_line
 
 from ..data.manifests import manifest_infos
 from ..data.object_store import list_objects, lookup_objects
+from ..errors import PipesError
 from ..urls import parse_url
 from .parts import MERGED_NAME, PARTITION_NAME, Partition, part_name
 
 
-class IncompletePackError(FileNotFoundError):
+class IncompletePackError(PipesError, FileNotFoundError):
     """Some parts of a packing have not finished: `missing` are their numbers."""
 
     def __init__(self, message: str, missing: Sequence[int]):
         super().__init__(message)
         self.missing = list(missing)
+
+    def __reduce__(self):  # DataLoader workers and process pools hand errors over pickled
+        return type(self), (str(self), self.missing)
 
 
 def load_partition(fs, dst_dir: str) -> Partition:

@@ -12,22 +12,33 @@ import torch
 
 from fluxfs import FluxFileSystem, support
 
+from ..distributed import NO_GROUP, resolve_group
+from .grouped import load_grouped
 from .header import NAMES
 from .objects import (Opened, byte_view, check_framework, filesystem, fill, load_tensors, no_such_tensor,
                       open_object, select)
 from .slices import normalize, runs
 from .staged import load_staged
 
+DEFAULT_CONCURRENCY = 16  # ranged GETs in flight (as load_model_dir's)
+
 # A slice selecting more runs than this reads the span that holds them once and picks them out in
 # memory: thousands of tiny segments cost more to plan than the bytes between them.
 MAX_RUNS = 4096
 
 
-def load_file(url: str, device: Any = "cpu", *, fs: Optional[FluxFileSystem] = None,
+def load_file(url: str, device: Any = "cpu", *, fs: Optional[FluxFileSystem] = None, group: Any = NO_GROUP,
               storage_options: Optional[Mapping[str, Any]] = None, **options: Any) -> dict[str, torch.Tensor]:
-    """Every tensor of the safetensors object at `url`, as `safetensors.torch.load_file` returns them."""
+    """Every tensor of the safetensors object at `url`, as `safetensors.torch.load_file` returns them.
+
+    `group`: a torch.distributed ProcessGroup (None: the default group) whose every rank makes this call:
+    each reads ~1/N of the bytes, the group's broadcasts share them (see `load_model_dir`)."""
     fs, path = filesystem(url, fs, storage_options, options, "load_file")
     device = torch.device(device)
+    grouped = resolve_group(group, f"load_file({url})")
+    if grouped is not None:
+        return load_grouped(fs, grouped, lambda: [(support.run(fs, open_object, fs, path, str(url)), None)],
+                            DEFAULT_CONCURRENCY, None, device)
 
     async def load() -> dict[str, torch.Tensor]:
         opened = await open_object(fs, path, str(url))

@@ -16,7 +16,9 @@ from fluxfs import FluxFileSystem, jsontext, support
 from fluxfs.support import gather_all
 
 from .header import SafetensorsError
-from .objects import filesystem, load_tensors, open_object, select, to_device
+from ..distributed import NO_GROUP, resolve_group
+from .grouped import load_grouped
+from .objects import Opened, filesystem, load_tensors, open_object, select, to_device
 from .staged import load_staged
 
 INDEX = "model.safetensors.index.json"
@@ -55,9 +57,9 @@ async def _weight_map(fs: FluxFileSystem, root: str, where: str) -> dict[str, st
     return weight_map
 
 
-async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], concurrency: int,
-                where: str, slices: Optional[Callable[[str, tuple], Any]], device: torch.device
-                ) -> dict[str, torch.Tensor]:
+async def _open_shards(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], where: str
+                       ) -> list[tuple[Opened, list[str]]]:
+    """Every shard holding a chosen tensor, its header read and checked, with the names it holds."""
     weight_map = await _weight_map(fs, root, where)
     shards: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
@@ -65,9 +67,8 @@ async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], co
             shards.setdefault(shard, []).append(name)
     if not weight_map:
         shards = {SINGLE: []}
-    limit = asyncio.Semaphore(concurrency)
 
-    async def one(shard: str, names: list[str]) -> dict[str, torch.Tensor]:
+    async def one(shard: str, names: list[str]) -> tuple[Opened, list[str]]:
         path = f"{root}/{shard}"
         try:
             opened = await open_object(fs, path, f"flux://{path}")
@@ -79,11 +80,22 @@ async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], co
         if missing:
             raise SafetensorsError(f"{where}: {INDEX} places {', '.join(map(repr, missing[:5]))} in {shard}, "
                                    "which does not hold them")
+        return opened, names
+
+    return await gather_all(one(s, n) for s, n in shards.items())
+
+
+async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], concurrency: int,
+                where: str, slices: Optional[Callable[[str, tuple], Any]], device: torch.device
+                ) -> dict[str, torch.Tensor]:
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(opened: Opened, names: list[str]) -> dict[str, torch.Tensor]:
         if device.type != "cpu" and slices is None:
             return await load_staged(fs, opened, select(opened, names), device, limit)
         return to_device(await load_tensors(fs, opened, names, limit, slices), device)
 
-    parts = await gather_all(one(s, n) for s, n in shards.items())
+    parts = await gather_all(one(o, n) for o, n in await _open_shards(fs, root, choose, where))
     out: dict[str, torch.Tensor] = {}
     for part in parts:
         out.update(part)
@@ -93,15 +105,25 @@ async def _load(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], co
 def load_model_dir(url: str, device: Any = "cpu", *, tensors: Selector = None,
                    slices: Optional[Callable[[str, tuple], Any]] = None,
                    concurrency: int = DEFAULT_CONCURRENCY, fs: Optional[FluxFileSystem] = None,
-                   storage_options: Optional[Mapping[str, Any]] = None, **options: Any) -> dict[str, torch.Tensor]:
+                   group: Any = NO_GROUP, storage_options: Optional[Mapping[str, Any]] = None,
+                   **options: Any) -> dict[str, torch.Tensor]:
     """All tensors of a sharded model directory (or only `tensors`: names, or a predicate on names) as one
     state dict; `model.load_state_dict(sd, assign=True)` then takes its tensors without another copy.
 
     `slices(name, shape)` -> an index (as for `get_slice`) or None loads part of each tensor, reading
     only its bytes: a tensor-parallel rank's share, e.g. ``lambda n, s: slice(0, s[0] // 2) if len(s) == 2 else None``.
+
+    `group`: a torch.distributed ProcessGroup (None: the default group), every rank of which makes this call:
+    each reads ~1/N of the bytes and the group's broadcasts bring every tensor to every rank
+    (`pipes.distributed`; tensors `slices` cuts are read by each rank alone). Left out: this process loads alone.
     """
     if concurrency < 1:
         raise ValueError(f"load_model_dir: concurrency must be at least 1, not {concurrency}")
     fs, root = filesystem(str(url).rstrip("/") + "/", fs, storage_options, options, "load_model_dir")
-    return support.run(fs, _load, fs, root.rstrip("/"), _chooser(tensors), concurrency,
-                      f"load_model_dir({url})", slices, torch.device(device))
+    where, root, choose = f"load_model_dir({url})", root.rstrip("/"), _chooser(tensors)
+    grouped = resolve_group(group, where)
+    if grouped is not None:
+        # Rank 0 opens every shard; each rank chooses its tensors itself (the group checks they agree).
+        return load_grouped(fs, grouped, lambda: support.run(fs, _open_shards, fs, root, _chooser(None), where),
+                            concurrency, slices, torch.device(device), choose)
+    return support.run(fs, _load, fs, root, choose, concurrency, where, slices, torch.device(device))

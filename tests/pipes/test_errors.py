@@ -13,6 +13,7 @@ from fluxfs.pipes.checkpoint import CheckpointChangedError, CheckpointSaveError,
 from fluxfs.pipes.checkpoint.errors import UnsafeCheckpointError
 from fluxfs.pipes.safetensors import SafetensorsError
 from fluxfs.pipes.shards import ShardChanged, ShardError
+from fluxfs.pipes.shards.partfiles import IncompletePackError
 
 ERRORS = [  # (an instance as pipes raises it, the built-in base it always had)
     (ShardError("bucket/shard-0.tar", 512, "truncated header"), ValueError),
@@ -23,6 +24,7 @@ ERRORS = [  # (an instance as pipes raises it, the built-in base it always had)
     (UnsafeCheckpointError("flux://b/ckpt/.metadata names os.system"), pickle.UnpicklingError),
     (SafetensorsError("flux://b/model.safetensors: header too large"), ValueError),
     (ResumeStateError("FluxIterableDataset resume state must be a dict, not list"), ValueError),
+    (IncompletePackError("cannot merge B/out/: 1 of 3 parts are not complete", [1]), FileNotFoundError),
 ]
 
 

@@ -1,0 +1,12 @@
+"""fluxfs.pipes.distributed: storage read once per torch.distributed group, shared through its collectives.
+
+`plan` deals bytes to ranks (pure), `group` checks a `group=` argument and runs rank 0's answer or error
+on every rank, `broadcast` moves each owner's bytes to the others in flat buffers, `listing` lists a
+dataset once per job. Used by `load_model_dir(..., group=)`, `load_file(..., group=)` and the datasets.
+"""
+from __future__ import annotations
+
+from .group import NO_GROUP, Group, resolve_group
+from .listing import list_once
+
+__all__ = ["NO_GROUP", "Group", "resolve_group", "list_once"]

@@ -1,0 +1,132 @@
+"""Collective loads (`group=`) over real gloo ranks, and datasets listed once per job.
+
+Each rank reads through its own embedded server; the servers share one --root, so they hold the same
+objects (and generations) and what server r sent is exactly what rank r read from storage.
+"""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import safetensors.torch as st
+import torch
+
+from fluxfs.server import run
+from tests.conftest import make_fs, new_bucket_name
+from tests.pipes.test_distributed import free_port
+
+from ._group_child import digests
+from .test_model_dir import write_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def model_state() -> dict:
+    """~26 MB: one large tensor (cut between ranks), many medium ones, mixed dtypes, a 0-d and an empty one."""
+    g = torch.Generator().manual_seed(5)
+    state = {"embed.weight": torch.randn(2048, 1024, generator=g)}
+    for i in range(8):
+        w = torch.randn(768, 768, generator=g)
+        state[f"layers.{i}.weight"] = w.to(torch.bfloat16) if i % 3 == 1 else w
+        state[f"layers.{i}.bias"] = torch.randn(768, generator=g).to(torch.float16)
+    state["scale"] = torch.tensor(3.5, dtype=torch.float64)
+    state["empty"] = torch.zeros(0, 4)
+    return state
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """Three servers on one root holding the model (2 shards), 6 data objects and 2 tar shards."""
+    root = tmp_path_factory.mktemp("root")
+    bucket = new_bucket_name()
+    with run(root=str(root)) as first:
+        fs = make_fs(first)
+        fs.mkdir(bucket)
+        write_dir(fs, f"{bucket}/model", model_state(), 2)
+        for i in range(6):
+            fs.pipe_file(f"{bucket}/data/{i:03d}", bytes([i]) * 10)
+        for i in range(2):
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                info = tarfile.TarInfo(f"s{i}.bin")
+                info.size = 3
+                tar.addfile(info, io.BytesIO(b"abc"))
+            fs.pipe_file(f"{bucket}/tars/shard-{i}.tar", buf.getvalue())
+        with run(root=str(root)) as second, run(root=str(root)) as third:
+            yield bucket, [first, second, third], fs
+
+
+def reference(fs, bucket: str, names=None) -> dict:
+    """safetensors' own load_file of the same bytes, as digests."""
+    out = {}
+    for path in sorted(fs.find(f"{bucket}/model")):
+        if path.endswith(".safetensors") and (names is None or path.endswith(names)):
+            out.update(st.load(fs.cat_file(path)))
+    return digests(out)
+
+
+def run_ranks(mode: str, tmp_path, bucket: str, servers) -> list[dict]:
+    proc = subprocess.run([sys.executable, "-m", "tests.weights._group_child", mode, str(tmp_path), bucket,
+                           str(free_port()), *[s.url for s in servers]], cwd=ROOT, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(len(servers))]
+
+
+@pytest.mark.parametrize("ranks, share", [(2, 0.55), (3, 0.4)])
+def test_every_rank_gets_every_tensor_reading_its_share(servers, tmp_path, ranks, share):
+    bucket, handles, fs = servers
+    model_bytes = sum(fs.du(f"{bucket}/model", total=False).values())
+    shard_bytes = fs.size(f"{bucket}/model/model-00001-of-00002.safetensors")
+    got = run_ranks("load", tmp_path, bucket, handles[:ranks])
+    want, want_file = reference(fs, bucket), reference(fs, bucket, "model-00001-of-00002.safetensors")
+    for r, report in enumerate(got):
+        assert report["model_dir"]["tensors"] == want, f"rank {r}"
+        assert report["file"]["tensors"] == want_file, f"rank {r}"
+        assert report["model_dir"]["bytes"] <= share * model_bytes, (r, report["model_dir"]["bytes"], model_bytes)
+        assert report["file"]["bytes"] <= share * shard_bytes, (r, report["file"]["bytes"], shard_bytes)
+    # Read once in all: the shares add up to the model (plus rank 0's header reads), not N copies of it.
+    assert sum(r["model_dir"]["bytes"] for r in got) <= 1.05 * model_bytes
+
+
+def test_rank_specific_slices_are_read_alone_shared_tensors_once(servers, tmp_path):
+    bucket, handles, fs = servers
+    got = run_ranks("slices", tmp_path, bucket, handles[:2])
+    full = {}
+    for path in sorted(fs.find(f"{bucket}/model")):
+        if path.endswith(".safetensors"):
+            full.update(st.load(fs.cat_file(path)))
+    for r, report in enumerate(got):
+        want = {k: (v[r * v.shape[0] // 2:(r + 1) * v.shape[0] // 2] if v.dim() == 2 else v) for k, v in full.items()}
+        assert report["slices"]["tensors"] == digests(want), f"rank {r}"
+        # Its rows only (plus the other rank's rows of bf16 weights: gaps under 1 MiB are read through).
+        assert report["slices"]["bytes"] <= 0.6 * sum(v.nbytes for v in full.values())
+
+
+def test_datasets_list_once_per_job(servers, tmp_path):
+    bucket, handles, fs = servers
+    zero, one = run_ranks("list", tmp_path, bucket, handles[:2])
+    assert zero["objects"]["names"] == one["objects"]["names"] == [f"{bucket}/data/{i:03d}" for i in range(6)]
+    assert zero["shards"]["names"] == one["shards"]["names"] == [f"{bucket}/tars/shard-{i}.tar" for i in range(2)]
+    assert zero["objects"]["lists"] >= 1 and zero["shards"]["lists"] >= 1
+    assert one["objects"]["lists"] == one["shards"]["lists"] == 0  # rank 1 made no list call
+    assert zero["alone"]["lists"] >= 1 and one["alone"]["lists"] >= 1  # list_once=False: each lists
+    assert zero["alone"]["names"] == one["alone"]["names"] == zero["objects"]["names"]
+    assert "rank 0 was listing the dataset of prefix" in one["order"] and "same order" in one["order"]
+
+
+def test_bad_group_calls_fail_on_every_rank_naming_why(servers, tmp_path):
+    bucket, handles, _ = servers
+    zero, one = run_ranks("errors", tmp_path, bucket, handles[:2])
+    for report in (zero, one):  # no rank is left waiting in a collective: each raises
+        assert report["differ"].startswith("ValueError: load_model_dir(flux://")
+        assert "the ranks of the group asked for different tensors" in report["differ"]
+        assert report["missing"].startswith("FileNotFoundError: load_model_dir(flux://")
+        assert "neither model.safetensors.index.json nor model.safetensors" in report["missing"]
+    assert zero["member"] == "loaded"  # a group of one: rank 0 loads alone
+    assert one["member"].startswith("ValueError: load_file(flux://") and "is not a member of the group" in one["member"]
