@@ -261,15 +261,7 @@ class NodeCache:
                         return data
                     crc, n = google_crc32c.extend(crc, chunk), n + len(chunk)
                 body.check_sums(n, crc, meta)
-                os.fsync(f.fileno())  # a complete-looking entry holds its bytes, even after a power loss
-                # Names change only under the directory lock, so an evictor's scan sees each file once:
-                # the reservation (object + sidecar) becomes the object, then the sidecar.
-                with self._dir_locked():
-                    os.ftruncate(f.fileno(), n)
-                    with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as m:
-                        m.write(meta.to_bytes())
-                    os.replace(meta_tmp, self._path(eid, "meta"))
-                    os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
+                self.commit(f.fileno(), tmp, meta_tmp, eid, meta)
             return None
         except OSError as exc:
             _unlink(meta_tmp)
@@ -280,6 +272,18 @@ class NodeCache:
                 return f.read(n)
         finally:
             _unlink(tmp)
+
+    def commit(self, fd: int, tmp: str, meta_tmp: str, eid: str, meta: Meta) -> None:
+        """Make the checked fill in `tmp` (open as `fd`, `meta.size` bytes written) the complete entry: fsync,
+        then, under the directory lock (an evictor's scan sees each file once), the reservation becomes
+        the object's size, the sidecar is written and both are renamed into place."""
+        os.fsync(fd)  # a complete-looking entry holds its bytes, even after a power loss
+        with self._dir_locked():
+            os.ftruncate(fd, meta.size)
+            with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as m:
+                m.write(meta.to_bytes())
+            os.replace(meta_tmp, self._path(eid, "meta"))
+            os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
 
     def _warn_full(self, exc: OSError) -> None:
         if not self._warned:
