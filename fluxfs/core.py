@@ -14,7 +14,7 @@ from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import inherited, listing, temporaries
-from .cache import NodeCache, ranges as node_ranges, reader as node_cache
+from .cache import NodeCache, objects as node_objects, ranges as node_ranges, reader as node_cache
 from .errors import from_gcsfs
 from .gcs import bridge, fork, http, reach, redact, tempnames, urls
 from .gcs.retry import RetryPolicy
@@ -244,7 +244,10 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
         return self.options.read_concurrency
 
     async def _cat_objects(self, infos, on_error: str = "raise") -> dict:
-        """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata requests."""
+        """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata
+        requests; through the node-local cache when `cache_dir` is set (`cache/objects.py`)."""
+        if self.cache is not None:
+            return await node_objects.cat_objects(self, self.cache, list(infos), on_error, batched.cat_objects)
         return await batched.cat_objects(self, infos, on_error=on_error)
 
     def cat_objects(self, infos, on_error: str = "raise") -> dict:
