@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 
 import google_crc32c
 
+from . import evict
 from .entry import Meta, crc_value, entry_id, temp_name
 from .lock import FileLock
 from .store import NodeCache, _unlink
@@ -236,6 +237,7 @@ async def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, ei
         if cache._complete(eid, bucket, key, generation, size):
             lock.release()  # filled by another process just before we locked
             return None
+        evict.remove_entry(cache.directory, eid, include_data=False)  # a killed filler's leftovers
         meta = Meta(bucket, key, str(generation), int(size), crc)
         need = int(size) + len(meta.to_bytes())
         if cache.limit is not None and need > cache.limit:
