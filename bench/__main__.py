@@ -16,7 +16,8 @@ from pathlib import Path
 
 from .common import add_common_args
 
-SCENARIOS = ("server", "listing", "reads", "checkpoint", "dcp", "weights", "training", "shards", "pack", "chaos")
+SCENARIOS = ("server", "listing", "reads", "checkpoint", "dcp", "weights", "training", "shards", "pack", "cache",
+             "chaos")
 
 
 def scenario_parser(name: str) -> tuple[argparse.ArgumentParser, object]:

@@ -18,11 +18,14 @@ import os
 import threading
 from typing import Any, Awaitable, Callable, Optional
 
+import google_crc32c
+
+from .entry import Meta
 from .store import NodeCache
 
 log = logging.getLogger("fluxfs.cache")
 
-BACKLOG = 256 * 2**20   # bytes read and waiting to be written to the cache, per process
+BACKLOG = 64 * 2**20    # bytes read and waiting to be written to the cache, per process
 _pending = [0]
 _guard = threading.Lock()
 _filling: dict[tuple, concurrent.futures.Future] = {}  # this process's fills not done yet, by entry
@@ -51,16 +54,20 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, tuple]]) -> dict[int, bytes]
         held = cache.lookup(bucket, key, generation, size)
         if held is not None:
             try:
-                out[i] = held.read()
+                data = held.read()
+                meta = Meta.read((held.path or "")[:-len("data")] + "meta")
             finally:
                 held.release()
+            if meta is not None and meta.crc32c is not None and google_crc32c.value(data) == meta.crc32c:
+                out[i] = data  # (filled without fsync: every read is checked; a torn entry is read again)
     return out
 
 
 def _fill(cache: NodeCache, entry: tuple, data: bytes) -> None:
     bucket, key, generation, size, crc = entry
     try:
-        cache.get(bucket, key, generation, size, crc, lambda: data)  # checked (size, crc32c), then renamed in
+        # checked (size, crc32c), then renamed in; not fsynced when every read checks the crc32c (`_hits`)
+        cache.get(bucket, key, generation, size, crc, lambda: data, durable=crc is None)
     except Exception as exc:  # noqa: BLE001 - the read succeeded; only caching it failed
         log.warning("fluxfs node-local cache: %s/%s not cached: %s", bucket, key, exc)
     finally:

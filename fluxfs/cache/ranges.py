@@ -104,6 +104,7 @@ class Fill:
             self.abort()
             return
         self._close()
+        self.lock.mark_filling(False)
         self.lock.release()
 
     def _commit(self, meta_tmp: str) -> None:
@@ -237,7 +238,9 @@ async def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, ei
         if cache._complete(eid, bucket, key, generation, size):
             lock.release()  # filled by another process just before we locked
             return None
-        evict.remove_entry(cache.directory, eid, include_data=False)  # a killed filler's leftovers
+        if lock.was_filling():
+            evict.remove_entry(cache.directory, eid, include_data=False)  # a killed filler's leftovers
+        lock.mark_filling(True)
         meta = Meta(bucket, key, str(generation), int(size), crc)
         need = int(size) + len(meta.to_bytes())
         if cache.limit is not None and need > cache.limit:
