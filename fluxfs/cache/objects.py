@@ -3,7 +3,9 @@
 Objects named with their generation (a listing's info dicts) are served from complete entries (no
 request); the rest are read by the usual batched read, one call for all of them, and each object read
 is then written to the cache on the cache's threads, off the read's path: the call returns as soon as
-the bytes are in, and a fill (sidecar, fsync, atomic rename) never delays it. Fills waiting hold at most
+the bytes are in, and a fill never delays it. A call's objects are filled as one batch (one directory
+lock, one accounting update) without fsync: every read of an object from the cache checks its crc32c,
+so an entry torn by a power loss is read from storage again, never returned. Fills waiting hold at most
 `BACKLOG` bytes; an object beyond that is not cached this time (it is the next). A process that exits
 finishes its pending fills first (they run on a non-daemon pool). Paths without a generation or size
 are read from storage as without a cache: the generation is what keeps an overwritten object from
@@ -20,8 +22,11 @@ from typing import Any, Awaitable, Callable, Optional
 
 import google_crc32c
 
-from .entry import Meta
-from .store import NodeCache
+from . import body, evict
+from ..errors import ChecksumMismatch
+from .entry import Meta, crc_value, entry_id, temp_name
+from .lock import FileLock
+from .store import NodeCache, _unlink
 
 log = logging.getLogger("fluxfs.cache")
 
@@ -63,17 +68,72 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, tuple]]) -> dict[int, bytes]
     return out
 
 
-def _fill(cache: NodeCache, entry: tuple, data: bytes) -> None:
-    bucket, key, generation, size, crc = entry
+def _fill(cache: NodeCache, items: list[tuple[tuple, bytes]]) -> None:
+    """Write a batch of read objects to the cache: each entry nobody else is filling or holds, checked (size,
+    crc32c), counted in and renamed into place under one directory lock for the whole batch (one accounting
+    update and no fsync: a fill per object with its own lock and fsync managed ~250 objects/s)."""
+    todo, locks = [], []
     try:
-        # checked (size, crc32c), then renamed in; not fsynced when every read checks the crc32c (`_hits`)
-        cache.get(bucket, key, generation, size, crc, lambda: data, durable=crc is None)
-    except Exception as exc:  # noqa: BLE001 - the read succeeded; only caching it failed
-        log.warning("fluxfs node-local cache: %s/%s not cached: %s", bucket, key, exc)
+        for (bucket, key, generation, size, crc), data in items:
+            eid = entry_id(bucket, key, generation)
+            lock = FileLock(cache._path(eid, "lock"))
+            try:
+                if not lock.try_acquire(shared=False):
+                    continue  # being read or filled: nothing to do
+            except OSError:
+                continue
+            locks.append(lock)
+            if cache._complete(eid, bucket, key, generation, size):
+                continue
+            if lock.was_filling():
+                evict.remove_entry(cache.directory, eid, include_data=False)  # a killed filler's leftovers
+            meta = Meta(bucket, key, str(generation), int(size), crc_value(crc))
+            try:
+                body.check(data, meta)
+            except ChecksumMismatch as exc:
+                log.warning("fluxfs node-local cache: %s", exc)
+                continue
+            todo.append((eid, meta, data))
+        if todo:
+            _write_batch(cache, todo)
+    except Exception as exc:  # noqa: BLE001 - the reads succeeded; only caching them failed
+        log.warning("fluxfs node-local cache: %d objects not cached: %s", len(items), exc)
     finally:
+        for lock in locks:
+            lock.release()
         with _guard:
-            _pending[0] -= len(data)
-            _filling.pop((cache.directory, entry), None)
+            _pending[0] -= sum(len(d) for _, d in items)
+            for entry, _ in items:
+                _filling.pop((cache.directory, entry), None)
+
+
+def _write_batch(cache: NodeCache, todo: list[tuple[str, Meta, bytes]]) -> None:
+    """Room for the batch counted in and its temporaries allocated (directory lock: the cache is never over
+    its limit, even while they are written), the data written, then (the lock again) renamed into place."""
+    temps: list[tuple[str, str]] = []
+    try:
+        need = sum(len(d) + len(m.to_bytes()) for _, m, d in todo)
+        with cache._dir_locked():
+            if not evict.make_room(cache.directory, need, cache.limit):
+                return  # no room (entries in use fill it): these are read from storage next time too
+            for eid, meta, data in todo:
+                pair = (os.path.join(cache.directory, temp_name(eid)), os.path.join(cache.directory, temp_name(eid)))
+                temps.append(pair)
+                with open(pair[1], "xb") as m:
+                    m.write(meta.to_bytes())
+                with open(pair[0], "xb") as f:
+                    f.truncate(len(data))  # counted as taken now, as the accounting says
+        for (_, _, data), (data_tmp, _) in zip(todo, temps):
+            with open(data_tmp, "r+b") as f:
+                f.write(data)
+        with cache._dir_locked():
+            for (eid, _, _), (data_tmp, meta_tmp) in zip(todo, temps):
+                os.replace(meta_tmp, cache._path(eid, "meta"))
+                os.replace(data_tmp, cache._path(eid, "data"))  # the entry appears complete only now
+    finally:
+        for pair in temps:
+            for tmp in pair:
+                _unlink(tmp)
 
 
 async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
@@ -92,7 +152,7 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
         return {fs._strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
     misses = [info for i, info in enumerate(infos) if i not in hits]
     got = await uncached(fs, misses, on_error=on_error)
-    pool = cache._executor()
+    batch = []
     for i, entry in entries:
         if i in hits:
             continue
@@ -103,7 +163,12 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
             if _pending[0] + len(data) > BACKLOG:
                 continue  # the disk is behind: this one is read from storage again next time
             _pending[0] += len(data)
-            _filling[(cache.directory, entry)] = pool.submit(_fill, cache, entry, bytes(data))
+        batch.append((entry, bytes(data)))
+    if batch:
+        with _guard:
+            job = cache._executor().submit(_fill, cache, batch)
+            for entry, _ in batch:
+                _filling[(cache.directory, entry)] = job
     out = {}
     for i, info in enumerate(infos):  # the order asked, as the uncached read answers
         name = fs._strip_protocol(info["name"] if isinstance(info, dict) else info)
