@@ -64,6 +64,9 @@ class Fill:
                     got = await self.fs._read_ranges(self.path, [(lo, hi)], generation=self.meta.generation,
                                                      max_gap=0, cache=False)
                     data = got[0]
+                if self.closed:  # abandoned while this part was in flight: its descriptor is gone
+                    fut.set_result(None)
+                    return
                 _write_all(self.fd, data, p * PART)
             except BaseException as exc:
                 fut.set_exception(exc)

@@ -100,3 +100,21 @@ def test_a_torn_entry_is_read_from_storage_not_returned(flux_server, objects, tm
     flux_server.reset_stats()
     assert epoch(ds) == EXPECTED
     assert flux_server.stats()["data_reads"] == 3
+
+
+def test_read_objects_node_second_pass_makes_no_data_get(flux_server, objects, tmp_path):
+    from torchdata.nodes import Loader
+
+    from fluxfs.pipes import ListObjects, ReadObjects
+
+    so = opts(flux_server, tmp_path)
+
+    def one_pass() -> list:
+        return sorted(Loader(ReadObjects(ListObjects(objects, storage_options=so), storage_options=so)))
+
+    flux_server.reset_stats()
+    assert one_pass() == EXPECTED
+    assert flux_server.stats()["data_reads"] > 0
+    flux_server.reset_stats()  # (no waiting: a read waits for this process's own fills of what it asks)
+    assert one_pass() == EXPECTED
+    assert flux_server.stats()["data_reads"] == 0
