@@ -108,31 +108,33 @@ def _fill(cache: NodeCache, items: list[tuple[tuple, bytes]]) -> None:
 
 
 def _write_batch(cache: NodeCache, todo: list[tuple[str, Meta, bytes]]) -> None:
-    """Room for the batch counted in and its temporaries allocated (directory lock: the cache is never over
-    its limit, even while they are written), the data written, then (the lock again) renamed into place."""
-    temps: list[tuple[str, str]] = []
+    """Room for the batch counted in, its temporaries allocated and sidecars written (directory lock: the cache
+    is never over its limit, even while they are written), the data written, then (the lock again) each renamed
+    into place. A sidecar without its data is no entry (lookups need both), so it goes straight to its name."""
+    files: list[tuple[str, int]] = []  # (temporary, descriptor) of each object's data
+    done = 0
     try:
         need = sum(len(d) + len(m.to_bytes()) for _, m, d in todo)
         with cache._dir_locked():
             if not evict.make_room(cache.directory, need, cache.limit):
                 return  # no room (entries in use fill it): these are read from storage next time too
             for eid, meta, data in todo:
-                pair = (os.path.join(cache.directory, temp_name(eid)), os.path.join(cache.directory, temp_name(eid)))
-                temps.append(pair)
-                with open(pair[1], "xb") as m:
+                tmp = os.path.join(cache.directory, temp_name(eid))
+                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+                files.append((tmp, fd))
+                os.ftruncate(fd, len(data))  # counted as taken now, as the accounting says
+                with open(cache._path(eid, "meta"), "wb") as m:
                     m.write(meta.to_bytes())
-                with open(pair[0], "xb") as f:
-                    f.truncate(len(data))  # counted as taken now, as the accounting says
-        for (_, _, data), (data_tmp, _) in zip(todo, temps):
-            with open(data_tmp, "r+b") as f:
-                f.write(data)
+        for (_, _, data), (_, fd) in zip(todo, files):
+            body.write_all(fd, data, 0)
         with cache._dir_locked():
-            for (eid, _, _), (data_tmp, meta_tmp) in zip(todo, temps):
-                os.replace(meta_tmp, cache._path(eid, "meta"))
-                os.replace(data_tmp, cache._path(eid, "data"))  # the entry appears complete only now
+            for (eid, _, _), (tmp, _) in zip(todo, files):
+                os.replace(tmp, cache._path(eid, "data"))  # the entry appears complete only now
+                done += 1
     finally:
-        for pair in temps:
-            for tmp in pair:
+        for n, (tmp, fd) in enumerate(files):
+            os.close(fd)
+            if n >= done:
                 _unlink(tmp)
 
 
