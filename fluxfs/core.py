@@ -14,7 +14,7 @@ from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import inherited, listing, temporaries
-from .cache import NodeCache, reader as node_cache
+from .cache import NodeCache, objects as node_objects, ranges as node_ranges, reader as node_cache
 from .errors import from_gcsfs
 from .gcs import bridge, fork, http, reach, redact, tempnames, urls
 from .gcs.retry import RetryPolicy
@@ -245,7 +245,10 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         return self.options.read_concurrency
 
     async def _cat_objects(self, infos, on_error: str = "raise") -> dict:
-        """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata requests."""
+        """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata
+        requests; through the node-local cache when `cache_dir` is set (`cache/objects.py`)."""
+        if self.cache is not None:
+            return await node_objects.cat_objects(self, self.cache, list(infos), on_error, batched.cat_objects)
         return await batched.cat_objects(self, infos, on_error=on_error)
 
     def cat_objects(self, infos, on_error: str = "raise") -> dict:
@@ -284,7 +287,12 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
     read_into = bridge.sync_method(_read_into)
 
     async def _read_ranges(self, path: str, ranges, **kwargs: Any) -> Any:
-        """The bytes of each (start, end) range of one object, pinned to one generation (`reads/ranges.py`)."""
+        """The bytes of each (start, end) range of one object, pinned to one generation (`reads/ranges.py`);
+        through the node-local cache when `cache_dir` is set (`cache/ranges.py`; `cache=False`: not)."""
+        if kwargs.pop("cache", True) and self.cache is not None:
+            got = await node_ranges.through_cache(self, self.cache, path, ranges, kwargs, ranged.Ranges, into.IntoResult)
+            if got is not None:
+                return got
         return await ranged.read_ranges(self, path, ranges, **kwargs)
 
     read_ranges = bridge.sync_method(_read_ranges)

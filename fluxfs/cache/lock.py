@@ -58,6 +58,16 @@ class FileLock:
         fcntl.flock(self._fd, fcntl.LOCK_SH)
         self.shared = True
 
+    def mark_filling(self, on: bool) -> None:
+        """A byte in the lock file while a fill is under way, none once it ended: only an entry whose filler was
+        killed still has it, so only then are its leftovers looked for (a directory scan). No-op when not held."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, 1 if on else 0)
+
+    def was_filling(self) -> bool:
+        """A fill of this entry started and never ended (its filler was killed): leftovers may lie about."""
+        return self._fd is not None and os.fstat(self._fd).st_size > 0
+
     def remove(self) -> None:
         """Unlink the lock file; only while holding it exclusively (the next locker makes a new one)."""
         assert self.shared is False, "remove() needs the exclusive lock"
@@ -73,6 +83,8 @@ class FileLock:
         self.shared = None
 
     def release(self) -> None:
+        if self.shared is False:
+            self.mark_filling(False)  # a filler letting go: its fill ended (done, streamed through or failed)
         self._close()
 
     def __enter__(self) -> "FileLock":

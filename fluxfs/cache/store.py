@@ -91,9 +91,11 @@ class NodeCache:
 
     # -- reading --------------------------------------------------------------------------
 
-    def get(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch) -> bytes:
-        """The object's bytes: from the cache, or fetched once for the node (blocking)."""
-        held = self.hold(bucket, key, generation, size, crc32c, fetch)
+    def get(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch,
+            durable: bool = True) -> bytes:
+        """The object's bytes: from the cache, or fetched once for the node (blocking). `durable=False`: the
+        fill is not fsynced (for many small objects whose every read checks the crc32c: `objects.py`)."""
+        held = self.hold(bucket, key, generation, size, crc32c, fetch, durable)
         try:
             return held.read()
         finally:
@@ -142,7 +144,8 @@ class NodeCache:
         lock.release()
         return None
 
-    def hold(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch) -> Held:
+    def hold(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch,
+             durable: bool = True) -> Held:
         """The entry held for reading, filling it first if no process has; see the module docstring."""
         if generation is None or generation == "":
             raise ValueError(f"the node-local cache needs the generation of {bucket}/{key}: the bytes of an "
@@ -168,8 +171,13 @@ class NodeCache:
             if self._complete(eid, bucket, key, generation, size):  # filled while we waited
                 lock.downgrade()
                 return self._hit(eid, lock)
-            evict.remove_entry(self.directory, eid, include_data=False)  # a killed filler's leftovers
-            return self._fill(eid, meta, need, fetch, lock)
+            if lock.was_filling():
+                evict.remove_entry(self.directory, eid, include_data=False)  # a killed filler's leftovers
+            lock.mark_filling(True)
+            try:
+                return self._fill(eid, meta, need, fetch, lock, durable)
+            finally:
+                lock.mark_filling(False)
         except BaseException:
             if lock.shared is False:  # a failed fill: no entry, so no lock file either
                 lock.remove()
@@ -200,14 +208,14 @@ class NodeCache:
         body.check(data, meta)
         return Held(None, data, None)
 
-    def _fill(self, eid: str, meta: Meta, need: int, fetch: Fetch, lock: FileLock) -> Held:
+    def _fill(self, eid: str, meta: Meta, need: int, fetch: Fetch, lock: FileLock, durable: bool = True) -> Held:
         """Under the entry's exclusive lock: reserve room, fetch, write, check, rename; then share the lock."""
         tmp = self._reserve(eid, need)
         if tmp is None:
             lock.release()
             return self._stream(meta, fetch)
         try:
-            data = self._write(tmp, eid, meta, fetch())
+            data = self._write(tmp, eid, meta, fetch(), durable)
         except BaseException:
             _unlink(tmp)
             raise
@@ -239,7 +247,7 @@ class NodeCache:
             os.close(fd)
             return tmp
 
-    def _write(self, tmp: str, eid: str, meta: Meta, got: body.Body) -> Optional[bytes]:
+    def _write(self, tmp: str, eid: str, meta: Meta, got: body.Body, durable: bool = True) -> Optional[bytes]:
         """The fetched chunks to `tmp` (checked as they pass), the sidecar, then the rename that makes the
         entry complete: None. On a full disk the object's bytes, for the caller to read without caching."""
         chunks = [got] if isinstance(got, (bytes, bytearray, memoryview)) else got
@@ -261,15 +269,7 @@ class NodeCache:
                         return data
                     crc, n = google_crc32c.extend(crc, chunk), n + len(chunk)
                 body.check_sums(n, crc, meta)
-                os.fsync(f.fileno())  # a complete-looking entry holds its bytes, even after a power loss
-                # Names change only under the directory lock, so an evictor's scan sees each file once:
-                # the reservation (object + sidecar) becomes the object, then the sidecar.
-                with self._dir_locked():
-                    os.ftruncate(f.fileno(), n)
-                    with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as m:
-                        m.write(meta.to_bytes())
-                    os.replace(meta_tmp, self._path(eid, "meta"))
-                    os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
+                self.commit(f.fileno(), tmp, meta_tmp, eid, meta, durable)
             return None
         except OSError as exc:
             _unlink(meta_tmp)
@@ -280,6 +280,19 @@ class NodeCache:
                 return f.read(n)
         finally:
             _unlink(tmp)
+
+    def commit(self, fd: int, tmp: str, meta_tmp: str, eid: str, meta: Meta, durable: bool = True) -> None:
+        """Make the checked fill in `tmp` (open as `fd`, `meta.size` bytes written) the complete entry: fsync,
+        then, under the directory lock (an evictor's scan sees each file once), the reservation becomes
+        the object's size, the sidecar is written and both are renamed into place."""
+        if durable:
+            os.fsync(fd)  # a complete-looking entry holds its bytes, even after a power loss
+        with self._dir_locked():
+            os.ftruncate(fd, meta.size)
+            with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as m:
+                m.write(meta.to_bytes())
+            os.replace(meta_tmp, self._path(eid, "meta"))
+            os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
 
     def _warn_full(self, exc: OSError) -> None:
         if not self._warned:

@@ -17,7 +17,7 @@ import collections
 from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable, Iterator, Union
 
 from ..gcs import bridge
-from .batched import Result, cat_objects, check_on_error
+from .batched import Result, check_on_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import FluxFileSystem
@@ -78,7 +78,7 @@ async def aiter_cat_objects(fs: "FluxFileSystem", infos: Infos, *, on_error: str
     pending: collections.deque[asyncio.Task] = collections.deque()
 
     def start(part: list) -> None:
-        pending.append(asyncio.ensure_future(cat_objects(fs, part, on_error=on_error)))
+        pending.append(asyncio.ensure_future(fs._cat_objects(part, on_error=on_error)))  # the cache's too
 
     try:
         async for info in (infos if hasattr(infos, "__aiter__") else _aiter(infos)):  # type: ignore[arg-type]
@@ -112,7 +112,7 @@ def iter_cat_objects(fs: "FluxFileSystem", infos: Iterable[Union[dict, str]], *,
     pending: collections.deque[bridge.Pending] = collections.deque()
 
     def start(part: list) -> None:
-        pending.append(bridge.Pending(fs, cat_objects, fs, part, on_error=on_error))
+        pending.append(bridge.Pending(fs, fs._cat_objects, part, on_error=on_error))
 
     try:
         for info in infos:

@@ -89,18 +89,19 @@ class Server:
         self.peak_in_flight: Counter = Counter()
         self.bytes_in = 0
         self.bytes_out = 0
+        self.data_reads = 0  # object GETs that return the object's bytes (alt=media, XML GET), not metadata
 
     def stats(self) -> Dict[str, Any]:
         return {"requests": dict(self.requests), "faults": dict(self.faults),
                 "peak_in_flight": dict(self.peak_in_flight),
-                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "keys_scanned": self.store.keys_scanned,
+                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "data_reads": self.data_reads, "keys_scanned": self.store.keys_scanned,
                 "generations_made": self.store.generations_made}
 
     def reset_stats(self) -> None:
         self.requests.clear()
         self.faults.clear()
         self.peak_in_flight.clear()
-        self.bytes_in = self.bytes_out = 0
+        self.bytes_in = self.bytes_out = self.data_reads = 0
         self.store.keys_scanned = 0
         self.store.generations_made = 0
 
@@ -198,6 +199,9 @@ class Server:
         except ServerError as e:
             return await self.send(request, self._as_configured(error_reply(e, is_xml), q, path, is_xml), False)
         self.requests[op] += 1
+        if op == "read" and request.method == "GET" and (is_xml or q.get("alt") == "media"
+                                                        or path.startswith("/download/")):
+            self.data_reads += 1
         request["op"] = op
         prof = self.profile
         s = prof.s
