@@ -52,11 +52,14 @@ class Meta:
     generation: str
     size: int
     crc32c: Optional[int]
+    durable: bool = True   # False: renamed into place without an fsync (small objects): checked when opened
 
     def to_bytes(self) -> bytes:
         crc = crc_to_b64(self.crc32c) if self.crc32c is not None else None
-        return json.dumps({"bucket": self.bucket, "key": self.key, "generation": self.generation,
-                           "size": self.size, "crc32c": crc}, ensure_ascii=False).encode("utf-8")
+        d = {"bucket": self.bucket, "key": self.key, "generation": self.generation, "size": self.size, "crc32c": crc}
+        if not self.durable:
+            d["durable"] = False
+        return json.dumps(d, ensure_ascii=False).encode("utf-8")
 
     @classmethod
     def read(cls, path: str) -> Optional["Meta"]:
@@ -65,7 +68,7 @@ class Meta:
             with open(path, "rb") as f:
                 d = json.loads(f.read(65536))
             return cls(str(d["bucket"]), str(d["key"]), str(d["generation"]), int(d["size"]),
-                       crc_value(d.get("crc32c")))
+                       crc_value(d.get("crc32c")), d.get("durable", True) is not False)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

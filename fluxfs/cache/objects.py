@@ -87,7 +87,7 @@ def _fill(cache: NodeCache, items: list[tuple[tuple, bytes]]) -> None:
                 continue
             if lock.was_filling():
                 evict.remove_entry(cache.directory, eid, include_data=False)  # a killed filler's leftovers
-            meta = Meta(bucket, key, str(generation), int(size), crc_value(crc))
+            meta = Meta(bucket, key, str(generation), int(size), crc_value(crc), durable=False)  # no fsync
             try:
                 body.check(data, meta)
             except ChecksumMismatch as exc:

@@ -152,7 +152,7 @@ class NodeCache:
                              "object overwritten since would otherwise be served")
         crc = crc_value(crc32c)
         eid = entry_id(bucket, key, generation)
-        meta = Meta(bucket, key, str(generation), int(size), crc)
+        meta = Meta(bucket, key, str(generation), int(size), crc, durable)
         need = int(size) + len(meta.to_bytes())
         if self.limit is not None and need > self.limit:
             return self._stream(meta, fetch)  # can never fit: never cached, nothing evicted for it
@@ -189,7 +189,11 @@ class NodeCache:
         if meta is None or not meta.names(bucket, key, generation, size):
             return False
         try:
-            return os.stat(self._path(eid, "data")).st_size == meta.size
+            if os.stat(self._path(eid, "data")).st_size != meta.size:
+                return False
+            # Renamed into place without an fsync: after a power loss its bytes may be torn, so every reader
+            # (ranged reads too, which trust a durable entry) checks it against its crc32c first.
+            return meta.durable or (meta.crc32c is not None and _file_crc(self._path(eid, "data")) == meta.crc32c)
         except FileNotFoundError:
             return False
 
@@ -290,7 +294,7 @@ class NodeCache:
         with self._dir_locked():
             os.ftruncate(fd, meta.size)
             with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as m:
-                m.write(meta.to_bytes())
+                m.write(dataclasses.replace(meta, durable=durable).to_bytes())
             os.replace(meta_tmp, self._path(eid, "meta"))
             os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
 
@@ -336,3 +340,12 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def _file_crc(path: str) -> int:
+    """crc32c of a (small, not fsynced) entry's whole file."""
+    crc = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            crc = google_crc32c.extend(crc, block)
+    return crc
