@@ -19,9 +19,10 @@ import weakref
 from typing import TYPE_CHECKING, Optional
 
 from .gcs import fork, http
+from .gcs.client import client_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from .gcs.client import Client
 
 from .gcs.redact import get_logger
 
@@ -34,7 +35,7 @@ _ALL_LOCK = threading.Lock()
 class TempRegistry:
     """The live temporary objects of one filesystem in one process: path -> generation (or None)."""
 
-    def __init__(self, fs: "FluxFileSystem"):
+    def __init__(self, fs: "Client"):
         self._fs = weakref.ref(fs)
         self.live: dict[str, Optional[str]] = {}
         self._lock = threading.Lock()
@@ -68,27 +69,27 @@ class TempRegistry:
         return len(self.live)
 
 
-def registry(fs: "FluxFileSystem") -> TempRegistry:
+def registry(fs: "Client") -> TempRegistry:
     """The registry of `fs` in this process."""
-    return fs._temporaries
+    return client_of(fs).temporaries  # a filesystem is taken too: its client's
 
 
-def register(fs: "FluxFileSystem", path: str, generation: Optional[str] = None) -> None:
+def register(fs: "Client", path: str, generation: Optional[str] = None) -> None:
     """Record a temporary object ("bucket/key") before the request that may create it."""
     registry(fs).add(path, generation)
 
 
-def release(fs: "FluxFileSystem", path: str) -> None:
+def release(fs: "Client", path: str) -> None:
     """Forget a temporary object without deleting it (it was deleted or turned into a real object)."""
     registry(fs).discard(path)
 
 
-def _delete_url(fs: "FluxFileSystem", path: str) -> tuple[str, str, str]:
+def _delete_url(fs: "Client", path: str) -> tuple[str, str, str]:
     bucket, _, key = path.partition("/")
     return bucket, key, fs.json_url("b/{}/o/{}", bucket, key)
 
 
-async def current_generation(fs: "FluxFileSystem", path: str) -> Optional[str]:
+async def current_generation(fs: "Client", path: str) -> Optional[str]:
     """The live generation of "bucket/key", or None when there is none."""
     bucket, key, url = _delete_url(fs, path)
     try:
@@ -99,7 +100,7 @@ async def current_generation(fs: "FluxFileSystem", path: str) -> Optional[str]:
     return str(gen) if gen is not None else None
 
 
-async def delete(fs: "FluxFileSystem", path: str, generation: Optional[str] = None,
+async def delete(fs: "Client", path: str, generation: Optional[str] = None,
                  raise_denied: bool = False) -> bool:
     """Delete a temporary object (that generation: never left as a noncurrent version) and release it;
     True when gone (404 counts: already gone). An unknown generation is looked up first.
@@ -108,6 +109,7 @@ async def delete(fs: "FluxFileSystem", path: str, generation: Optional[str] = No
     (or `cleanup`) gets another chance. With `raise_denied`, a 403 is raised instead
     (PermissionError): compose reads stop making temporaries they cannot delete.
     """
+    fs = client_of(fs)  # called with a filesystem too: its client
     bucket, key, url = _delete_url(fs, path)
     try:
         if not generation:
@@ -131,7 +133,7 @@ async def delete(fs: "FluxFileSystem", path: str, generation: Optional[str] = No
     return True
 
 
-async def delete_many(fs: "FluxFileSystem", paths: dict[str, Optional[str]], concurrency: int = 32) -> int:
+async def delete_many(fs: "Client", paths: dict[str, Optional[str]], concurrency: int = 32) -> int:
     """Delete several temporary objects concurrently; returns how many are gone."""
     sem = asyncio.Semaphore(concurrency)
 
@@ -145,17 +147,17 @@ async def delete_many(fs: "FluxFileSystem", paths: dict[str, Optional[str]], con
 
 # -- interpreter exit ------------------------------------------------------------------------
 
-def _blocking_call(fs: "FluxFileSystem", method: str, path: str, params: dict) -> bytes:
+def _blocking_call(fs: "Client", method: str, path: str, params: dict) -> bytes:
     _, _, url = _delete_url(fs, path)
-    params = fs._get_params(params)  # gcsfs's: adds userProject for requester pays
+    params = fs.params(params)  # gcsfs's: adds userProject for requester pays
     if params:
         url += "?" + urllib.parse.urlencode(params)
-    req = urllib.request.Request(url, method=method, headers=fs._get_headers({}))
+    req = urllib.request.Request(url, method=method, headers=fs.headers({}))
     with urllib.request.urlopen(req, timeout=10) as resp:
         return resp.read()
 
 
-def _delete_blocking(fs: "FluxFileSystem", path: str, generation: Optional[str]) -> bool:
+def _delete_blocking(fs: "Client", path: str, generation: Optional[str]) -> bool:
     """Delete (that generation, looked up when unknown) with plain blocking HTTP calls: the event loop
     may be gone at interpreter exit."""
     try:

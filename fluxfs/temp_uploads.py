@@ -16,28 +16,31 @@ from typing import TYPE_CHECKING, Any, Optional
 from . import temp_registry
 from .gcs import http, tempnames
 from .gcs import xml as gcsxml
+from .gcs.client import client_of
 from .gcs.pager import list_pages
 from .gcs.timestamps import parse_timestamp
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from .gcs.client import Client
 
 RECORD_KIND = "multipart"
 RECORD_ID = "fluxfs-upload-id"      # the record's metadata: the upload id it stands for
 RECORD_KEY = "fluxfs-upload-key"    # ... and the key that upload writes
 
 
-def record_key(fs: "FluxFileSystem") -> str:
+def record_key(fs: "Client") -> str:
     """A fresh key for the record of one of this job's uploads."""
+    fs = client_of(fs)
     return tempnames.temp_key(fs.job_id, RECORD_KIND, fs.options.temp_prefix)
 
 
-def record_metadata(fs: "FluxFileSystem", key: str, upload_id: str) -> dict[str, str]:
+def record_metadata(fs: "Client", key: str, upload_id: str) -> dict[str, str]:
     """The custom metadata of an upload's record: the job's temporary marker, the upload id and key."""
+    fs = client_of(fs)
     return {**tempnames.marker(fs.job_id), RECORD_ID: upload_id, RECORD_KEY: key}
 
 
-async def list_records(fs: "FluxFileSystem", bucket: str) -> dict[tuple[str, str], tuple[str, str]]:
+async def list_records(fs: "Client", bucket: str) -> dict[tuple[str, str], tuple[str, str]]:
     """fluxfs's upload records in `bucket`: (key, upload id) -> (record "bucket/key", its generation)."""
     prefix = fs.options.temp_prefix
     out: dict[tuple[str, str], tuple[str, str]] = {}
@@ -50,13 +53,14 @@ async def list_records(fs: "FluxFileSystem", bucket: str) -> dict[tuple[str, str
     return out
 
 
-async def list_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "") -> list[dict[str, Any]]:
+async def list_incomplete_uploads(fs: "Client", bucket: str, prefix: str = "") -> list[dict[str, Any]]:
     """In-progress XML multipart uploads of a bucket: [{"key", "upload_id", "initiated" (unix s), "fluxfs"
     (True: started by fluxfs, it has a marked record), "record" ((path, generation) or None)}]."""
+    fs = client_of(fs)  # called with a filesystem too (tests, the CLI): its client
     return (await _scan(fs, bucket, prefix))[0]
 
 
-async def _scan(fs: "FluxFileSystem", bucket: str, prefix: str
+async def _scan(fs: "Client", bucket: str, prefix: str
                 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], tuple[str, str]]]:
     """The uploads under `prefix`, and fluxfs's records (listed first: a record is made after its upload
     starts, so each listed record's upload, if still open, is in the uploads listed)."""
@@ -87,7 +91,7 @@ async def _scan(fs: "FluxFileSystem", bucket: str, prefix: str
         params.update({"key-marker": last_key, "upload-id-marker": last_id})
 
 
-async def abort_upload(fs: "FluxFileSystem", bucket: str, up: dict[str, Any]) -> bool:
+async def abort_upload(fs: "Client", bucket: str, up: dict[str, Any]) -> bool:
     """Abort one listed upload (and delete its record); False when it was already gone."""
     try:
         await http.request(fs, "DELETE", fs.xml_url(bucket, up["key"]), op="delete", what=f"{bucket}/{up['key']}",
@@ -105,11 +109,12 @@ def is_stale(up: dict[str, Any], older_than: float, now: Optional[float] = None)
     return up["initiated"] is None or (now or time.time()) - up["initiated"] >= older_than
 
 
-async def abort_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "",
+async def abort_incomplete_uploads(fs: "Client", bucket: str, prefix: str = "",
                                    older_than: float = 0.0, abort_foreign: bool = False) -> list[str]:
     """Abort fluxfs's in-progress multipart uploads started more than `older_than` seconds ago (a killed
     writer's); returns the keys whose uploads were aborted. Uploads fluxfs did not start (no marked
     record: another tool may still be sending parts) are left alone unless `abort_foreign`."""
+    fs = client_of(fs)  # called with a filesystem too (tests, the CLI): its client
     now = time.time()
     aborted = []
     uploads, records = await _scan(fs, bucket, prefix)
@@ -122,7 +127,7 @@ async def abort_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: st
     return aborted
 
 
-async def drop_orphan_records(fs: "FluxFileSystem", prefix: str, uploads: list[dict[str, Any]],
+async def drop_orphan_records(fs: "Client", prefix: str, uploads: list[dict[str, Any]],
                               records: dict[tuple[str, str], tuple[str, str]]) -> int:
     """Delete the records (of keys under `prefix`) whose upload is no longer open: completed, or aborted
     by a writer that could not delete its record (a server that stopped answering)."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Optional, Union
 
 from .errors import HttpError
 from .gcs import bridge, tempnames
+from .gcs.client import client_of
 from .gcs.pager import list_pages
 from .gcs.timestamps import parse_timestamp
 from .temp_registry import (TempRegistry, current_generation, delete, delete_all_blocking, delete_many, register,
@@ -28,7 +29,7 @@ from .temp_registry import (TempRegistry, current_generation, delete, delete_all
 from .temp_uploads import abort_incomplete_uploads, abort_upload, is_stale, list_incomplete_uploads
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from .gcs.client import Client
 
 __all__ = ["TempRegistry", "register", "registry", "release", "delete", "delete_many", "delete_all_blocking",
            "current_generation", "list_incomplete_uploads", "abort_incomplete_uploads", "parse_age",
@@ -58,7 +59,7 @@ def _created(item: dict) -> Optional[float]:
         return None
 
 
-async def _list_temp(fs: "FluxFileSystem", bucket: str, versions: bool = False) -> list[dict]:
+async def _list_temp(fs: "Client", bucket: str, versions: bool = False) -> list[dict]:
     """Every object under the reserved prefix of `bucket`, with its custom metadata (a raw listing);
     with `versions`, noncurrent generations too (a versioned bucket keeps deleted ones)."""
     items: list[dict] = []
@@ -81,7 +82,7 @@ class CleanupReport:
     foreign_uploads: list[str] = dataclasses.field(default_factory=list)
 
 
-async def _cleanup_uploads(fs: "FluxFileSystem", bucket: str, prefix: str, age: float, abort_foreign: bool,
+async def _cleanup_uploads(fs: "Client", bucket: str, prefix: str, age: float, abort_foreign: bool,
                            report: CleanupReport) -> set[str]:
     """Abort fluxfs's stale unfinished uploads (others' only with `abort_foreign`), report the others;
     returns the records dealt with here (of uploads still open, or deleted with their upload)."""
@@ -107,11 +108,12 @@ async def _cleanup_uploads(fs: "FluxFileSystem", bucket: str, prefix: str, age: 
     return keep
 
 
-async def async_cleanup_report(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None,
+async def async_cleanup_report(fs: "Client", url: str, older_than: Union[None, int, float, str] = None,
                                abort_foreign_uploads: bool = False) -> CleanupReport:
     """Delete fluxfs's temporary objects and abort its unfinished uploads left in `url`'s bucket; see `cleanup`."""
+    fs = client_of(fs)  # called with a filesystem (the CLI, users): its client
     age = parse_age(older_than)
-    bucket, _, key_prefix = fs._strip_protocol(url).partition("/")
+    bucket, _, key_prefix = fs.strip_protocol(url).partition("/")
     if not bucket:
         raise ValueError(f"cleanup needs a bucket URL such as flux://bucket, not {url!r}")
     prefix = fs.options.temp_prefix
@@ -147,13 +149,13 @@ async def async_cleanup_report(fs: "FluxFileSystem", url: str, older_than: Union
     return report
 
 
-async def async_cleanup(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None,
+async def async_cleanup(fs: "Client", url: str, older_than: Union[None, int, float, str] = None,
                         abort_foreign_uploads: bool = False) -> int:
     """`async_cleanup_report`, returning how many temporaries were deleted."""
     return (await async_cleanup_report(fs, url, older_than, abort_foreign_uploads)).removed
 
 
-def cleanup(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None,
+def cleanup(fs: "Client", url: str, older_than: Union[None, int, float, str] = None,
             abort_foreign_uploads: bool = False) -> int:
     """Delete fluxfs's temporary objects left in `url`'s bucket by crashed jobs, and abort their unfinished
     XML multipart uploads (under `url`'s key prefix); returns how many temporaries were deleted.
@@ -170,7 +172,7 @@ def cleanup(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, 
     return bridge.run(fs, async_cleanup, fs, url, older_than, abort_foreign_uploads)
 
 
-def cleanup_report(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None,
+def cleanup_report(fs: "Client", url: str, older_than: Union[None, int, float, str] = None,
                    abort_foreign_uploads: bool = False) -> CleanupReport:
     """Blocking `async_cleanup_report`: `cleanup`, also naming what it left alone and the uploads it aborted."""
     return bridge.run(fs, async_cleanup_report, fs, url, older_than, abort_foreign_uploads)

@@ -8,17 +8,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Mapping
+from typing import Any, AsyncIterator, Iterable, Mapping
 
 import aiohttp
 import orjson
 
 from ..errors import RequestTimeout, ServerUnreachable, raise_for_status
 from . import progress, redact
+from .client import Client, client_of
 from .retry import RetryPolicy
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
 
 
 @dataclasses.dataclass
@@ -34,7 +32,7 @@ class Response:
 
 
 async def request_once(
-    fs: "FluxFileSystem",
+    fs: Client,
     method: str,
     url: str,
     *,
@@ -51,7 +49,8 @@ async def request_once(
     `sends`, a list, gets one entry each time the request goes out: aiohttp re-sends an idempotent
     request once, silently, when its kept-alive connection drops before the answer (see `count_sends`).
     """
-    session = await fs._set_session()
+    fs = client_of(fs)
+    session = await fs.session()
     if data is None and json is None:
         # Nothing to send: aiohttp's sock_read (restarted by every byte received) bounds the wait.
         async with timeouts_named(fs, what, method), redact.scrubbing():
@@ -69,7 +68,7 @@ async def request_once(
 
 
 @contextlib.asynccontextmanager
-async def timeouts_named(fs: "FluxFileSystem", what: str, method: str = "GET") -> AsyncIterator[None]:
+async def timeouts_named(fs: Client, what: str, method: str = "GET") -> AsyncIterator[None]:
     """Turn aiohttp's bare timeouts into a retryable RequestTimeout that names the object; name it
     in ServerUnreachable too."""
     try:
@@ -86,8 +85,8 @@ async def _send(session, fs, method, url, *, what, params, headers, data, ok, se
     async with session.request(
         method,
         url,
-        params=fs._get_params(dict(params or {})),
-        headers=fs._get_headers(dict(headers or {})),
+        params=fs.params(params),
+        headers=fs.headers(headers),
         data=data,
         timeout=timeout,
         trace_request_ctx=sends,
@@ -110,7 +109,7 @@ async def _send(session, fs, method, url, *, what, params, headers, data, ok, se
 
 
 async def request(
-    fs: "FluxFileSystem",
+    fs: Client,
     method: str,
     url: str,
     *,
@@ -124,6 +123,7 @@ async def request(
     Only call this for requests that are safe to repeat: idempotent ones, or ones made
     safe by a generation precondition.
     """
+    fs = client_of(fs)  # a filesystem is taken too (tests, benchmarks): its client
     policy = retry or fs.retry_policy(op)
     what = what or url
     return await policy.run(lambda _attempt: request_once(fs, method, url, what=what, **kwargs), what=f"{op} {what}")

@@ -6,16 +6,14 @@ parameters, the retry policy ("list") and the JSON parsing are written once.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, AsyncGenerator, Mapping
+from typing import AsyncGenerator, Mapping
 
 from . import http
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+from .client import Client, client_of
 
 
 async def list_pages(
-    fs: "FluxFileSystem",
+    fs: Client,
     bucket: str,
     *,
     prefix: str | None = None,
@@ -38,6 +36,7 @@ async def list_pages(
     yielded as GCS sent it (``items`` may be absent); breaking out of the loop, or
     `aclose()`, stops the paging: no request is made for a page not asked for.
     """
+    fs = client_of(fs)  # a filesystem is taken too (tests, benchmarks): its client
     url = fs.json_url("b/{}/o", bucket)
     if what is None:
         what = f"{bucket}/{prefix}" if prefix else bucket

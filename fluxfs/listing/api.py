@@ -16,10 +16,10 @@ from .dircache import fill_dircache
 from .lister import _DONE, LIST_FIELDS, Lister
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 
-def split_listing_path(fs: "FluxFileSystem", path: str, prefix: str = "") -> tuple[str, str]:
+def split_listing_path(fs: "Client", path: str, prefix: str = "") -> tuple[str, str]:
     """(bucket, key prefix) for a listing of `path` treated as a directory, plus `prefix` (gcsfs's rule)."""
     bucket, key, _ = fs.split_path(path)
     if not bucket:
@@ -40,7 +40,7 @@ def _make_progress(progress: Any, what: str):
 
 
 async def iter_objects(
-    fs: "FluxFileSystem",
+    fs: "Client",
     path: str,
     prefix: str = "",
     sort: bool = False,
@@ -110,7 +110,7 @@ async def iter_objects(
             bar.close()
 
 
-async def list_all(fs: "FluxFileSystem", path: str, prefix: str = "", sort: bool = True, **kwargs: Any) -> list[dict]:
+async def list_all(fs: "Client", path: str, prefix: str = "", sort: bool = True, **kwargs: Any) -> list[dict]:
     """Every info dict under `path`/ + `prefix` in one list (sorted by name unless sort=False).
 
     kwargs go to `iter_objects` (concurrency, page_size, include_temp, progress, mtime).
@@ -142,7 +142,7 @@ def _concat(batches: list[list[dict]], sort: bool) -> list[dict]:
     return out
 
 
-async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, withdirs: bool = False,
+async def find(fs: "Client", path: str, maxdepth: int | None = None, withdirs: bool = False,
                detail: bool = False, prefix: str = "", update_cache: bool = True, versions: bool = False) -> Any:
     """What gcsfs's `_find` returns for the same bucket, from the parallel lister.
 
@@ -151,7 +151,7 @@ async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, wit
     `versions=True`: every generation, named "bucket/key#generation" as gcsfs names them; the
     dircache is left alone (it holds live objects only).
     """
-    path = fs._strip_protocol(path)
+    path = fs.strip_protocol(path)
     if maxdepth is not None and maxdepth < 1:
         raise ValueError("maxdepth must be at least 1")
     objects = await list_all(fs, path, prefix, mtime=True, versions=versions)

@@ -13,12 +13,12 @@ from ..gcs import tempnames
 from ..gcs.pager import list_pages
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 _FIELDS = "items(name,generation,metadata),nextPageToken"
 
 
-async def drop_temporaries(fs: "FluxFileSystem", bucket: str, items: list[dict], temp_prefix: str,
+async def drop_temporaries(fs: "Client", bucket: str, items: list[dict], temp_prefix: str,
                            versions: bool = False) -> list[dict]:
     """`items` (raw listing items, keys without the bucket) less fluxfs's marked temporaries."""
     shaped = sorted(it["name"] for it in items if tempnames.is_temporary_name(it["name"], temp_prefix))

@@ -37,7 +37,7 @@ from .hidden import drop_temporaries
 from .keyspace import Alphabets, choose_split
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 # Pages in flight. Re-measured once the server's pages got ~4x cheaper (~2 ms of server CPU
 # per 1,000-item page; client and server on 2 cores shared with other jobs), `python -m bench
@@ -78,7 +78,7 @@ _DONE = object()
 class Lister:
     """Lists one bucket prefix with `concurrency` workers and puts batches of info dicts on `queue`."""
 
-    def __init__(self, fs: "FluxFileSystem", bucket: str, prefix: str, *, concurrency: int, page_size: int,
+    def __init__(self, fs: "Client", bucket: str, prefix: str, *, concurrency: int, page_size: int,
                  sort: bool, include_temp: bool, progress: Any, queue_size: int, mtime: bool = False,
                  versions: bool = False, start_offset: str | None = None, end_offset: str | None = None):
         self.fs = fs

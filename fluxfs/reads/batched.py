@@ -36,7 +36,7 @@ from .direct import get_chunks, read_object
 from .plan import ObjectRef, plan, to_objs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 from ..gcs.redact import get_logger
 
@@ -55,15 +55,15 @@ def check_on_error(on_error: str) -> None:
         raise ValueError(f"on_error must be 'raise', 'omit' or 'return', not {on_error!r}")
 
 
-def compose_on(fs: "FluxFileSystem") -> bool:
+def compose_on(fs: "Client") -> bool:
     """Whether batched reads compose: the `compose` option, unless the server refused it (403)."""
-    return fs.options.compose and fs.options.max_composite_size > 0 and not fs._compose_denied
+    return fs.options.compose and fs.options.max_composite_size > 0 and not fs.refused.compose_denied
 
 
-def _deny_compose(fs: "FluxFileSystem", exc: BaseException) -> None:
+def _deny_compose(fs: "Client", exc: BaseException) -> None:
     """Compose (or deleting its temporaries) is forbidden: turn it off for this filesystem, warn once."""
-    if not fs._compose_denied:
-        fs._compose_denied = True
+    if not fs.refused.compose_denied:
+        fs.refused.compose_denied = True
         warnings.warn(f"fluxfs: compose is not permitted ({exc}); reading objects directly from now on",
                       RuntimeWarning, stacklevel=2)
 
@@ -71,7 +71,7 @@ def _deny_compose(fs: "FluxFileSystem", exc: BaseException) -> None:
 class _Batch:
     """One `cat_objects` call: a queue of jobs worked by `concurrency` workers."""
 
-    def __init__(self, fs: "FluxFileSystem", concurrency: int):
+    def __init__(self, fs: "Client", concurrency: int):
         self.fs = fs
         self.results: dict[str, Result] = {}
         self.jobs: collections.deque = collections.deque()
@@ -299,7 +299,7 @@ def _pieces(chunks: list[bytes], sizes: list[int]) -> Iterable[bytes]:
         off += n
 
 
-async def cat_objects(fs: "FluxFileSystem", infos: Iterable[dict], on_error: str = "raise") -> dict[str, Result]:
+async def cat_objects(fs: "Client", infos: Iterable[dict], on_error: str = "raise") -> dict[str, Result]:
     """Read many objects given their listing info; returns {"bucket/key": bytes | exception}.
 
     `on_error`: "raise" the first failure (FileNotFoundError naming a vanished object),

@@ -22,7 +22,7 @@ from ..gcs.checksums import crc_from_b64
 from ..gcs.tasks import gather_all
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 # Ranged GETs of 8 MiB: on the cloud profile (30 ms first byte, 100 MB/s per request) the
 # first byte is ~25% of a request's time, and 16 of them in flight (128 MiB) saturate what
@@ -60,9 +60,9 @@ class Streamed:
 Head = Callable[[int, Optional[str], Optional[int]], None]
 
 
-def media_url(fs: "FluxFileSystem", bucket: str, key: str) -> str:
+def media_url(fs: "Client", bucket: str, key: str) -> str:
     """The JSON API download URL of an object."""
-    return f"{fs._location}/download/storage/v1/b/{quote(bucket, safe='')}/o/{quote(key, safe='')}"
+    return fs.media_url(bucket, key)
 
 
 def named(bucket: str, key: str, generation: Optional[str] = None) -> str:
@@ -147,7 +147,7 @@ async def _get_once(fs, bucket, key, start, end, generation, check) -> Fetched:
     return Fetched(body, begin, size, gen, crc)
 
 
-async def get_range(fs: "FluxFileSystem", bucket: str, key: str, start: Optional[int] = None,
+async def get_range(fs: "Client", bucket: str, key: str, start: Optional[int] = None,
                     end: Optional[int] = None, generation: Optional[str] = None, check: bool = True) -> Fetched:
     """GET bytes [start, end) (all when both are None) under the read retry policy."""
     policy = fs.retry_policy("read")
@@ -162,10 +162,10 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
     is called as soon as the headers tell them (before the body, on a 206), so a caller can start
     the other ranges one transfer time earlier."""
     what = f"{bucket}/{key}"
-    session = await fs._set_session()
+    session = await fs.session()
     async with http.timeouts_named(fs, what), \
-            session.get(media_url(fs, bucket, key), params=fs._get_params(_media_params(generation)),
-                        headers=fs._get_headers(_range_header(start, end)),
+            session.get(media_url(fs, bucket, key), params=fs.params(_media_params(generation)),
+                        headers=fs.headers(_range_header(start, end)),
                         timeout=fs.options.http_timeout) as r:
         if r.status == 416 and start == 0:
             # GCS answers a ranged GET of an empty object with 416: read it whole instead.
@@ -195,7 +195,7 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
     return Streamed(chunks, begin, size, gen, crc)
 
 
-async def get_chunks(fs: "FluxFileSystem", bucket: str, key: str, start: int, end: int,
+async def get_chunks(fs: "Client", bucket: str, key: str, start: int, end: int,
                      generation: Optional[str] = None, on_head: Optional[Head] = None) -> Streamed:
     """GET bytes [start, end) as received chunks, under the read retry policy.
 
@@ -221,7 +221,7 @@ def _split(start: int, end: int, chunk: int) -> list[tuple[int, int]]:
     return [(a, min(a + chunk, end)) for a in range(start, end, chunk)]
 
 
-async def read_object(fs: "FluxFileSystem", bucket: str, key: str, *, start: Optional[int] = None,
+async def read_object(fs: "Client", bucket: str, key: str, *, start: Optional[int] = None,
                       end: Optional[int] = None, size_hint: Optional[int] = None,
                       generation: Optional[str] = None, chunk: Optional[int] = None,
                       concurrency: Optional[int] = None) -> Fetched:
@@ -260,7 +260,7 @@ async def read_object(fs: "FluxFileSystem", bucket: str, key: str, *, start: Opt
     return Fetched(body, s, first.size, gen, first.crc32c)
 
 
-async def cat_file(fs: "FluxFileSystem", path: str, start: Optional[int] = None, end: Optional[int] = None,
+async def cat_file(fs: "Client", path: str, start: Optional[int] = None, end: Optional[int] = None,
                    **kwargs: Any) -> bytes:
     """One object (or a range of it): parallel ranged GETs when large, a plain GET when small (never composes)."""
     bucket, key, gen = fs.split_path(path)
@@ -269,7 +269,7 @@ async def cat_file(fs: "FluxFileSystem", path: str, start: Optional[int] = None,
             raise TypeError(f"{name} must be a whole byte offset (an int) or None, not {value!r}, reading {bucket}/{key}")
     size = None
     if start is not None and start < 0 or end is not None and end < 0:
-        size = (await fs._info(path))["size"]
+        size = (await fs.info(path))["size"]
         start = max(0, size + start) if start is not None and start < 0 else start
         end = max(0, size + end) if end is not None and end < 0 else end
     if start is not None and end is not None and end <= start:

@@ -15,10 +15,10 @@ from .batched import Result, cat_objects
 from ..gcs.limits import MAX_COMPOSE_SOURCES
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 
-def _cached_infos(fs: "FluxFileSystem", paths: list[str]) -> tuple[dict[str, dict], list[str]]:
+def _cached_infos(fs: "Client", paths: list[str]) -> tuple[dict[str, dict], list[str]]:
     """Infos from fsspec's listing cache (filled by find/ls), and the paths it does not know."""
     found: dict[str, dict] = {}
     missing: list[str] = []
@@ -50,7 +50,7 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:n]
 
 
-async def _list_range(fs: "FluxFileSystem", bucket: str, keys: list[str], end: Optional[str],
+async def _list_range(fs: "Client", bucket: str, keys: list[str], end: Optional[str],
                       max_pages: int) -> dict[str, dict]:
     """List [keys[0], end) under their common prefix; infos of the wanted keys found in at most `max_pages`."""
     wanted = set(keys)
@@ -72,7 +72,7 @@ async def _list_range(fs: "FluxFileSystem", bucket: str, keys: list[str], end: O
     return found
 
 
-async def infos_for_paths(fs: "FluxFileSystem", paths: list[str]) -> list[dict]:
+async def infos_for_paths(fs: "Client", paths: list[str]) -> list[dict]:
     """Info dicts for "bucket/key" paths: from the listing cache, else from range listings.
 
     Paths the cache does not know are listed in key ranges of ~1,000 (one request per
@@ -106,7 +106,7 @@ async def infos_for_paths(fs: "FluxFileSystem", paths: list[str]) -> list[dict]:
     return [found.get(p) or {"name": p} for p in paths]
 
 
-async def cat_paths(fs: "FluxFileSystem", paths: list[str], on_error: str = "raise",
+async def cat_paths(fs: "Client", paths: list[str], on_error: str = "raise",
                     skip_dirs: bool = False) -> dict[str, Result]:
     """`cat` of many "bucket/key" paths: metadata from the cache or range listings, then `cat_objects`.
 

@@ -18,7 +18,7 @@ from ..gcs.tasks import gather_all
 from . import direct, into as into_mod
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 # A merged range up to this size is one plain GET: ~20% less client CPU than the streaming
 # parallel-range path, whose ranges are this size anyway.
@@ -75,14 +75,14 @@ def _checked(ranges: Any, what: str) -> list[tuple[int, int]]:
     return out
 
 
-async def _get(fs: "FluxFileSystem", bucket: str, key: str, g: Group, generation: Optional[str],
+async def _get(fs: "Client", bucket: str, key: str, g: Group, generation: Optional[str],
                chunk: Optional[int]) -> direct.Fetched:
     if g.end - g.start <= ONE_GET:
         return await direct.get_range(fs, bucket, key, g.start, g.end, generation)
     return await direct.read_object(fs, bucket, key, start=g.start, end=g.end, generation=generation, chunk=chunk)
 
 
-async def read_ranges(fs: "FluxFileSystem", path: str, ranges: Sequence[tuple[int, int]], *,
+async def read_ranges(fs: "Client", path: str, ranges: Sequence[tuple[int, int]], *,
                       generation: Optional[str] = None, max_gap: int = DEFAULT_MAX_GAP, into: Optional[Sequence] = None,
                       chunk: Optional[int] = None, concurrency: Optional[int] = None,
                       limit: Optional[asyncio.Semaphore] = None, **into_kwargs: Any) -> Any:

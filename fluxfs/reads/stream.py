@@ -20,7 +20,7 @@ from ..gcs import bridge
 from .batched import Result, cat_objects, check_on_error
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 PIPELINE = 4                          # slices in flight: the one handed over while three are read
 DEFAULT_BUFFER_BYTES = 256 * 2**20    # bytes read ahead of the consumer, at most (plus one object)
@@ -65,7 +65,7 @@ async def _aiter(items: Iterable[Any]) -> AsyncIterator[Any]:
         yield item
 
 
-async def aiter_cat_objects(fs: "FluxFileSystem", infos: Infos, *, on_error: str = "raise",
+async def aiter_cat_objects(fs: "Client", infos: Infos, *, on_error: str = "raise",
                             buffer_bytes: int | None = None) -> AsyncIterator[dict[str, Result]]:
     """Async generator of {"bucket/key": bytes | exception} dicts, one per slice of `infos`, in input order.
 
@@ -99,7 +99,7 @@ async def aiter_cat_objects(fs: "FluxFileSystem", infos: Infos, *, on_error: str
             await asyncio.gather(*pending, return_exceptions=True)
 
 
-def iter_cat_objects(fs: "FluxFileSystem", infos: Iterable[Union[dict, str]], *, on_error: str = "raise",
+def iter_cat_objects(fs: "Client", infos: Iterable[Union[dict, str]], *, on_error: str = "raise",
                      buffer_bytes: int | None = None) -> Iterator[dict[str, Result]]:
     """Blocking `aiter_cat_objects`: `infos` is consumed on the caller's thread, so it may itself be a
     blocking stream (e.g. flattened `fs.iter_objects` batches); reads run on the filesystem's loop.

@@ -26,21 +26,21 @@ from .fields import FIXED_KEYS, ObjectFields, object_fields
 from .uploads import _upload_chunks
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 MAX_RACES = 16          # commits lost to concurrent writers before an append gives up (and says so)
 RACE_PAUSE_S = 0.05     # first pause after a lost race; doubles, jittered, up to 1 s
 TEMP_KIND = "append"    # temporaries live under <temp_prefix>append/<job>/, marked as the job's
 
 
-def new_temp(fs: "FluxFileSystem", bucket: str) -> str:
+def new_temp(fs: "Client", bucket: str) -> str:
     """A fresh temporary's "bucket/key", registered before anything creates it."""
     path = f"{bucket}/{tempnames.temp_key(fs.job_id, TEMP_KIND, fs.options.temp_prefix)}"
     temporaries.register(fs, path)
     return path
 
 
-async def current_resource(fs: "FluxFileSystem", bucket: str, key: str) -> dict | None:
+async def current_resource(fs: "Client", bucket: str, key: str) -> dict | None:
     """The object's JSON resource now, or None when it does not exist."""
     try:
         resp = await http.request(fs, "GET", fs.json_url("b/{}/o/{}", bucket, key), op="metadata",
@@ -72,7 +72,7 @@ def _crc(resource: dict) -> int:
     return crc_from_b64(resource.get("crc32c")) or 0
 
 
-async def commit_append(fs: "FluxFileSystem", bucket: str, key: str, base: dict | None, part: dict,
+async def commit_append(fs: "Client", bucket: str, key: str, base: dict | None, part: dict,
                         given: dict[str, Any]) -> dict:
     """Append the temporary object `part` (a JSON resource, "name" its key) to `bucket/key`, whose
     resource was `base` (None: absent) when the appender opened it; returns the new object's resource.
@@ -103,7 +103,7 @@ async def commit_append(fs: "FluxFileSystem", bucket: str, key: str, base: dict 
         await temporaries.delete_many(fs, {f"{bucket}/{part['name']}": part.get("generation"), **made})
 
 
-async def _compose(fs: "FluxFileSystem", bucket: str, key: str, base: dict | None, first: dict | None,
+async def _compose(fs: "Client", bucket: str, key: str, base: dict | None, first: dict | None,
                    part: dict, fields: ObjectFields) -> dict:
     """One compose of [first, part] (or [part] alone when there is no object yet) onto `key`, on
     condition that the object is still at `base`'s generation; the result's crc32c is checked."""
@@ -138,7 +138,7 @@ async def _compose(fs: "FluxFileSystem", bucket: str, key: str, base: dict | Non
     return resource
 
 
-async def _flatten(fs: "FluxFileSystem", bucket: str, base: dict, made: dict[str, str | None]) -> dict:
+async def _flatten(fs: "Client", bucket: str, base: dict, made: dict[str, str | None]) -> dict:
     """Copy the object's bytes at `base`'s generation into a new temporary of few components (for an
     object at the component limit); its crc32c must match the original's."""
     path = new_temp(fs, bucket)

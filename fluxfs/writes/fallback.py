@@ -19,7 +19,7 @@ from .strategy import Uploader
 from .xml import XmlUploader
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
     from .parts import PartWriter
 
 logger = logging.getLogger(__name__)
@@ -28,14 +28,14 @@ logger = logging.getLogger(__name__)
 UNSUPPORTED = (400, 404, 405, 501)
 
 
-def xml_unsupported(fs: "FluxFileSystem") -> bool:
+def xml_unsupported(fs: "Client") -> bool:
     """Whether this filesystem's server has been found to lack XML multipart upload."""
-    return bool(getattr(fs, "_xml_multipart_unsupported", False))
+    return fs.refused.xml_multipart_unsupported
 
 
-def _mark_unsupported(fs: "FluxFileSystem", exc: BaseException) -> None:
+def _mark_unsupported(fs: "Client", exc: BaseException) -> None:
     if not xml_unsupported(fs):
-        fs._xml_multipart_unsupported = True
+        fs.refused.xml_multipart_unsupported = True
         warnings.warn(f"fluxfs: the server does not support XML multipart upload ({exc}); this filesystem writes "
                       "with multipart='compose' from now on", RuntimeWarning, stacklevel=2)
 
@@ -48,7 +48,7 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
-async def _bucket_exists(fs: "FluxFileSystem", bucket: str) -> bool:
+async def _bucket_exists(fs: "Client", bucket: str) -> bool:
     """A 404 to the initiate means "no XML multipart" only when the bucket itself is there."""
     try:
         await http.request(fs, "GET", fs.json_url("b/{}", bucket), op="metadata", what=bucket,

@@ -17,7 +17,7 @@ from .single import check_crc, confirm_written, delete_object, object_info, uplo
 from .strategy import Uploader
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 from ..gcs.redact import get_logger
 
@@ -37,7 +37,7 @@ class PartWriter:
     goes alone. So parts in flight plus the one being filled stay within the write_memory budget.
     """
 
-    def __init__(self, fs: "FluxFileSystem", bucket: str, key: str,
+    def __init__(self, fs: "Client", bucket: str, key: str,
                  make_uploader: Callable[["PartWriter"], Uploader], *, concurrency: int,
                  create_only: bool, fields: ObjectFields):
         self.fs, self.bucket, self.key = fs, bucket, key

@@ -10,7 +10,7 @@ from .fallback import XmlOrComposeUploader, xml_unsupported
 from .resumable import ResumableUploader
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
     from .fields import ObjectFields
     from .parts import PartWriter
     from .strategy import Uploader
@@ -22,7 +22,7 @@ STRATEGIES: dict[str, Callable[["PartWriter"], "Uploader"]] = {
 }
 
 
-def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
+def upload_settings(fs: "Client", block_size: int | None = None,
                     fields: "ObjectFields | None" = None) -> tuple[int, int, Callable]:
     """(part size, concurrency, uploader class) of one write, validated.
 
@@ -72,7 +72,7 @@ def min_part_size(part: int, strategy: str) -> int:
     return part
 
 
-def object_path(fs: "FluxFileSystem", path: str) -> tuple[str, str]:
+def object_path(fs: "Client", path: str) -> tuple[str, str]:
     """(bucket, key) of a write's destination; refuses a generation or a bare bucket."""
     bucket, key, generation = fs.split_path(path)
     if generation:

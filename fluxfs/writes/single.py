@@ -19,15 +19,15 @@ from .bodies import body
 from .fields import ObjectFields
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 
-def object_info(fs: "FluxFileSystem", bucket: str, resource: dict) -> dict:
+def object_info(fs: "Client", bucket: str, resource: dict) -> dict:
     """A JSON object resource as a gcsfs-shaped info dict (name "bucket/key", int size, ...)."""
-    return fs._process_object(bucket, dict(resource))
+    return fs.object_info(bucket, resource)
 
 
-async def get_resource(fs: "FluxFileSystem", bucket: str, key: str, generation: str | None = None) -> dict:
+async def get_resource(fs: "Client", bucket: str, key: str, generation: str | None = None) -> dict:
     """The JSON object resource of `bucket/key` (of one generation if given); FileNotFoundError if absent."""
     params = {"generation": generation} if generation else None
     resp = await http.request(fs, "GET", fs.json_url("b/{}/o/{}", bucket, key), op="metadata",
@@ -35,7 +35,7 @@ async def get_resource(fs: "FluxFileSystem", bucket: str, key: str, generation: 
     return resp.json()
 
 
-async def delete_object(fs: "FluxFileSystem", bucket: str, key: str, generation: str | None = None) -> None:
+async def delete_object(fs: "Client", bucket: str, key: str, generation: str | None = None) -> None:
     """Delete one object (pinned to `generation` if given); a missing object is not an error."""
     params = {"ifGenerationMatch": generation} if generation else None
     try:
@@ -60,7 +60,7 @@ def exists_error(bucket: str, key: str) -> FileExistsError:
     return FileExistsError(f"{bucket}/{key} already exists (mode 'xb' creates only new objects)")
 
 
-async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int, size: int) -> dict | None:
+async def confirm_written(fs: "Client", bucket: str, key: str, crc: int, size: int) -> dict | None:
     """After a retried final step failed with 404/412: did an earlier attempt succeed after all?"""
     try:
         resource = await get_resource(fs, bucket, key)
@@ -71,7 +71,7 @@ async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int,
     return None
 
 
-async def answer_or_confirm(fs: "FluxFileSystem", resp: http.Response, bucket: str, key: str, crc: int, size: int,
+async def answer_or_confirm(fs: "Client", resp: http.Response, bucket: str, key: str, crc: int, size: int,
                             what: str) -> dict:
     """The object resource a final upload request (or compose) answered with. An answer cut off or
     garbled on the way comes after the request was carried out: the stored object is then read back
@@ -92,7 +92,7 @@ async def answer_or_confirm(fs: "FluxFileSystem", resp: http.Response, bucket: s
                     "the write did not complete")
 
 
-async def pin_retry(fs: "FluxFileSystem", bucket: str, key: str, crc: int, size: int,
+async def pin_retry(fs: "Client", bucket: str, key: str, crc: int, size: int,
                     params: dict) -> tuple[dict | None, dict]:
     """Before retrying an overwrite that may have landed with its answer lost: (our object, if it is
     there) or the parameters that make the retry apply only to the state just seen (ifGenerationMatch
@@ -112,7 +112,7 @@ def changed_meanwhile(what: str) -> RetryableError:
 
 
 async def upload_single(
-    fs: "FluxFileSystem", bucket: str, key: str, data: bytes, crc: int, *,
+    fs: "Client", bucket: str, key: str, data: bytes, crc: int, *,
     create_only: bool = False, fields: ObjectFields | None = None,
     stop: Callable[[], bool] | None = None, what: str | None = None,
 ) -> dict:

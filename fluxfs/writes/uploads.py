@@ -14,12 +14,12 @@ from .schedule import beyond_reach, fixed_part_size, max_part
 from .settings import object_path, upload_settings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 logger = logging.getLogger(__name__)
 
 
-async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
+async def _upload_chunks(fs: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
                          create_only: bool, fields: ObjectFields, callback: Any = None,
                          rewind: Callable[[], None] | None = None) -> dict:
     """Upload `size` bytes obtained part by part from `read(n)`; aborts everything on any failure.
@@ -39,7 +39,7 @@ async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Calla
     return await _upload_once(fs, path, size, read, create_only=create_only, fields=fields, callback=callback)
 
 
-async def _upload_once(fs: "FluxFileSystem", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
+async def _upload_once(fs: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
                        create_only: bool, fields: ObjectFields, callback: Any = None) -> dict:
     bucket, key = object_path(fs, path)
     part, conc, uploader = upload_settings(fs, fields=fields)
@@ -66,11 +66,11 @@ async def _upload_once(fs: "FluxFileSystem", path: str, size: int, read: Callabl
     except BaseException:
         await pw.abort()
         raise
-    await fs._write_file_cache_update(info["name"])  # gcsfs's: only the parent's listing when it is cached
+    await fs.written(info["name"])  # gcsfs's: only the parent's listing when it is cached
     return info
 
 
-async def write_bytes(fs: "FluxFileSystem", path: str, data: Any, *, create_only: bool = False,
+async def write_bytes(fs: "Client", path: str, data: Any, *, create_only: bool = False,
                       fields: ObjectFields | None = None) -> dict:
     """Upload `data` (any bytes-like) as one object through the configured strategy; returns its info.
 
@@ -94,7 +94,7 @@ async def write_bytes(fs: "FluxFileSystem", path: str, data: Any, *, create_only
     return await _upload_chunks(fs, path, mv.nbytes, read, create_only=create_only, fields=fields, rewind=rewind)
 
 
-async def upload_local_file(fs: "FluxFileSystem", lpath: str, rpath: str, *, create_only: bool = False,
+async def upload_local_file(fs: "Client", lpath: str, rpath: str, *, create_only: bool = False,
                             fields: ObjectFields | None = None, callback: Any = None) -> dict:
     """Upload a local file part by part (reads run in a thread, memory stays bounded).
 
