@@ -13,7 +13,7 @@ from .client import Client, client_of
 
 
 async def list_pages(
-    fs: Client,
+    client: Client,
     bucket: str,
     *,
     prefix: str | None = None,
@@ -36,8 +36,8 @@ async def list_pages(
     yielded as GCS sent it (``items`` may be absent); breaking out of the loop, or
     `aclose()`, stops the paging: no request is made for a page not asked for.
     """
-    fs = client_of(fs)  # a filesystem is taken too (tests, benchmarks): its client
-    url = fs.json_url("b/{}/o", bucket)
+    client = client_of(client)  # a filesystem is taken too (tests, benchmarks): its client
+    url = client.json_url("b/{}/o", bucket)
     if what is None:
         what = f"{bucket}/{prefix}" if prefix else bucket
     query: dict[str, str] = {"maxResults": str(page_size)}
@@ -56,7 +56,7 @@ async def list_pages(
     while max_pages is None or pages < max_pages:
         if token:
             query["pageToken"] = token
-        page = (await http.request(fs, "GET", url, op="list", what=what, params=query)).json()
+        page = (await http.request(client, "GET", url, op="list", what=what, params=query)).json()
         pages += 1
         yield page
         token = page.get("nextPageToken")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _FIELDS = "items(name,generation,metadata),nextPageToken"
 
 
-async def drop_temporaries(fs: "Client", bucket: str, items: list[dict], temp_prefix: str,
+async def drop_temporaries(client: "Client", bucket: str, items: list[dict], temp_prefix: str,
                            versions: bool = False) -> list[dict]:
     """`items` (raw listing items, keys without the bucket) less fluxfs's marked temporaries."""
     shaped = sorted(it["name"] for it in items if tempnames.is_temporary_name(it["name"], temp_prefix))
@@ -26,7 +26,7 @@ async def drop_temporaries(fs: "Client", bucket: str, items: list[dict], temp_pr
         return items
     user: set[tuple[str, str]] = set()  # (name, generation) found without the marker: a user's object
     last = shaped[-1]
-    async for page in list_pages(fs, bucket, prefix=temp_prefix, fields=_FIELDS, start_offset=shaped[0],
+    async for page in list_pages(client, bucket, prefix=temp_prefix, fields=_FIELDS, start_offset=shaped[0],
                                  params={"versions": "true"} if versions else None, what=f"{bucket}/{temp_prefix}"):
         got = page.get("items") or []
         for it in got:

@@ -65,7 +65,7 @@ async def _aiter(items: Iterable[Any]) -> AsyncIterator[Any]:
         yield item
 
 
-async def aiter_cat_objects(fs: "Client", infos: Infos, *, on_error: str = "raise",
+async def aiter_cat_objects(client: "Client", infos: Infos, *, on_error: str = "raise",
                             buffer_bytes: int | None = None) -> AsyncIterator[dict[str, Result]]:
     """Async generator of {"bucket/key": bytes | exception} dicts, one per slice of `infos`, in input order.
 
@@ -78,7 +78,7 @@ async def aiter_cat_objects(fs: "Client", infos: Infos, *, on_error: str = "rais
     pending: collections.deque[asyncio.Task] = collections.deque()
 
     def start(part: list) -> None:
-        pending.append(asyncio.ensure_future(cat_objects(fs, part, on_error=on_error)))
+        pending.append(asyncio.ensure_future(cat_objects(client, part, on_error=on_error)))
 
     try:
         async for info in (infos if hasattr(infos, "__aiter__") else _aiter(infos)):  # type: ignore[arg-type]
@@ -99,7 +99,7 @@ async def aiter_cat_objects(fs: "Client", infos: Infos, *, on_error: str = "rais
             await asyncio.gather(*pending, return_exceptions=True)
 
 
-def iter_cat_objects(fs: "Client", infos: Iterable[Union[dict, str]], *, on_error: str = "raise",
+def iter_cat_objects(client: "Client", infos: Iterable[Union[dict, str]], *, on_error: str = "raise",
                      buffer_bytes: int | None = None) -> Iterator[dict[str, Result]]:
     """Blocking `aiter_cat_objects`: `infos` is consumed on the caller's thread, so it may itself be a
     blocking stream (e.g. flattened `fs.iter_objects` batches); reads run on the filesystem's loop.
@@ -112,7 +112,7 @@ def iter_cat_objects(fs: "Client", infos: Iterable[Union[dict, str]], *, on_erro
     pending: collections.deque[bridge.Pending] = collections.deque()
 
     def start(part: list) -> None:
-        pending.append(bridge.Pending(fs, cat_objects, fs, part, on_error=on_error))
+        pending.append(bridge.Pending(client, cat_objects, client, part, on_error=on_error))
 
     try:
         for info in infos:
@@ -128,6 +128,6 @@ def iter_cat_objects(fs: "Client", infos: Iterable[Union[dict, str]], *, on_erro
     finally:
         for p in pending:
             p.cancel()
-        if not bridge.on_loop(fs.loop):  # collected on the loop's own thread: waiting there would deadlock
+        if not bridge.on_loop(client.loop):  # collected on the loop's own thread: waiting there would deadlock
             for p in pending:
                 p.wait_cleanup()

@@ -28,14 +28,14 @@ logger = logging.getLogger(__name__)
 UNSUPPORTED = (400, 404, 405, 501)
 
 
-def xml_unsupported(fs: "Client") -> bool:
+def xml_unsupported(client: "Client") -> bool:
     """Whether this filesystem's server has been found to lack XML multipart upload."""
-    return fs.refused.xml_multipart_unsupported
+    return client.refused.xml_multipart_unsupported
 
 
-def _mark_unsupported(fs: "Client", exc: BaseException) -> None:
-    if not xml_unsupported(fs):
-        fs.refused.xml_multipart_unsupported = True
+def _mark_unsupported(client: "Client", exc: BaseException) -> None:
+    if not xml_unsupported(client):
+        client.refused.xml_multipart_unsupported = True
         warnings.warn(f"fluxfs: the server does not support XML multipart upload ({exc}); this filesystem writes "
                       "with multipart='compose' from now on", RuntimeWarning, stacklevel=2)
 
@@ -48,10 +48,10 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
-async def _bucket_exists(fs: "Client", bucket: str) -> bool:
+async def _bucket_exists(client: "Client", bucket: str) -> bool:
     """A 404 to the initiate means "no XML multipart" only when the bucket itself is there."""
     try:
-        await http.request(fs, "GET", fs.json_url("b/{}", bucket), op="metadata", what=bucket,
+        await http.request(client, "GET", client.json_url("b/{}", bucket), op="metadata", what=bucket,
                            params={"fields": "name"})
     except FileNotFoundError:
         return False
@@ -74,9 +74,9 @@ class XmlOrComposeUploader(XmlUploader):
             await super().start()
         except Exception as exc:  # noqa: BLE001 - anything but "unsupported" is re-raised as it was
             if _status(exc) not in UNSUPPORTED or (_status(exc) == 404 and not await _bucket_exists(
-                    self.fs, self.pw.bucket)):
+                    self.client, self.pw.bucket)):
                 raise
-            _mark_unsupported(self.fs, exc)
+            _mark_unsupported(self.client, exc)
             logger.info("writing %s as a compose upload: %s", self.pw.what, exc)
             self._instead = ComposeUploader(self.pw)
             self.max_parts = self._instead.max_parts  # the parts still to come grow under compose's cap

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = logging.getLogger(__name__)
 
 
-async def _upload_chunks(fs: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
+async def _upload_chunks(client: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
                          create_only: bool, fields: ObjectFields, callback: Any = None,
                          rewind: Callable[[], None] | None = None) -> dict:
     """Upload `size` bytes obtained part by part from `read(n)`; aborts everything on any failure.
@@ -28,7 +28,7 @@ async def _upload_chunks(fs: "Client", path: str, size: int, read: Callable[[int
     restart, `fluxfs cleanup` elsewhere) is started over once.
     """
     try:
-        return await _upload_once(fs, path, size, read, create_only=create_only, fields=fields, callback=callback)
+        return await _upload_once(client, path, size, read, create_only=create_only, fields=fields, callback=callback)
     except UploadLost as exc:
         if rewind is None:
             raise
@@ -36,21 +36,21 @@ async def _upload_chunks(fs: "Client", path: str, size: int, read: Callable[[int
         rewind()
         if callback is not None:
             callback.relative_update(-callback.value)
-    return await _upload_once(fs, path, size, read, create_only=create_only, fields=fields, callback=callback)
+    return await _upload_once(client, path, size, read, create_only=create_only, fields=fields, callback=callback)
 
 
-async def _upload_once(fs: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
+async def _upload_once(client: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
                        create_only: bool, fields: ObjectFields, callback: Any = None) -> dict:
-    bucket, key = object_path(fs, path)
-    part, conc, uploader = upload_settings(fs, fields=fields)
-    cap = uploader.part_cap(fs)
+    bucket, key = object_path(client, path)
+    part, conc, uploader = upload_settings(client, fields=fields)
+    cap = uploader.part_cap(client)
     if cap is not None:  # equal parts, as few as the cap allows (XML: 10,000; compose: compose_max_components)
         part = fixed_part_size(size, part, cap)
-        largest = max_part(fs)
+        largest = max_part(client)
         if part > largest:
-            raise ValueError(beyond_reach(path, size, cap, largest, fs.options.write_memory,
+            raise ValueError(beyond_reach(path, size, cap, largest, client.options.write_memory,
                                           getattr(uploader, "cap_setting", None)))
-    pw = PartWriter(fs, bucket, key, uploader, concurrency=conc, create_only=create_only, fields=fields)
+    pw = PartWriter(client, bucket, key, uploader, concurrency=conc, create_only=create_only, fields=fields)
     try:
         done = 0
         while size - done > part:
@@ -66,11 +66,11 @@ async def _upload_once(fs: "Client", path: str, size: int, read: Callable[[int],
     except BaseException:
         await pw.abort()
         raise
-    await fs.written(info["name"])  # gcsfs's: only the parent's listing when it is cached
+    await client.written(info["name"])  # gcsfs's: only the parent's listing when it is cached
     return info
 
 
-async def write_bytes(fs: "Client", path: str, data: Any, *, create_only: bool = False,
+async def write_bytes(client: "Client", path: str, data: Any, *, create_only: bool = False,
                       fields: ObjectFields | None = None) -> dict:
     """Upload `data` (any bytes-like) as one object through the configured strategy; returns its info.
 
@@ -91,10 +91,10 @@ async def write_bytes(fs: "Client", path: str, data: Any, *, create_only: bool =
         nonlocal pos
         pos = 0
 
-    return await _upload_chunks(fs, path, mv.nbytes, read, create_only=create_only, fields=fields, rewind=rewind)
+    return await _upload_chunks(client, path, mv.nbytes, read, create_only=create_only, fields=fields, rewind=rewind)
 
 
-async def upload_local_file(fs: "Client", lpath: str, rpath: str, *, create_only: bool = False,
+async def upload_local_file(client: "Client", lpath: str, rpath: str, *, create_only: bool = False,
                             fields: ObjectFields | None = None, callback: Any = None) -> dict:
     """Upload a local file part by part (reads run in a thread, memory stays bounded).
 
@@ -114,5 +114,5 @@ async def upload_local_file(fs: "Client", lpath: str, rpath: str, *, create_only
                 raise OSError(f"{lpath} changed size while being uploaded")
             return data
 
-        return await _upload_chunks(fs, rpath, size, read, create_only=create_only, fields=fields,
+        return await _upload_chunks(client, rpath, size, read, create_only=create_only, fields=fields,
                                     callback=callback, rewind=lambda: f.seek(0))
