@@ -161,7 +161,8 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
 
         kwargs: concurrency, page_size, include_temp, progress (see `listing.iter_objects`).
         """
-        async for batch in listing.iter_objects(self.client, self._strip_protocol(path), prefix, sort, batch_size, **kwargs):
+        async for batch in listing.iter_objects(self.client, self._strip_protocol(path), prefix, sort, batch_size,
+                                                **kwargs):
             yield batch
 
     def iter_objects(
@@ -206,8 +207,8 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
         if "ctime" in info:
             return info["ctime"]
         bucket, key, _ = self.split_path(path)
-        resp = bridge.run(self, http.request, self.client, "GET", self.json_url("b/{}/o/{}", bucket, key), op="metadata",
-                    what=f"{bucket}/{key}", params={"fields": "timeCreated"})
+        resp = bridge.run(self, http.request, self.client, "GET", self.json_url("b/{}/o/{}", bucket, key),
+                          op="metadata", what=f"{bucket}/{key}", params={"fields": "timeCreated"})
         return self._parse_timestamp(resp.json()["timeCreated"])
 
     def write_manifest(self, path: str, out: Any, sort: bool = True, progress: Any = None, **kwargs: Any) -> int:
@@ -304,7 +305,8 @@ class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
         async def attempt(n: int) -> None:
             sends: list = []
             try:
-                await http.request_once(self.client, "DELETE", url, what=what, params=params, ok=(200, 204), sends=sends)
+                await http.request_once(self.client, "DELETE", url, what=what, params=params, ok=(200, 204),
+                                        sends=sends)
             except FileNotFoundError:
                 if n == 0 and len(sends) == 1:
                     raise

@@ -94,8 +94,8 @@ async def _scan(client: "Client", bucket: str, prefix: str
 async def abort_upload(client: "Client", bucket: str, up: dict[str, Any]) -> bool:
     """Abort one listed upload (and delete its record); False when it was already gone."""
     try:
-        await http.request(client, "DELETE", client.xml_url(bucket, up["key"]), op="delete", what=f"{bucket}/{up['key']}",
-                           params={"uploadId": up["upload_id"]}, ok=(200, 204))
+        await http.request(client, "DELETE", client.xml_url(bucket, up["key"]), op="delete",
+                           what=f"{bucket}/{up['key']}", params={"uploadId": up["upload_id"]}, ok=(200, 204))
         gone = True
     except FileNotFoundError:
         gone = False

@@ -126,7 +126,8 @@ async def request(
     client = client_of(client)  # a filesystem is taken too (tests, benchmarks): its client
     policy = retry or client.retry_policy(op)
     what = what or url
-    return await policy.run(lambda _attempt: request_once(client, method, url, what=what, **kwargs), what=f"{op} {what}")
+    return await policy.run(lambda _attempt: request_once(client, method, url, what=what, **kwargs),
+                            what=f"{op} {what}")
 
 
 def goog_hash(headers: Any, name: str) -> str | None:

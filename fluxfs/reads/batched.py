@@ -213,7 +213,8 @@ class _Batch:
                 for o in group
             ],
             # The marker lets `cleanup` tell this composite from a user's object under the prefix.
-            "destination": {"contentType": "application/octet-stream", "metadata": tempnames.marker(self.client.job_id)},
+            "destination": {"contentType": "application/octet-stream",
+                            "metadata": tempnames.marker(self.client.job_id)},
         }
         # Retried safely: the destination name is unique to this group, the sources are pinned and the
         # composite is created only if absent, so a retry after a lost answer cannot make a second one.

@@ -274,6 +274,6 @@ async def cat_file(client: "Client", path: str, start: Optional[int] = None, end
         end = max(0, size + end) if end is not None and end < 0 else end
     if start is not None and end is not None and end <= start:
         return b""
-    got = await read_object(client, bucket, key, start=start, end=end, generation=kwargs.get("generation") or gen or None,
-                            chunk=kwargs.get("chunk") or DEFAULT_CHUNK)
+    got = await read_object(client, bucket, key, start=start, end=end,
+                            generation=kwargs.get("generation") or gen or None, chunk=kwargs.get("chunk") or DEFAULT_CHUNK)
     return got.body

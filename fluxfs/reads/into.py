@@ -100,7 +100,8 @@ def _scatter(data: bytes, pos: int, pieces: list, i: int) -> int:
     return i
 
 
-async def _fetch_once(client, bucket, key, req: Request, generation, verify: bool) -> tuple[int, Optional[str], Optional[int]]:
+async def _fetch_once(client, bucket, key, req: Request, generation,
+                      verify: bool) -> tuple[int, Optional[str], Optional[int]]:
     """One GET of `req`'s range into its pieces; returns (object size, generation, object crc32c)."""
     what = f"{bucket}/{key}"
     session = await client.session()

@@ -114,7 +114,8 @@ class ComposeUploader(BaseUploader):
                 if found is not None:
                     return found
             try:
-                resp = await http.request_once(self.client, "POST", self.client.json_url("b/{}/o/{}/compose", self.bucket, dest),
+                url = self.client.json_url("b/{}/o/{}/compose", self.bucket, dest)
+                resp = await http.request_once(self.client, "POST", url,
                                                what=what, params=sent or None, json=body)
             except FileNotFoundError:
                 # The bucket was there for the parts: what is missing now is the parts themselves.
