@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import os
 from typing import Any, AsyncIterator, Iterator
-from urllib.parse import quote
 
 from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
-from . import inherited, listing, temporaries
+from . import gcsfs_adapter, inherited, listing, temporaries
 from .cache import NodeCache, objects as node_objects, ranges as node_ranges, reader as node_cache
 from .errors import from_gcsfs
-from .gcs import bridge, fork, http, reach, redact, tempnames, urls
+from .gcs import bridge, fork, http, reach, redact, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, refuse_unknown_options
@@ -59,9 +58,9 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         kwargs.setdefault("requests_timeout", self.options.http_timeout)
         with redact.scrubbing():  # gcsfs's raw-token expiry lookup quotes the token in its errors
             super().__init__(*args, **kwargs)
-        self._auto_job_id = tempnames.new_job_id()
-        self._compose_denied = False   # set when the server refuses compose: batched reads go direct
-        self._temporaries = temporaries.TempRegistry(self)
+        # The narrow client every acceleration takes (options, requests, URLs, refusals, temporaries).
+        self.client = gcsfs_adapter.build_client(self, self.options)
+        self.client.temporaries = temporaries.TempRegistry(self.client)
         fork.reset_in_child(self)
 
     # inspect.signature, help() and the CLI's check of `-o` names see every option, from FluxOptions.
@@ -100,7 +99,7 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         self._loop = None
         self._session = None
         self._ssl_context_task = None
-        self._auto_job_id = tempnames.new_job_id()
+        self.client.after_fork()
 
     async def _set_session(self):
         """gcsfs's session, counting the sends of requests that ask (`_rm_file`): aiohttp re-sends an
@@ -114,19 +113,19 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
     @property
     def job_id(self) -> str:
         """Id for this process's temporary objects; a forked worker gets its own."""
-        return self.options.job_id or self._auto_job_id
+        return self.client.job_id
 
     def json_url(self, fmt: str, *parts: str) -> str:
         """A JSON API URL: `fmt` like "b/{}/o/{}" with each part percent-encoded."""
-        return self.base + fmt.format(*(quote(p, safe="") for p in parts))
+        return self.client.json_url(fmt, *parts)
 
     def upload_url(self, bucket: str) -> str:
         """The JSON API media upload URL of a bucket."""
-        return f"{self._location}/upload/storage/v1/b/{quote(bucket, safe='')}/o"
+        return self.client.upload_url(bucket)
 
     def xml_url(self, bucket: str, key: str = "") -> str:
         """An XML API URL (`/BUCKET/KEY`), used for multipart uploads."""
-        return f"{self._location}/{quote(bucket, safe='')}/{quote(key, safe='/')}"
+        return self.client.xml_url(bucket, key)
 
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any):
         """Read handles prefetch with parallel ranged GETs; write and append handles upload parts in parallel, atomically."""
@@ -163,7 +162,8 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
 
         kwargs: concurrency, page_size, include_temp, progress (see `listing.iter_objects`).
         """
-        async for batch in listing.iter_objects(self, self._strip_protocol(path), prefix, sort, batch_size, **kwargs):
+        async for batch in listing.iter_objects(self.client, self._strip_protocol(path), prefix, sort, batch_size,
+                                                **kwargs):
             yield batch
 
     def iter_objects(
@@ -180,7 +180,7 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         if kwargs.get("inventory_report_info"):
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                                        prefix=prefix, **kwargs)
-        return await listing.find(self, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
+        return await listing.find(self.client, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                                   prefix=prefix, update_cache=kwargs.get("update_cache", True),
                                   versions=bool(kwargs.get("versions")))
 
@@ -198,7 +198,7 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         generation = generation or path_generation
         if not (generation and key):
             return await super()._info(path, generation=generation, **kwargs)
-        resp = await http.request(self, "GET", self.json_url("b/{}/o/{}", bucket, key), op="metadata",
+        resp = await http.request(self.client, "GET", self.json_url("b/{}/o/{}", bucket, key), op="metadata",
                                   what=f"{bucket}/{key}#{generation}", params={"generation": str(generation)})
         return self._process_object(bucket, resp.json())
 
@@ -208,8 +208,8 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         if "ctime" in info:
             return info["ctime"]
         bucket, key, _ = self.split_path(path)
-        resp = bridge.run(self, http.request, self, "GET", self.json_url("b/{}/o/{}", bucket, key), op="metadata",
-                    what=f"{bucket}/{key}", params={"fields": "timeCreated"})
+        resp = bridge.run(self, http.request, self.client, "GET", self.json_url("b/{}/o/{}", bucket, key),
+                          op="metadata", what=f"{bucket}/{key}", params={"fields": "timeCreated"})
         return self._parse_timestamp(resp.json()["timeCreated"])
 
     def write_manifest(self, path: str, out: Any, sort: bool = True, progress: Any = None, **kwargs: Any) -> int:
@@ -237,7 +237,7 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
                 if on_error == "raise":
                     raise
                 return exc
-        return await lookup.cat_paths(self, paths, on_error=on_error, skip_dirs=recursive)
+        return await lookup.cat_paths(self.client, paths, on_error=on_error, skip_dirs=recursive)
 
     @property
     def batch_read_concurrency(self) -> int:
@@ -248,8 +248,9 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata
         requests; through the node-local cache when `cache_dir` is set (`cache/objects.py`)."""
         if self.cache is not None:
-            return await node_objects.cat_objects(self, self.cache, list(infos), on_error, batched.cat_objects)
-        return await batched.cat_objects(self, infos, on_error=on_error)
+            return await node_objects.cat_objects(self, self.cache, list(infos), on_error,
+                                                  lambda _fs, part, **kw: batched.cat_objects(self.client, part, **kw))
+        return await batched.cat_objects(self.client, infos, on_error=on_error)
 
     def cat_objects(self, infos, on_error: str = "raise") -> dict:
         """Blocking `_cat_objects` -> {"bucket/key": bytes | exception}; Ctrl-C cleans up before re-raising."""
@@ -259,7 +260,8 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
                                 buffer_bytes: int | None = None) -> AsyncIterator[dict]:
         """Read a stream of objects within a memory budget: {"bucket/key": bytes | exception} dicts,
         one per slice, in input order, with about `buffer_bytes` (default 256 MiB) read ahead."""
-        async for batch in stream.aiter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes):
+        async for batch in stream.aiter_cat_objects(self.client, infos, on_error=on_error, buffer_bytes=buffer_bytes,
+                                                   read=self._cat_objects):
             yield batch
 
     def iter_cat_objects(self, infos, on_error: str = "raise", buffer_bytes: int | None = None) -> Iterator[dict]:
@@ -268,21 +270,22 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         Closing the generator early, an error or Ctrl-C cancels the reads in flight and deletes
         their temporary objects.
         """
-        return stream.iter_cat_objects(self, infos, on_error=on_error, buffer_bytes=buffer_bytes)
+        return stream.iter_cat_objects(self.client, infos, on_error=on_error, buffer_bytes=buffer_bytes,
+                                       read=self._cat_objects)
 
     async def _cat_file(self, path, start=None, end=None, **kwargs):
         """One object or range: a plain GET when small, parallel ranged GETs pinned to one generation when large;
         a whole object through the node-local cache when `cache_dir` is set (`cache=False`: not)."""
         if kwargs.pop("cache", True) and start is None and end is None and self.cache is not None:
             return await node_cache.cat_file(self, self.cache, path, **kwargs)
-        return await direct.cat_file(self, path, start, end, **kwargs)
+        return await direct.cat_file(self.client, path, start, end, **kwargs)
 
     async def _read_into(self, path: str, segments, **kwargs: Any) -> "into.IntoResult":
         """Read byte ranges of one object into writable buffers, `segments` = [(offset, buffer)]: each received
         chunk is copied once, straight into its buffer (kwargs: generation, prefix, range_size, concurrency, limit)."""
         bucket, key, gen = self.split_path(path)
         kwargs.setdefault("generation", gen or None)
-        return await into.read_into(self, bucket, key, segments, **kwargs)
+        return await into.read_into(self.client, bucket, key, segments, **kwargs)
 
     read_into = bridge.sync_method(_read_into)
 
@@ -293,7 +296,7 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
             got = await node_ranges.through_cache(self, self.cache, path, ranges, kwargs, ranged.Ranges, into.IntoResult)
             if got is not None:
                 return got
-        return await ranged.read_ranges(self, path, ranges, **kwargs)
+        return await ranged.read_ranges(self.client, path, ranges, **kwargs)
 
     read_ranges = bridge.sync_method(_read_ranges)
 
@@ -314,7 +317,8 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         async def attempt(n: int) -> None:
             sends: list = []
             try:
-                await http.request_once(self, "DELETE", url, what=what, params=params, ok=(200, 204), sends=sends)
+                await http.request_once(self.client, "DELETE", url, what=what, params=params, ok=(200, 204),
+                                        sends=sends)
             except FileNotFoundError:
                 if n == 0 and len(sends) == 1:
                     raise
@@ -356,7 +360,7 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         """
         fields = object_fields(self.split_path(path)[1], content_type, metadata, fixed_key_metadata, kms_key_name)
         _refuse_unknown("pipe_file", path, kwargs)
-        return await write_bytes(self, path, data, create_only=_create_only(mode), fields=fields)
+        return await write_bytes(self.client, path, data, create_only=_create_only(mode), fields=fields)
 
     async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite", callback: Any = None,
                         content_type: str | None = None, metadata: dict | None = None,
@@ -369,7 +373,7 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         fields = object_fields(self.split_path(rpath)[1], content_type, metadata, fixed_key_metadata, kms_key_name,
                                guess_from=lpath)
         _refuse_unknown("put_file", rpath, kwargs)
-        return await upload_local_file(self, lpath, rpath, create_only=_create_only(mode), fields=fields,
+        return await upload_local_file(self.client, lpath, rpath, create_only=_create_only(mode), fields=fields,
                                        callback=callback)
 
 

@@ -19,9 +19,10 @@ import weakref
 from typing import TYPE_CHECKING, Optional
 
 from .gcs import fork, http
+from .gcs.client import client_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from .gcs.client import Client
 
 from .gcs.redact import get_logger
 
@@ -34,8 +35,8 @@ _ALL_LOCK = threading.Lock()
 class TempRegistry:
     """The live temporary objects of one filesystem in one process: path -> generation (or None)."""
 
-    def __init__(self, fs: "FluxFileSystem"):
-        self._fs = weakref.ref(fs)
+    def __init__(self, client: "Client"):
+        self._fs = weakref.ref(client)
         self.live: dict[str, Optional[str]] = {}
         self._lock = threading.Lock()
         with _ALL_LOCK:
@@ -68,38 +69,38 @@ class TempRegistry:
         return len(self.live)
 
 
-def registry(fs: "FluxFileSystem") -> TempRegistry:
-    """The registry of `fs` in this process."""
-    return fs._temporaries
+def registry(client: "Client") -> TempRegistry:
+    """The registry of `client` (or of a filesystem's) in this process."""
+    return client_of(client).temporaries  # a filesystem is taken too: its client's
 
 
-def register(fs: "FluxFileSystem", path: str, generation: Optional[str] = None) -> None:
+def register(client: "Client", path: str, generation: Optional[str] = None) -> None:
     """Record a temporary object ("bucket/key") before the request that may create it."""
-    registry(fs).add(path, generation)
+    registry(client).add(path, generation)
 
 
-def release(fs: "FluxFileSystem", path: str) -> None:
+def release(client: "Client", path: str) -> None:
     """Forget a temporary object without deleting it (it was deleted or turned into a real object)."""
-    registry(fs).discard(path)
+    registry(client).discard(path)
 
 
-def _delete_url(fs: "FluxFileSystem", path: str) -> tuple[str, str, str]:
+def _delete_url(client: "Client", path: str) -> tuple[str, str, str]:
     bucket, _, key = path.partition("/")
-    return bucket, key, fs.json_url("b/{}/o/{}", bucket, key)
+    return bucket, key, client.json_url("b/{}/o/{}", bucket, key)
 
 
-async def current_generation(fs: "FluxFileSystem", path: str) -> Optional[str]:
+async def current_generation(client: "Client", path: str) -> Optional[str]:
     """The live generation of "bucket/key", or None when there is none."""
-    bucket, key, url = _delete_url(fs, path)
+    bucket, key, url = _delete_url(client, path)
     try:
-        resp = await http.request(fs, "GET", url, op="metadata", what=path, params={"fields": "generation"})
+        resp = await http.request(client, "GET", url, op="metadata", what=path, params={"fields": "generation"})
     except FileNotFoundError:
         return None
     gen = resp.json().get("generation")
     return str(gen) if gen is not None else None
 
 
-async def delete(fs: "FluxFileSystem", path: str, generation: Optional[str] = None,
+async def delete(client: "Client", path: str, generation: Optional[str] = None,
                  raise_denied: bool = False) -> bool:
     """Delete a temporary object (that generation: never left as a noncurrent version) and release it;
     True when gone (404 counts: already gone). An unknown generation is looked up first.
@@ -108,12 +109,13 @@ async def delete(fs: "FluxFileSystem", path: str, generation: Optional[str] = No
     (or `cleanup`) gets another chance. With `raise_denied`, a 403 is raised instead
     (PermissionError): compose reads stop making temporaries they cannot delete.
     """
-    bucket, key, url = _delete_url(fs, path)
+    client = client_of(client)  # called with a filesystem too: its client
+    bucket, key, url = _delete_url(client, path)
     try:
         if not generation:
-            generation = await current_generation(fs, path)
+            generation = await current_generation(client, path)
         if generation:
-            await http.request(fs, "DELETE", url, op="delete", what=path, params={"generation": str(generation)},
+            await http.request(client, "DELETE", url, op="delete", what=path, params={"generation": str(generation)},
                                ok=(200, 204))
     except FileNotFoundError:
         pass
@@ -127,17 +129,17 @@ async def delete(fs: "FluxFileSystem", path: str, generation: Optional[str] = No
     except Exception as exc:  # noqa: BLE001 - reported, object kept for a later attempt
         logger.warning("could not delete temporary object %s: %s", path, exc)
         return False
-    release(fs, path)
+    release(client, path)
     return True
 
 
-async def delete_many(fs: "FluxFileSystem", paths: dict[str, Optional[str]], concurrency: int = 32) -> int:
+async def delete_many(client: "Client", paths: dict[str, Optional[str]], concurrency: int = 32) -> int:
     """Delete several temporary objects concurrently; returns how many are gone."""
     sem = asyncio.Semaphore(concurrency)
 
     async def one(p: str, g: Optional[str]) -> bool:
         async with sem:
-            return await delete(fs, p, g)
+            return await delete(client, p, g)
 
     results = await asyncio.gather(*(one(p, g) for p, g in paths.items()))
     return sum(results)
@@ -145,23 +147,23 @@ async def delete_many(fs: "FluxFileSystem", paths: dict[str, Optional[str]], con
 
 # -- interpreter exit ------------------------------------------------------------------------
 
-def _blocking_call(fs: "FluxFileSystem", method: str, path: str, params: dict) -> bytes:
-    _, _, url = _delete_url(fs, path)
-    params = fs._get_params(params)  # gcsfs's: adds userProject for requester pays
+def _blocking_call(client: "Client", method: str, path: str, params: dict) -> bytes:
+    _, _, url = _delete_url(client, path)
+    params = client.params(params)  # gcsfs's: adds userProject for requester pays
     if params:
         url += "?" + urllib.parse.urlencode(params)
-    req = urllib.request.Request(url, method=method, headers=fs._get_headers({}))
+    req = urllib.request.Request(url, method=method, headers=client.headers({}))
     with urllib.request.urlopen(req, timeout=10) as resp:
         return resp.read()
 
 
-def _delete_blocking(fs: "FluxFileSystem", path: str, generation: Optional[str]) -> bool:
+def _delete_blocking(client: "Client", path: str, generation: Optional[str]) -> bool:
     """Delete (that generation, looked up when unknown) with plain blocking HTTP calls: the event loop
     may be gone at interpreter exit."""
     try:
         if not generation:
-            generation = json.loads(_blocking_call(fs, "GET", path, {"fields": "generation"})).get("generation")
-        _blocking_call(fs, "DELETE", path, {"generation": str(generation)})
+            generation = json.loads(_blocking_call(client, "GET", path, {"fields": "generation"})).get("generation")
+        _blocking_call(client, "DELETE", path, {"generation": str(generation)})
         return True
     except urllib.error.HTTPError as exc:
         return exc.code == 404
@@ -176,11 +178,11 @@ def delete_all_blocking() -> int:
     with _ALL_LOCK:
         regs = list(_ALL)
     for reg in regs:
-        fs = reg._fs()
-        if fs is None:
+        client = reg._fs()
+        if client is None:
             continue
         for path, gen in reg.snapshot().items():
-            jobs.append((reg, fs, path, gen))
+            jobs.append((reg, client, path, gen))
     if not jobs:
         return 0
     # Plain threads: concurrent.futures refuses new work once interpreter shutdown began.
@@ -194,8 +196,8 @@ def delete_all_blocking() -> int:
                 i = next(todo, None)
             if i is None:
                 return
-            _, fs, path, gen = jobs[i]
-            ok[i] = _delete_blocking(fs, path, gen)
+            _, client, path, gen = jobs[i]
+            ok[i] = _delete_blocking(client, path, gen)
 
     threads = [threading.Thread(target=work, daemon=True) for _ in range(min(16, len(jobs)))]
     for t in threads:

@@ -16,32 +16,35 @@ from typing import TYPE_CHECKING, Any, Optional
 from . import temp_registry
 from .gcs import http, tempnames
 from .gcs import xml as gcsxml
+from .gcs.client import client_of
 from .gcs.pager import list_pages
 from .gcs.timestamps import parse_timestamp
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from .gcs.client import Client
 
 RECORD_KIND = "multipart"
 RECORD_ID = "fluxfs-upload-id"      # the record's metadata: the upload id it stands for
 RECORD_KEY = "fluxfs-upload-key"    # ... and the key that upload writes
 
 
-def record_key(fs: "FluxFileSystem") -> str:
+def record_key(client: "Client") -> str:
     """A fresh key for the record of one of this job's uploads."""
-    return tempnames.temp_key(fs.job_id, RECORD_KIND, fs.options.temp_prefix)
+    client = client_of(client)
+    return tempnames.temp_key(client.job_id, RECORD_KIND, client.options.temp_prefix)
 
 
-def record_metadata(fs: "FluxFileSystem", key: str, upload_id: str) -> dict[str, str]:
+def record_metadata(client: "Client", key: str, upload_id: str) -> dict[str, str]:
     """The custom metadata of an upload's record: the job's temporary marker, the upload id and key."""
-    return {**tempnames.marker(fs.job_id), RECORD_ID: upload_id, RECORD_KEY: key}
+    client = client_of(client)
+    return {**tempnames.marker(client.job_id), RECORD_ID: upload_id, RECORD_KEY: key}
 
 
-async def list_records(fs: "FluxFileSystem", bucket: str) -> dict[tuple[str, str], tuple[str, str]]:
+async def list_records(client: "Client", bucket: str) -> dict[tuple[str, str], tuple[str, str]]:
     """fluxfs's upload records in `bucket`: (key, upload id) -> (record "bucket/key", its generation)."""
-    prefix = fs.options.temp_prefix
+    prefix = client.options.temp_prefix
     out: dict[tuple[str, str], tuple[str, str]] = {}
-    async for page in list_pages(fs, bucket, prefix=f"{prefix}{RECORD_KIND}/",
+    async for page in list_pages(client, bucket, prefix=f"{prefix}{RECORD_KIND}/",
                                  fields="items(name,generation,metadata),nextPageToken"):
         for item in page.get("items", []):
             meta = item.get("metadata") or {}
@@ -50,23 +53,24 @@ async def list_records(fs: "FluxFileSystem", bucket: str) -> dict[tuple[str, str
     return out
 
 
-async def list_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "") -> list[dict[str, Any]]:
+async def list_incomplete_uploads(client: "Client", bucket: str, prefix: str = "") -> list[dict[str, Any]]:
     """In-progress XML multipart uploads of a bucket: [{"key", "upload_id", "initiated" (unix s), "fluxfs"
     (True: started by fluxfs, it has a marked record), "record" ((path, generation) or None)}]."""
-    return (await _scan(fs, bucket, prefix))[0]
+    client = client_of(client)  # called with a filesystem too (tests, the CLI): its client
+    return (await _scan(client, bucket, prefix))[0]
 
 
-async def _scan(fs: "FluxFileSystem", bucket: str, prefix: str
+async def _scan(client: "Client", bucket: str, prefix: str
                 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], tuple[str, str]]]:
     """The uploads under `prefix`, and fluxfs's records (listed first: a record is made after its upload
     starts, so each listed record's upload, if still open, is in the uploads listed)."""
     params: dict[str, str] = {"uploads": ""}
     if prefix:
         params["prefix"] = prefix
-    records = await list_records(fs, bucket)
+    records = await list_records(client, bucket)
     out: list[dict[str, Any]] = []
     while True:
-        resp = await http.request(fs, "GET", fs.xml_url(bucket), op="list", what=bucket, params=params)
+        resp = await http.request(client, "GET", client.xml_url(bucket), op="list", what=bucket, params=params)
         root = gcsxml.children(resp.body)
         last_key = last_id = None
         for up in root:
@@ -87,16 +91,16 @@ async def _scan(fs: "FluxFileSystem", bucket: str, prefix: str
         params.update({"key-marker": last_key, "upload-id-marker": last_id})
 
 
-async def abort_upload(fs: "FluxFileSystem", bucket: str, up: dict[str, Any]) -> bool:
+async def abort_upload(client: "Client", bucket: str, up: dict[str, Any]) -> bool:
     """Abort one listed upload (and delete its record); False when it was already gone."""
     try:
-        await http.request(fs, "DELETE", fs.xml_url(bucket, up["key"]), op="delete", what=f"{bucket}/{up['key']}",
-                           params={"uploadId": up["upload_id"]}, ok=(200, 204))
+        await http.request(client, "DELETE", client.xml_url(bucket, up["key"]), op="delete",
+                           what=f"{bucket}/{up['key']}", params={"uploadId": up["upload_id"]}, ok=(200, 204))
         gone = True
     except FileNotFoundError:
         gone = False
     if up.get("record"):
-        await temp_registry.delete(fs, *up["record"])
+        await temp_registry.delete(client, *up["record"])
     return gone
 
 
@@ -105,27 +109,28 @@ def is_stale(up: dict[str, Any], older_than: float, now: Optional[float] = None)
     return up["initiated"] is None or (now or time.time()) - up["initiated"] >= older_than
 
 
-async def abort_incomplete_uploads(fs: "FluxFileSystem", bucket: str, prefix: str = "",
+async def abort_incomplete_uploads(client: "Client", bucket: str, prefix: str = "",
                                    older_than: float = 0.0, abort_foreign: bool = False) -> list[str]:
     """Abort fluxfs's in-progress multipart uploads started more than `older_than` seconds ago (a killed
     writer's); returns the keys whose uploads were aborted. Uploads fluxfs did not start (no marked
     record: another tool may still be sending parts) are left alone unless `abort_foreign`."""
+    client = client_of(client)  # called with a filesystem too (tests, the CLI): its client
     now = time.time()
     aborted = []
-    uploads, records = await _scan(fs, bucket, prefix)
+    uploads, records = await _scan(client, bucket, prefix)
     for up in uploads:
         if not is_stale(up, older_than, now) or not (up["fluxfs"] or abort_foreign):
             continue
-        if await abort_upload(fs, bucket, up):
+        if await abort_upload(client, bucket, up):
             aborted.append(up["key"])
-    await drop_orphan_records(fs, prefix, uploads, records)
+    await drop_orphan_records(client, prefix, uploads, records)
     return aborted
 
 
-async def drop_orphan_records(fs: "FluxFileSystem", prefix: str, uploads: list[dict[str, Any]],
+async def drop_orphan_records(client: "Client", prefix: str, uploads: list[dict[str, Any]],
                               records: dict[tuple[str, str], tuple[str, str]]) -> int:
     """Delete the records (of keys under `prefix`) whose upload is no longer open: completed, or aborted
     by a writer that could not delete its record (a server that stopped answering)."""
     open_ids = {(up["key"], up["upload_id"]) for up in uploads}
     gone = [rec for (key, uid), rec in records.items() if key.startswith(prefix) and (key, uid) not in open_ids]
-    return sum([await temp_registry.delete(fs, *rec) for rec in gone])
+    return sum([await temp_registry.delete(client, *rec) for rec in gone])

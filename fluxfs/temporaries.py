@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Optional, Union
 
 from .errors import HttpError
 from .gcs import bridge, tempnames
+from .gcs.client import client_of
 from .gcs.pager import list_pages
 from .gcs.timestamps import parse_timestamp
 from .temp_registry import (TempRegistry, current_generation, delete, delete_all_blocking, delete_many, register,
@@ -28,7 +29,7 @@ from .temp_registry import (TempRegistry, current_generation, delete, delete_all
 from .temp_uploads import abort_incomplete_uploads, abort_upload, is_stale, list_incomplete_uploads
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import FluxFileSystem
+    from .gcs.client import Client
 
 __all__ = ["TempRegistry", "register", "registry", "release", "delete", "delete_many", "delete_all_blocking",
            "current_generation", "list_incomplete_uploads", "abort_incomplete_uploads", "parse_age",
@@ -58,11 +59,11 @@ def _created(item: dict) -> Optional[float]:
         return None
 
 
-async def _list_temp(fs: "FluxFileSystem", bucket: str, versions: bool = False) -> list[dict]:
+async def _list_temp(client: "Client", bucket: str, versions: bool = False) -> list[dict]:
     """Every object under the reserved prefix of `bucket`, with its custom metadata (a raw listing);
     with `versions`, noncurrent generations too (a versioned bucket keeps deleted ones)."""
     items: list[dict] = []
-    async for page in list_pages(fs, bucket, prefix=fs.options.temp_prefix,
+    async for page in list_pages(client, bucket, prefix=client.options.temp_prefix,
                                  fields="items(name,generation,timeCreated,updated,metadata),nextPageToken",
                                  params={"versions": "true"} if versions else None):
         items.extend(page.get("items", []))
@@ -81,14 +82,14 @@ class CleanupReport:
     foreign_uploads: list[str] = dataclasses.field(default_factory=list)
 
 
-async def _cleanup_uploads(fs: "FluxFileSystem", bucket: str, prefix: str, age: float, abort_foreign: bool,
+async def _cleanup_uploads(client: "Client", bucket: str, prefix: str, age: float, abort_foreign: bool,
                            report: CleanupReport) -> set[str]:
     """Abort fluxfs's stale unfinished uploads (others' only with `abort_foreign`), report the others;
     returns the records dealt with here (of uploads still open, or deleted with their upload)."""
     now = time.time()
     keep: set[str] = set()
     try:
-        uploads = await list_incomplete_uploads(fs, bucket)  # all: records of uploads outside `prefix` stay too
+        uploads = await list_incomplete_uploads(client, bucket)  # all: records of uploads outside `prefix` stay too
     except (FileNotFoundError, HttpError) as exc:
         # The bucket is there (its listing answered): this server has no XML multipart uploads to list.
         if not isinstance(exc, FileNotFoundError) and exc.status not in (400, 405, 501):
@@ -100,26 +101,27 @@ async def _cleanup_uploads(fs: "FluxFileSystem", bucket: str, prefix: str, age: 
         if not up["key"].startswith(prefix) or not is_stale(up, age, now):
             continue
         if up["fluxfs"] or abort_foreign:
-            if await abort_upload(fs, bucket, up):
+            if await abort_upload(client, bucket, up):
                 report.aborted.append(f"{bucket}/{up['key']}")
         else:
             report.foreign_uploads.append(f"{bucket}/{up['key']}")
     return keep
 
 
-async def async_cleanup_report(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None,
+async def async_cleanup_report(client: "Client", url: str, older_than: Union[None, int, float, str] = None,
                                abort_foreign_uploads: bool = False) -> CleanupReport:
     """Delete fluxfs's temporary objects and abort its unfinished uploads left in `url`'s bucket; see `cleanup`."""
+    client = client_of(client)  # called with a filesystem (the CLI, users): its client
     age = parse_age(older_than)
-    bucket, _, key_prefix = fs._strip_protocol(url).partition("/")
+    bucket, _, key_prefix = client.strip_protocol(url).partition("/")
     if not bucket:
         raise ValueError(f"cleanup needs a bucket URL such as flux://bucket, not {url!r}")
-    prefix = fs.options.temp_prefix
-    mine = registry(fs).snapshot()
+    prefix = client.options.temp_prefix
+    mine = registry(client).snapshot()
     now = time.time()
     report = CleanupReport()
-    items = await _list_temp(fs, bucket, versions=True)  # first: a missing bucket is named here
-    records = await _cleanup_uploads(fs, bucket, key_prefix, age or 0.0, abort_foreign_uploads, report)
+    items = await _list_temp(client, bucket, versions=True)  # first: a missing bucket is named here
+    records = await _cleanup_uploads(client, bucket, key_prefix, age or 0.0, abort_foreign_uploads, report)
     victims: list[tuple[str, str]] = []
     for item in items:
         path = f"{bucket}/{item['name']}"
@@ -141,19 +143,19 @@ async def async_cleanup_report(fs: "FluxFileSystem", url: str, older_than: Union
 
     async def one(path: str, gen: str) -> bool:
         async with sem:
-            return await delete(fs, path, gen)
+            return await delete(client, path, gen)
 
     report.removed = sum(await asyncio.gather(*(one(p, g) for p, g in victims)))
     return report
 
 
-async def async_cleanup(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None,
+async def async_cleanup(client: "Client", url: str, older_than: Union[None, int, float, str] = None,
                         abort_foreign_uploads: bool = False) -> int:
     """`async_cleanup_report`, returning how many temporaries were deleted."""
-    return (await async_cleanup_report(fs, url, older_than, abort_foreign_uploads)).removed
+    return (await async_cleanup_report(client, url, older_than, abort_foreign_uploads)).removed
 
 
-def cleanup(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None,
+def cleanup(client: "Client", url: str, older_than: Union[None, int, float, str] = None,
             abort_foreign_uploads: bool = False) -> int:
     """Delete fluxfs's temporary objects left in `url`'s bucket by crashed jobs, and abort their unfinished
     XML multipart uploads (under `url`'s key prefix); returns how many temporaries were deleted.
@@ -167,10 +169,10 @@ def cleanup(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, 
     longer ago; without it, all of them except those this process still uses: running jobs elsewhere
     may lose theirs.
     """
-    return bridge.run(fs, async_cleanup, fs, url, older_than, abort_foreign_uploads)
+    return bridge.run(client, async_cleanup, client, url, older_than, abort_foreign_uploads)
 
 
-def cleanup_report(fs: "FluxFileSystem", url: str, older_than: Union[None, int, float, str] = None,
+def cleanup_report(client: "Client", url: str, older_than: Union[None, int, float, str] = None,
                    abort_foreign_uploads: bool = False) -> CleanupReport:
     """Blocking `async_cleanup_report`: `cleanup`, also naming what it left alone and the uploads it aborted."""
-    return bridge.run(fs, async_cleanup_report, fs, url, older_than, abort_foreign_uploads)
+    return bridge.run(client, async_cleanup_report, client, url, older_than, abort_foreign_uploads)

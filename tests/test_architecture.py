@@ -69,3 +69,57 @@ def test_the_clis_imports_of_pipes_are_checked_too():
         graph.add_import(importer=importer, imported=imported)
     assert not graph.chain_exists(importer="pipes", imported="fluxfs.cli", as_packages=True)
     assert not graph.chain_exists(importer="fluxfs.core", imported="pipes", as_packages=True)
+
+
+# The accelerations take the narrow client (fluxfs/gcs/client.py); gcsfs's internals are read in one module.
+ACCELERATIONS = ("fluxfs/reads/*.py", "fluxfs/writes/*.py", "fluxfs/listing/*.py", "fluxfs/cache/*.py",
+                 "fluxfs/gcs/*.py", "fluxfs/temporaries.py", "fluxfs/temp_registry.py", "fluxfs/temp_uploads.py")
+RECEIVERS = {"fs", "client", "filesystem"}   # names that hold a filesystem or its client
+
+
+def _receiver(node) -> str | None:
+    import ast
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):   # self.fs, up.fs, self.pw.client
+        return node.attr
+    return None
+
+
+def _fsspec_async_api() -> set[str]:
+    """fsspec's async methods (`_cat_file`, `_info`, ...) and FluxFileSystem's own async twins of its public
+    methods (`_read_ranges` of `read_ranges`): underscored by fsspec's convention, public API."""
+    import inspect
+
+    import fsspec
+    from fsspec.asyn import AsyncFileSystem
+
+    from fluxfs import FluxFileSystem
+    fsspec_api = {n for n in dir(AsyncFileSystem) if n.startswith("_") and not n.startswith("__")
+                  and hasattr(fsspec.AbstractFileSystem, n[1:])}
+    twins = {n for n in dir(FluxFileSystem) if n.startswith("_") and not n.startswith("__")
+             and hasattr(FluxFileSystem, n[1:]) and inspect.iscoroutinefunction(getattr(FluxFileSystem, n))}
+    return fsspec_api | twins
+
+
+def test_acceleration_modules_read_no_gcsfs_private():
+    """No acceleration reaches into the filesystem: no `fs._name` (gcsfs's session, auth, endpoint, caches,
+    attributes made on the fly), no `getattr(fs, "_name")`, no FluxFileSystem import; they take the Client."""
+    import ast
+    allowed = _fsspec_async_api()
+    hits = []
+    for path in _tracked(*ACCELERATIONS):
+        tree = ast.parse(path.read_text())
+        where = path.relative_to(ROOT)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and _receiver(node.value) in RECEIVERS and node.attr not in allowed:
+                hits.append(f"{where}:{node.lineno}: .{node.attr}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2 \
+                    and _receiver(node.args[0]) in RECEIVERS and isinstance(node.args[1], ast.Constant) \
+                    and str(node.args[1].value).startswith("_"):
+                hits.append(f"{where}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+            elif isinstance(node, ast.ImportFrom) and any(a.name == "FluxFileSystem" for a in node.names):
+                hits.append(f"{where}:{node.lineno}: imports FluxFileSystem")
+    assert not hits, "gcsfs's internals are read in fluxfs/gcsfs_adapter.py only: " + ", ".join(hits)

@@ -48,7 +48,7 @@ def _cacheable(fs: Any, info: Any) -> Optional[tuple[str, str, str, int, Any]]:
     """(bucket, key, generation, size, crc32c) of an info dict that names a generation and a size, else None."""
     if not isinstance(info, dict) or not info.get("generation") or info.get("size") is None:
         return None
-    bucket, key, _ = fs.split_path(fs._strip_protocol(info["name"]))
+    bucket, key, _ = fs.split_path(fs.client.strip_protocol(info["name"]))
     return bucket, key, str(info["generation"]), int(info["size"]), info.get("crc32c")
 
 
@@ -151,14 +151,14 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
         await asyncio.gather(*map(asyncio.wrap_future, mine), return_exceptions=True)
     hits = await loop.run_in_executor(cache._executor(), _hits, cache, entries)
     if len(hits) == len(infos):
-        return {fs._strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
+        return {fs.client.strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
     misses = [info for i, info in enumerate(infos) if i not in hits]
     got = await uncached(fs, misses, on_error=on_error)
     batch = []
     for i, entry in entries:
         if i in hits:
             continue
-        data = got.get(fs._strip_protocol(infos[i]["name"]))
+        data = got.get(fs.client.strip_protocol(infos[i]["name"]))
         if not isinstance(data, (bytes, bytearray)):
             continue
         with _guard:
@@ -173,7 +173,7 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
                 _filling[(cache.directory, entry)] = job
     out = {}
     for i, info in enumerate(infos):  # the order asked, as the uncached read answers
-        name = fs._strip_protocol(info["name"] if isinstance(info, dict) else info)
+        name = fs.client.strip_protocol(info["name"] if isinstance(info, dict) else info)
         if i in hits:
             out[name] = hits[i]
         elif name in got:

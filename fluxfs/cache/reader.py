@@ -77,7 +77,7 @@ async def acached_cat(fs: Any, info: dict, cache: Optional[NodeCache] = None, **
     """The object `info` names ("bucket/key", size, generation, crc32c: a listing's info dict), through
     `cache` (default `fs.cache`; None: straight from storage). No metadata request."""
     cache = cache if cache is not None else fs.cache
-    name = fs._strip_protocol(info["name"])
+    name = fs.client.strip_protocol(info["name"])
     generation = info.get("generation")
     if cache is None or not generation:
         return await fs._cat_file(name, generation=generation or None, cache=False, **kwargs)

@@ -8,17 +8,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Mapping
+from typing import Any, AsyncIterator, Iterable, Mapping
 
 import aiohttp
 import orjson
 
 from ..errors import RequestTimeout, ServerUnreachable, raise_for_status
 from . import progress, redact
+from .client import Client, client_of
 from .retry import RetryPolicy
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
 
 
 @dataclasses.dataclass
@@ -34,7 +32,7 @@ class Response:
 
 
 async def request_once(
-    fs: "FluxFileSystem",
+    client: Client,
     method: str,
     url: str,
     *,
@@ -51,25 +49,26 @@ async def request_once(
     `sends`, a list, gets one entry each time the request goes out: aiohttp re-sends an idempotent
     request once, silently, when its kept-alive connection drops before the answer (see `count_sends`).
     """
-    session = await fs._set_session()
+    client = client_of(client)
+    session = await client.session()
     if data is None and json is None:
         # Nothing to send: aiohttp's sock_read (restarted by every byte received) bounds the wait.
-        async with timeouts_named(fs, what, method), redact.scrubbing():
-            return await _send(session, fs, method, url, what=what, params=params, headers=headers,
-                               data=None, ok=ok, sends=sends, timeout=fs.options.http_timeout)
+        async with timeouts_named(client, what, method), redact.scrubbing():
+            return await _send(session, client, method, url, what=what, params=params, headers=headers,
+                               data=None, ok=ok, sends=sends, timeout=client.options.http_timeout)
     # A body: the watchdog bounds every stretch without progress, sending included (gcs/progress.py).
     if json is not None:
         data = progress.SlicedBytes(orjson.dumps(json), content_type="application/json")
     elif isinstance(data, (bytes, bytearray, memoryview)):
         data = progress.SlicedBytes(bytes(data) if isinstance(data, memoryview) else data)
-    watch = progress.Watchdog(fs.options.read_timeout, what, method)
-    async with timeouts_named(fs, what, method), redact.scrubbing():
-        return await watch.run(_send(session, fs, method, url, what=what, params=params, headers=headers,
-                                     data=data, ok=ok, sends=sends, timeout=fs.options.body_timeout))
+    watch = progress.Watchdog(client.options.read_timeout, what, method)
+    async with timeouts_named(client, what, method), redact.scrubbing():
+        return await watch.run(_send(session, client, method, url, what=what, params=params, headers=headers,
+                                     data=data, ok=ok, sends=sends, timeout=client.options.body_timeout))
 
 
 @contextlib.asynccontextmanager
-async def timeouts_named(fs: "FluxFileSystem", what: str, method: str = "GET") -> AsyncIterator[None]:
+async def timeouts_named(client: Client, what: str, method: str = "GET") -> AsyncIterator[None]:
     """Turn aiohttp's bare timeouts into a retryable RequestTimeout that names the object; name it
     in ServerUnreachable too."""
     try:
@@ -77,17 +76,17 @@ async def timeouts_named(fs: "FluxFileSystem", what: str, method: str = "GET") -
     except ServerUnreachable as exc:
         raise ServerUnreachable(f"{what}: {exc}") from None
     except asyncio.TimeoutError as exc:
-        limit = fs.options.http_timeout.sock_read
+        limit = client.options.http_timeout.sock_read
         raise RequestTimeout(f"{what}: timed out: no answer from the server within {limit:g} s "
                              f"({method} {type(exc).__name__})") from exc
 
 
-async def _send(session, fs, method, url, *, what, params, headers, data, ok, sends, timeout) -> Response:
+async def _send(session, client, method, url, *, what, params, headers, data, ok, sends, timeout) -> Response:
     async with session.request(
         method,
         url,
-        params=fs._get_params(dict(params or {})),
-        headers=fs._get_headers(dict(headers or {})),
+        params=client.params(params),
+        headers=client.headers(headers),
         data=data,
         timeout=timeout,
         trace_request_ctx=sends,
@@ -110,7 +109,7 @@ async def _send(session, fs, method, url, *, what, params, headers, data, ok, se
 
 
 async def request(
-    fs: "FluxFileSystem",
+    client: Client,
     method: str,
     url: str,
     *,
@@ -124,9 +123,11 @@ async def request(
     Only call this for requests that are safe to repeat: idempotent ones, or ones made
     safe by a generation precondition.
     """
-    policy = retry or fs.retry_policy(op)
+    client = client_of(client)  # a filesystem is taken too (tests, benchmarks): its client
+    policy = retry or client.retry_policy(op)
     what = what or url
-    return await policy.run(lambda _attempt: request_once(fs, method, url, what=what, **kwargs), what=f"{op} {what}")
+    return await policy.run(lambda _attempt: request_once(client, method, url, what=what, **kwargs),
+                            what=f"{op} {what}")
 
 
 def goog_hash(headers: Any, name: str) -> str | None:

@@ -6,16 +6,14 @@ parameters, the retry policy ("list") and the JSON parsing are written once.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, AsyncGenerator, Mapping
+from typing import AsyncGenerator, Mapping
 
 from . import http
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+from .client import Client, client_of
 
 
 async def list_pages(
-    fs: "FluxFileSystem",
+    client: Client,
     bucket: str,
     *,
     prefix: str | None = None,
@@ -38,7 +36,8 @@ async def list_pages(
     yielded as GCS sent it (``items`` may be absent); breaking out of the loop, or
     `aclose()`, stops the paging: no request is made for a page not asked for.
     """
-    url = fs.json_url("b/{}/o", bucket)
+    client = client_of(client)  # a filesystem is taken too (tests, benchmarks): its client
+    url = client.json_url("b/{}/o", bucket)
     if what is None:
         what = f"{bucket}/{prefix}" if prefix else bucket
     query: dict[str, str] = {"maxResults": str(page_size)}
@@ -57,7 +56,7 @@ async def list_pages(
     while max_pages is None or pages < max_pages:
         if token:
             query["pageToken"] = token
-        page = (await http.request(fs, "GET", url, op="list", what=what, params=query)).json()
+        page = (await http.request(client, "GET", url, op="list", what=what, params=query)).json()
         pages += 1
         yield page
         token = page.get("nextPageToken")

@@ -16,12 +16,12 @@ from .dircache import fill_dircache
 from .lister import _DONE, LIST_FIELDS, Lister
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 
-def split_listing_path(fs: "FluxFileSystem", path: str, prefix: str = "") -> tuple[str, str]:
+def split_listing_path(client: "Client", path: str, prefix: str = "") -> tuple[str, str]:
     """(bucket, key prefix) for a listing of `path` treated as a directory, plus `prefix` (gcsfs's rule)."""
-    bucket, key, _ = fs.split_path(path)
+    bucket, key, _ = client.split_path(path)
     if not bucket:
         raise ValueError(f"cannot list {path!r}: no bucket named")
     key = key.rstrip("/")
@@ -40,7 +40,7 @@ def _make_progress(progress: Any, what: str):
 
 
 async def iter_objects(
-    fs: "FluxFileSystem",
+    client: "Client",
     path: str,
     prefix: str = "",
     sort: bool = False,
@@ -71,15 +71,15 @@ async def iter_objects(
     """
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
-    bucket, key_prefix = split_listing_path(fs, path, prefix)
-    concurrency = concurrency or fs.options.list_concurrency
-    page_size = page_size or fs.options.list_page_size
+    bucket, key_prefix = split_listing_path(client, path, prefix)
+    concurrency = concurrency or client.options.list_concurrency
+    page_size = page_size or client.options.list_page_size
     if not 1 <= page_size <= 1000:
         raise ValueError(f"page_size must be between 1 and 1000 (GCS's cap), not {page_size}")
     if progress is None:
-        progress = fs.options.progress or None
+        progress = client.options.progress or None
     bar, own_bar = _make_progress(progress, f"{bucket}/{key_prefix}")
-    lister = Lister(fs, bucket, key_prefix, concurrency=concurrency, page_size=page_size, sort=sort,
+    lister = Lister(client, bucket, key_prefix, concurrency=concurrency, page_size=page_size, sort=sort,
                     include_temp=include_temp, progress=bar, queue_size=max(8, 2 * concurrency), mtime=mtime,
                     versions=versions, start_offset=start_offset, end_offset=end_offset)
     task = asyncio.ensure_future(lister.run())
@@ -110,7 +110,7 @@ async def iter_objects(
             bar.close()
 
 
-async def list_all(fs: "FluxFileSystem", path: str, prefix: str = "", sort: bool = True, **kwargs: Any) -> list[dict]:
+async def list_all(client: "Client", path: str, prefix: str = "", sort: bool = True, **kwargs: Any) -> list[dict]:
     """Every info dict under `path`/ + `prefix` in one list (sorted by name unless sort=False).
 
     kwargs go to `iter_objects` (concurrency, page_size, include_temp, progress, mtime).
@@ -118,7 +118,7 @@ async def list_all(fs: "FluxFileSystem", path: str, prefix: str = "", sort: bool
     batches: list[list[dict]] = []
     # Unsorted streaming, one sort at the end: no worker waits for the lowest span to drain
     # as in sorted streaming.
-    async for batch in iter_objects(fs, path, prefix, sort=False, **kwargs):
+    async for batch in iter_objects(client, path, prefix, sort=False, **kwargs):
         batches.append(batch)
     return _concat(batches, sort)
 
@@ -142,7 +142,7 @@ def _concat(batches: list[list[dict]], sort: bool) -> list[dict]:
     return out
 
 
-async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, withdirs: bool = False,
+async def find(client: "Client", path: str, maxdepth: int | None = None, withdirs: bool = False,
                detail: bool = False, prefix: str = "", update_cache: bool = True, versions: bool = False) -> Any:
     """What gcsfs's `_find` returns for the same bucket, from the parallel lister.
 
@@ -151,24 +151,24 @@ async def find(fs: "FluxFileSystem", path: str, maxdepth: int | None = None, wit
     `versions=True`: every generation, named "bucket/key#generation" as gcsfs names them; the
     dircache is left alone (it holds live objects only).
     """
-    path = fs._strip_protocol(path)
+    path = client.strip_protocol(path)
     if maxdepth is not None and maxdepth < 1:
         raise ValueError("maxdepth must be at least 1")
-    objects = await list_all(fs, path, prefix, mtime=True, versions=versions)
-    bucket, key, _ = fs.split_path(path)
+    objects = await list_all(client, path, prefix, mtime=True, versions=versions)
+    bucket, key, _ = client.split_path(path)
     if not objects and key and not prefix:
         # gcsfs then lists with the key itself as prefix and keeps only an exact match:
         # the smallest key starting with `key` is `key`, so one single-result page answers it
         # (its generations, with versions, come first too: one page of them).
         items = []
-        async for page in list_pages(fs, bucket, prefix=key, fields=LIST_FIELDS, page_size=1000 if versions else 1,
+        async for page in list_pages(client, bucket, prefix=key, fields=LIST_FIELDS, page_size=1000 if versions else 1,
                                      max_pages=1, params={"versions": "true"} if versions else None, what=path):
             items = [it for it in (page.get("items") or []) if it["name"] == key]
         for it in items:
             it["name"], it["size"], it["type"] = f"{bucket}/{key}", int(it.get("size", 0)), "file"
         add_mtimes(items)
         objects = items
-    dirs = fill_dircache(fs, path, objects, prefix=prefix, update_cache=update_cache and not versions)
+    dirs = fill_dircache(client, path, objects, prefix=prefix, update_cache=update_cache and not versions)
     if withdirs:
         objects = sorted(objects + list(dirs.values()), key=lambda o: o["name"])
     if maxdepth:

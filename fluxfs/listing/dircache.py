@@ -10,7 +10,7 @@ import bisect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 
 def _parent(name: str) -> str:
@@ -98,7 +98,7 @@ class _Listing:
 _RUN_MIN = 64   # shorter runs are added name by name
 
 
-def fill_dircache(fs: "FluxFileSystem", path: str, objects: list[dict], prefix: str = "",
+def fill_dircache(client: "Client", path: str, objects: list[dict], prefix: str = "",
                   update_cache: bool = True, run_min: int = _RUN_MIN) -> dict:
     """gcsfs's `_get_dirs_and_update_cache` for file infos sorted by name (as `find` lists them):
     the same pseudo-directories and dircache, a small fraction of the CPU.
@@ -171,5 +171,5 @@ def fill_dircache(fs: "FluxFileSystem", path: str, objects: list[dict], prefix: 
                     if names[i] not in run_listing:
                         run_listing.add(names[i], objects[i])
     if should_update:
-        fs.dircache.update({k: v.entries() for k, v in cache_entries.items()})
+        client.dircache.update({k: v.entries() for k, v in cache_entries.items()})
     return dirs

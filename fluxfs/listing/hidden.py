@@ -13,12 +13,12 @@ from ..gcs import tempnames
 from ..gcs.pager import list_pages
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 _FIELDS = "items(name,generation,metadata),nextPageToken"
 
 
-async def drop_temporaries(fs: "FluxFileSystem", bucket: str, items: list[dict], temp_prefix: str,
+async def drop_temporaries(client: "Client", bucket: str, items: list[dict], temp_prefix: str,
                            versions: bool = False) -> list[dict]:
     """`items` (raw listing items, keys without the bucket) less fluxfs's marked temporaries."""
     shaped = sorted(it["name"] for it in items if tempnames.is_temporary_name(it["name"], temp_prefix))
@@ -26,7 +26,7 @@ async def drop_temporaries(fs: "FluxFileSystem", bucket: str, items: list[dict],
         return items
     user: set[tuple[str, str]] = set()  # (name, generation) found without the marker: a user's object
     last = shaped[-1]
-    async for page in list_pages(fs, bucket, prefix=temp_prefix, fields=_FIELDS, start_offset=shaped[0],
+    async for page in list_pages(client, bucket, prefix=temp_prefix, fields=_FIELDS, start_offset=shaped[0],
                                  params={"versions": "true"} if versions else None, what=f"{bucket}/{temp_prefix}"):
         got = page.get("items") or []
         for it in got:

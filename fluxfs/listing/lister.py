@@ -37,7 +37,7 @@ from .hidden import drop_temporaries
 from .keyspace import Alphabets, choose_split
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 # Pages in flight. Re-measured once the server's pages got ~4x cheaper (~2 ms of server CPU
 # per 1,000-item page; client and server on 2 cores shared with other jobs), `python -m bench
@@ -78,10 +78,10 @@ _DONE = object()
 class Lister:
     """Lists one bucket prefix with `concurrency` workers and puts batches of info dicts on `queue`."""
 
-    def __init__(self, fs: "FluxFileSystem", bucket: str, prefix: str, *, concurrency: int, page_size: int,
+    def __init__(self, client: "Client", bucket: str, prefix: str, *, concurrency: int, page_size: int,
                  sort: bool, include_temp: bool, progress: Any, queue_size: int, mtime: bool = False,
                  versions: bool = False, start_offset: str | None = None, end_offset: str | None = None):
-        self.fs = fs
+        self.client = client
         # versions=True lists every generation: one name may span two pages, so `last` alone
         # cannot tell what was taken; its generations already taken are kept beside it.
         self.versions = versions
@@ -96,7 +96,7 @@ class Lister:
         self.what = f"{bucket}/{prefix}" if prefix else bucket
         self.name_prefix = bucket + "/"
         # fluxfs's temporaries are left out (named and marked as one: `hidden.py`) unless asked for.
-        self.temp_prefix = None if include_temp else fs.options.temp_prefix
+        self.temp_prefix = None if include_temp else client.options.temp_prefix
         self.alphabets = Alphabets()
         self.listed = 0
         self.active: set[Span] = set()     # owned by a worker, not done
@@ -223,7 +223,7 @@ class Lister:
     def _pages(self, span: Span) -> AsyncGenerator[dict, None]:
         """A pager over `span` from its last listed name (or start) to its current end."""
         start = span.lo
-        return list_pages(self.fs, self.bucket, prefix=self.prefix, fields=LIST_FIELDS, page_size=self.page_size,
+        return list_pages(self.client, self.bucket, prefix=self.prefix, fields=LIST_FIELDS, page_size=self.page_size,
                           start_offset=start if start != self.prefix else None, end_offset=span.end,
                           params={"versions": "true"} if self.versions else None, what=self.what)
 
@@ -289,7 +289,7 @@ class Lister:
         tp = self.temp_prefix
         if tp is not None and items and items[0]["name"][:len(tp)] <= tp <= items[-1]["name"][:len(tp)]:
             # A sorted page that reaches into the reserved prefix: drop what fluxfs marked as its own.
-            items = await drop_temporaries(self.fs, self.bucket, items, tp, self.versions)
+            items = await drop_temporaries(self.client, self.bucket, items, tp, self.versions)
             if not items and not self.sort:
                 return
         prefix = self.name_prefix

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from .. import jsontext
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from fsspec import AbstractFileSystem
 
 _PROTOCOLS = ("flux://", "gs://", "gcs://")
 
@@ -59,7 +59,7 @@ def manifest_line(info: dict) -> str:
     ) + "\n"
 
 
-def write_manifest(fs: "FluxFileSystem", path: str, out: Any, sort: bool = True, progress: Any = None,
+def write_manifest(fs: "AbstractFileSystem", path: str, out: Any, sort: bool = True, progress: Any = None,
                    **kwargs: Any) -> int:
     """List `path` with the parallel lister and write one JSON line per object to `out`; return the count.
 

@@ -36,7 +36,7 @@ from .direct import get_chunks, read_object
 from .plan import ObjectRef, plan, to_objs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 from ..gcs.redact import get_logger
 
@@ -55,15 +55,15 @@ def check_on_error(on_error: str) -> None:
         raise ValueError(f"on_error must be 'raise', 'omit' or 'return', not {on_error!r}")
 
 
-def compose_on(fs: "FluxFileSystem") -> bool:
+def compose_on(client: "Client") -> bool:
     """Whether batched reads compose: the `compose` option, unless the server refused it (403)."""
-    return fs.options.compose and fs.options.max_composite_size > 0 and not fs._compose_denied
+    return client.options.compose and client.options.max_composite_size > 0 and not client.refused.compose_denied
 
 
-def _deny_compose(fs: "FluxFileSystem", exc: BaseException) -> None:
+def _deny_compose(client: "Client", exc: BaseException) -> None:
     """Compose (or deleting its temporaries) is forbidden: turn it off for this filesystem, warn once."""
-    if not fs._compose_denied:
-        fs._compose_denied = True
+    if not client.refused.compose_denied:
+        client.refused.compose_denied = True
         warnings.warn(f"fluxfs: compose is not permitted ({exc}); reading objects directly from now on",
                       RuntimeWarning, stacklevel=2)
 
@@ -71,12 +71,12 @@ def _deny_compose(fs: "FluxFileSystem", exc: BaseException) -> None:
 class _Batch:
     """One `cat_objects` call: a queue of jobs worked by `concurrency` workers."""
 
-    def __init__(self, fs: "FluxFileSystem", concurrency: int):
-        self.fs = fs
+    def __init__(self, client: "Client", concurrency: int):
+        self.client = client
         self.results: dict[str, Result] = {}
         self.jobs: collections.deque = collections.deque()
         self.concurrency = concurrency
-        self.reg = temporaries.registry(fs)
+        self.reg = temporaries.registry(client)
         self.mine: dict[str, Optional[str]] = {}      # temporaries of this batch not yet deleted
         self.composing: set[asyncio.Task] = set()   # compose requests (shielded: their outcome matters)
         self.deleting: set[asyncio.Task] = set()
@@ -112,7 +112,7 @@ class _Batch:
         """Plain GET (parallel ranges when large) of the current object (or the generation the caller
         named), checked against its crc32c."""
         try:
-            got = await read_object(self.fs, o.bucket, o.key, size_hint=o.size,
+            got = await read_object(self.client, o.bucket, o.key, size_hint=o.size,
                                     generation=o.generation if o.pinned else None)
         except asyncio.CancelledError:
             raise
@@ -130,7 +130,7 @@ class _Batch:
 
     def _forget(self, o: ObjectRef) -> None:
         try:
-            self.fs.invalidate_cache(o.path)
+            self.client.invalidate_cache(o.path)
         except Exception:  # noqa: BLE001 - cache hygiene only
             pass
 
@@ -143,12 +143,12 @@ class _Batch:
 
     async def read_group(self, group: list[ObjectRef]) -> None:
         """Compose the group into a temporary object, GET it and slice it; what fails is read directly."""
-        fs = self.fs
+        client = self.client
         bucket = group[0].bucket
-        if not compose_on(fs):  # compose was turned off meanwhile (403)
+        if not compose_on(client):  # compose was turned off meanwhile (403)
             self.fallback(group)
             return
-        key = tempnames.temp_key(fs.job_id, "compose", fs.options.temp_prefix)
+        key = tempnames.temp_key(client.job_id, "compose", client.options.temp_prefix)
         tpath = f"{bucket}/{key}"
         # Registered before the compose is sent: if we die mid-request, the atexit hook still knows it.
         self.reg.add(tpath)
@@ -169,13 +169,13 @@ class _Batch:
                 self.stats["size_mismatch"] += 1
             elif expected:
                 # Kept as aiohttp's chunks: the slices are cut from them, not from a joined copy.
-                body = (await get_chunks(fs, bucket, key, 0, expected, generation=gen)).chunks
+                body = (await get_chunks(client, bucket, key, 0, expected, generation=gen)).chunks
             else:
                 body = []  # only empty objects: nothing to download
         except asyncio.CancelledError:
             raise
         except PermissionError as exc:
-            _deny_compose(fs, exc)
+            _deny_compose(client, exc)
         except Exception as exc:  # noqa: BLE001 - 412/404 (changed/vanished), faults after retries, ...
             self.stats[f"compose_failed:{type(exc).__name__}"] += 1
         finally:
@@ -213,27 +213,28 @@ class _Batch:
                 for o in group
             ],
             # The marker lets `cleanup` tell this composite from a user's object under the prefix.
-            "destination": {"contentType": "application/octet-stream", "metadata": tempnames.marker(self.fs.job_id)},
+            "destination": {"contentType": "application/octet-stream",
+                            "metadata": tempnames.marker(self.client.job_id)},
         }
         # Retried safely: the destination name is unique to this group, the sources are pinned and the
         # composite is created only if absent, so a retry after a lost answer cannot make a second one.
         what = f"{bucket}/{key}"
-        url = self.fs.json_url("b/{}/o/{}/compose", bucket, key)
+        url = self.client.json_url("b/{}/o/{}/compose", bucket, key)
         params = {"fields": "generation,size", "ifGenerationMatch": "0"}  # a partial response: less to parse
 
         async def attempt(n: int) -> dict:
             try:
-                return (await http.request_once(self.fs, "POST", url, what=what, json=body, params=params)).json()
+                return (await http.request_once(self.client, "POST", url, what=what, json=body, params=params)).json()
             except PreconditionFailed:
                 if n == 0:  # a source changed since it was listed
                     raise
                 try:  # the composite exists: an earlier attempt made it (the name is ours alone)
-                    return (await http.request(self.fs, "GET", self.fs.json_url("b/{}/o/{}", bucket, key),
+                    return (await http.request(self.client, "GET", self.client.json_url("b/{}/o/{}", bucket, key),
                                                op="metadata", what=what, params={"fields": "generation,size"})).json()
                 except FileNotFoundError:
                     raise PreconditionFailed(412, f"{what}: a source changed since it was listed") from None
 
-        return await self.fs.retry_policy("compose").run(attempt, what=f"compose {what}")
+        return await self.client.retry_policy("compose").run(attempt, what=f"compose {what}")
 
     # -- deletes ------------------------------------------------------------------------
 
@@ -256,9 +257,9 @@ class _Batch:
         async with self.delete_sem:
             gen = self.mine.get(tpath)
             try:
-                ok = await temporaries.delete(self.fs, tpath, gen, raise_denied=True)
+                ok = await temporaries.delete(self.client, tpath, gen, raise_denied=True)
             except PermissionError as exc:
-                _deny_compose(self.fs, exc)
+                _deny_compose(self.client, exc)
                 ok = False
             if ok:
                 self.mine.pop(tpath, None)
@@ -299,22 +300,22 @@ def _pieces(chunks: list[bytes], sizes: list[int]) -> Iterable[bytes]:
         off += n
 
 
-async def cat_objects(fs: "FluxFileSystem", infos: Iterable[dict], on_error: str = "raise") -> dict[str, Result]:
+async def cat_objects(client: "Client", infos: Iterable[dict], on_error: str = "raise") -> dict[str, Result]:
     """Read many objects given their listing info; returns {"bucket/key": bytes | exception}.
 
     `on_error`: "raise" the first failure (FileNotFoundError naming a vanished object),
     "omit" failed paths, or "return" their exceptions in the dict, like fsspec's `cat`.
     """
     check_on_error(on_error)
-    objs = to_objs(infos, fs.split_path if fs.version_aware else None)
-    opts = fs.options
-    if compose_on(fs):
+    objs = to_objs(infos, client.split_path if client.version_aware else None)
+    opts = client.options
+    if compose_on(client):
         cap = opts.max_composite_size
         groups, direct = plan(objs, cap, min(opts.compose_threshold, cap))
-        groups, direct = await zonal.without_zonal(fs, groups, direct)  # no compose on zonal (Rapid) buckets
+        groups, direct = await zonal.without_zonal(client, groups, direct)  # no compose on zonal (Rapid) buckets
     else:
         groups, direct = [], objs
-    batch = _Batch(fs, opts.read_concurrency)
+    batch = _Batch(client, opts.read_concurrency)
     # Groups first: each keeps up to 3 requests busy, the direct reads fill in behind them.
     batch.jobs.extend(("group", g) for g in groups)
     batch.jobs.extend(("one", o) for o in direct)

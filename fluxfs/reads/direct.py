@@ -22,7 +22,7 @@ from ..gcs.checksums import crc_from_b64
 from ..gcs.tasks import gather_all
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 # Ranged GETs of 8 MiB: on the cloud profile (30 ms first byte, 100 MB/s per request) the
 # first byte is ~25% of a request's time, and 16 of them in flight (128 MiB) saturate what
@@ -60,9 +60,9 @@ class Streamed:
 Head = Callable[[int, Optional[str], Optional[int]], None]
 
 
-def media_url(fs: "FluxFileSystem", bucket: str, key: str) -> str:
+def media_url(client: "Client", bucket: str, key: str) -> str:
     """The JSON API download URL of an object."""
-    return f"{fs._location}/download/storage/v1/b/{quote(bucket, safe='')}/o/{quote(key, safe='')}"
+    return client.media_url(bucket, key)
 
 
 def named(bucket: str, key: str, generation: Optional[str] = None) -> str:
@@ -125,10 +125,10 @@ async def check_ranged_answer(r: aiohttp.ClientResponse, start: int, end: int, w
 
 # -- one GET --------------------------------------------------------------------------------
 
-async def _get_once(fs, bucket, key, start, end, generation, check) -> Fetched:
+async def _get_once(client, bucket, key, start, end, generation, check) -> Fetched:
     """One GET (optionally ranged [start, end)), verified against x-goog-hash when it covers the object."""
     what = f"{bucket}/{key}"
-    resp = await http.request_once(fs, "GET", media_url(fs, bucket, key), what=what,
+    resp = await http.request_once(client, "GET", media_url(client, bucket, key), what=what,
                                    params=_media_params(generation),
                                    headers=_range_header(start, end) if start is not None else {},
                                    ok=(200, 206, 404, 416))
@@ -137,7 +137,7 @@ async def _get_once(fs, bucket, key, start, end, generation, check) -> Fetched:
     if resp.status == 416:
         if start == 0:
             # GCS answers a ranged GET of an empty object with 416: read it whole instead.
-            return await _get_once(fs, bucket, key, None, None, generation, check)
+            return await _get_once(client, bucket, key, None, None, generation, check)
         raise ValueError(f"Requested range {start}-{end} not satisfiable for {what}")
     body = resp.body
     gen, crc = _object_headers(resp.headers)
@@ -147,29 +147,29 @@ async def _get_once(fs, bucket, key, start, end, generation, check) -> Fetched:
     return Fetched(body, begin, size, gen, crc)
 
 
-async def get_range(fs: "FluxFileSystem", bucket: str, key: str, start: Optional[int] = None,
+async def get_range(client: "Client", bucket: str, key: str, start: Optional[int] = None,
                     end: Optional[int] = None, generation: Optional[str] = None, check: bool = True) -> Fetched:
     """GET bytes [start, end) (all when both are None) under the read retry policy."""
-    policy = fs.retry_policy("read")
-    return await policy.run(lambda _attempt: _get_once(fs, bucket, key, start, end, generation, check),
+    policy = client.retry_policy("read")
+    return await policy.run(lambda _attempt: _get_once(client, bucket, key, start, end, generation, check),
                             what=f"read {bucket}/{key}")
 
 
 # -- one streamed GET --------------------------------------------------------------------------
 
-async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_head: Optional[Head]) -> Streamed:
+async def _stream_once(client, bucket, key, start: int, end: int, generation, on_head: Optional[Head]) -> Streamed:
     """One GET of [start, end), its body collected chunk by chunk; `on_head(size, generation, crc32c)`
     is called as soon as the headers tell them (before the body, on a 206), so a caller can start
     the other ranges one transfer time earlier."""
     what = f"{bucket}/{key}"
-    session = await fs._set_session()
-    async with http.timeouts_named(fs, what), \
-            session.get(media_url(fs, bucket, key), params=fs._get_params(_media_params(generation)),
-                        headers=fs._get_headers(_range_header(start, end)),
-                        timeout=fs.options.http_timeout) as r:
+    session = await client.session()
+    async with http.timeouts_named(client, what), \
+            session.get(media_url(client, bucket, key), params=client.params(_media_params(generation)),
+                        headers=client.headers(_range_header(start, end)),
+                        timeout=client.options.http_timeout) as r:
         if r.status == 416 and start == 0:
             # GCS answers a ranged GET of an empty object with 416: read it whole instead.
-            got = await _get_once(fs, bucket, key, None, None, generation, True)
+            got = await _get_once(client, bucket, key, None, None, generation, True)
             if on_head is not None:
                 on_head(got.size, got.generation, got.crc32c)
             return Streamed([got.body] if got.body else [], 0, got.size, got.generation, got.crc32c)
@@ -195,7 +195,7 @@ async def _stream_once(fs, bucket, key, start: int, end: int, generation, on_hea
     return Streamed(chunks, begin, size, gen, crc)
 
 
-async def get_chunks(fs: "FluxFileSystem", bucket: str, key: str, start: int, end: int,
+async def get_chunks(client: "Client", bucket: str, key: str, start: int, end: int,
                      generation: Optional[str] = None, on_head: Optional[Head] = None) -> Streamed:
     """GET bytes [start, end) as received chunks, under the read retry policy.
 
@@ -210,8 +210,8 @@ async def get_chunks(fs: "FluxFileSystem", bucket: str, key: str, start: int, en
         if on_head is not None:
             on_head(size, gen, crc)
 
-    policy = fs.retry_policy("read")
-    return await policy.run(lambda _attempt: _stream_once(fs, bucket, key, start, end, seen["gen"], head),
+    policy = client.retry_policy("read")
+    return await policy.run(lambda _attempt: _stream_once(client, bucket, key, start, end, seen["gen"], head),
                             what=f"read {bucket}/{key}")
 
 
@@ -221,7 +221,7 @@ def _split(start: int, end: int, chunk: int) -> list[tuple[int, int]]:
     return [(a, min(a + chunk, end)) for a in range(start, end, chunk)]
 
 
-async def read_object(fs: "FluxFileSystem", bucket: str, key: str, *, start: Optional[int] = None,
+async def read_object(client: "Client", bucket: str, key: str, *, start: Optional[int] = None,
                       end: Optional[int] = None, size_hint: Optional[int] = None,
                       generation: Optional[str] = None, chunk: Optional[int] = None,
                       concurrency: Optional[int] = None) -> Fetched:
@@ -237,11 +237,11 @@ async def read_object(fs: "FluxFileSystem", bucket: str, key: str, *, start: Opt
     s = start or 0
     if start is None and end is None and size_hint is not None and size_hint < STREAM_MIN:
         # Known small: one plain GET (no Range header, no 416 dance for empty objects).
-        return await get_range(fs, bucket, key, generation=generation)
+        return await get_range(client, bucket, key, generation=generation)
     first_end = s + chunk if end is None else min(end, s + chunk)
     if end is not None and first_end <= s:
         return Fetched(b"", s, -1, generation, None)
-    first = await get_chunks(fs, bucket, key, s, first_end, generation)
+    first = await get_chunks(client, bucket, key, s, first_end, generation)
     stop = first.size if end is None else min(end, first.size)
     got = sum(map(len, first.chunks))
     ranges = _split(s + got, stop, chunk) if s + got < stop else []
@@ -250,7 +250,7 @@ async def read_object(fs: "FluxFileSystem", bucket: str, key: str, *, start: Opt
 
     async def one(a: int, b: int) -> list:
         async with sem:
-            return (await get_chunks(fs, bucket, key, a, b, gen)).chunks
+            return (await get_chunks(client, bucket, key, a, b, gen)).chunks
 
     parts = await gather_all(one(a, b) for a, b in ranges)
     # One copy: every received chunk of every range straight into the result.
@@ -260,20 +260,20 @@ async def read_object(fs: "FluxFileSystem", bucket: str, key: str, *, start: Opt
     return Fetched(body, s, first.size, gen, first.crc32c)
 
 
-async def cat_file(fs: "FluxFileSystem", path: str, start: Optional[int] = None, end: Optional[int] = None,
+async def cat_file(client: "Client", path: str, start: Optional[int] = None, end: Optional[int] = None,
                    **kwargs: Any) -> bytes:
     """One object (or a range of it): parallel ranged GETs when large, a plain GET when small (never composes)."""
-    bucket, key, gen = fs.split_path(path)
+    bucket, key, gen = client.split_path(path)
     for name, value in (("start", start), ("end", end)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
             raise TypeError(f"{name} must be a whole byte offset (an int) or None, not {value!r}, reading {bucket}/{key}")
     size = None
     if start is not None and start < 0 or end is not None and end < 0:
-        size = (await fs._info(path))["size"]
+        size = (await client.info(path))["size"]
         start = max(0, size + start) if start is not None and start < 0 else start
         end = max(0, size + end) if end is not None and end < 0 else end
     if start is not None and end is not None and end <= start:
         return b""
-    got = await read_object(fs, bucket, key, start=start, end=end, generation=kwargs.get("generation") or gen or None,
-                            chunk=kwargs.get("chunk") or DEFAULT_CHUNK)
+    got = await read_object(client, bucket, key, start=start, end=end,
+                            generation=kwargs.get("generation") or gen or None, chunk=kwargs.get("chunk") or DEFAULT_CHUNK)
     return got.body

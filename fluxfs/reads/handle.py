@@ -16,7 +16,7 @@ from ..gcs.chunks import Chunked
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, Streamed, get_chunks, read_object
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from fsspec import AbstractFileSystem
 
 
 # cache_type values that mean fluxfs's own prefetching (gcsfs's default is named "adaptive");
@@ -48,7 +48,7 @@ class FluxReadFile(io.RawIOBase):
     generation). Layers that set `cache` themselves (fsspec's `blockcache::`) work the same way.
     """
 
-    def __init__(self, fs: "FluxFileSystem", path: str, mode: str = "rb", block_size: Optional[int] = None,
+    def __init__(self, fs: "AbstractFileSystem", path: str, mode: str = "rb", block_size: Optional[int] = None,
                  *, prefetch: Optional[int] = None, whole_object_limit: Optional[int] = None,
                  generation: Optional[str] = None, cache_type: Optional[str] = None,
                  cache_options: Optional[dict] = None, autocommit: bool = True, **kwargs: Any):
@@ -61,8 +61,9 @@ class FluxReadFile(io.RawIOBase):
         self.fs = fs
         self.mode = mode
         self.autocommit = autocommit
-        self.path = fs._strip_protocol(path)
-        bucket, key, path_gen = fs.split_path(self.path)
+        self.client = fs.client  # what the reads take
+        self.path = self.client.strip_protocol(path)
+        bucket, key, path_gen = self.client.split_path(self.path)
         if not key:
             raise IsADirectoryError(f"cannot open a bucket for reading: {path}")
         self.bucket, self.key = bucket, key
@@ -110,7 +111,7 @@ class FluxReadFile(io.RawIOBase):
                 head.set_exception(concurrent.futures.CancelledError() if f.cancelled() else
                                    f.exception() or RuntimeError(f"no headers reading {self.path}"))
 
-        first = self._run(get_chunks(self.fs, self.bucket, self.key, 0, self.blocksize, self.generation, on_head))
+        first = self._run(get_chunks(self.client, self.bucket, self.key, 0, self.blocksize, self.generation, on_head))
         first.add_done_callback(on_done)
         try:
             self.size, self.generation, self._crc_expected = head.result()
@@ -123,7 +124,7 @@ class FluxReadFile(io.RawIOBase):
 
     def _open_head(self) -> None:
         """Size, generation and crc32c from the headers of a 1-byte GET (reads go through an fsspec cache)."""
-        got = bridge.run(self.fs, get_chunks, self.fs, self.bucket, self.key, 0, 1, self.generation)
+        got = bridge.run(self.fs, get_chunks, self.client, self.bucket, self.key, 0, 1, self.generation)
         self.size, self.generation, self._crc_expected = got.size, got.generation, got.crc32c
         self._crc = None   # the cache decides what is read: no running crc32c
 
@@ -135,7 +136,7 @@ class FluxReadFile(io.RawIOBase):
         if start >= end:
             return b""
         try:
-            got = bridge.run(self.fs, read_object, self.fs, self.bucket, self.key, start=start, end=end,
+            got = bridge.run(self.fs, read_object, self.client, self.bucket, self.key, start=start, end=end,
                              generation=self.generation)
         except FileNotFoundError as exc:
             raise self._gone(exc) from exc
@@ -157,7 +158,7 @@ class FluxReadFile(io.RawIOBase):
                 continue
             a = i * self.blocksize
             b = min(a + self.blocksize, self.size)
-            self._pending[i] = self._run(get_chunks(self.fs, self.bucket, self.key, a, b, self.generation))
+            self._pending[i] = self._run(get_chunks(self.client, self.bucket, self.key, a, b, self.generation))
 
     def _store(self, i: int, got: Streamed) -> Chunked:
         if i == 0 and got.start == 0 and sum(map(len, got.chunks)) > self.blocksize:

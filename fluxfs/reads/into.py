@@ -22,7 +22,7 @@ from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _m
 from .direct import _range_header, check_ranged_answer, media_url, named
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 # Segments closer than this are fetched by one GET and the bytes between them dropped: a GET's
 # first byte costs ~30 ms on the cloud profile, what 3 MB take to arrive on one connection.
@@ -100,14 +100,15 @@ def _scatter(data: bytes, pos: int, pieces: list, i: int) -> int:
     return i
 
 
-async def _fetch_once(fs, bucket, key, req: Request, generation, verify: bool) -> tuple[int, Optional[str], Optional[int]]:
+async def _fetch_once(client, bucket, key, req: Request, generation,
+                      verify: bool) -> tuple[int, Optional[str], Optional[int]]:
     """One GET of `req`'s range into its pieces; returns (object size, generation, object crc32c)."""
     what = f"{bucket}/{key}"
-    session = await fs._set_session()
-    async with http.timeouts_named(fs, what), \
-            session.get(media_url(fs, bucket, key), params=fs._get_params(_media_params(generation)),
-                        headers=fs._get_headers(_range_header(req.start, req.end)),
-                        timeout=fs.options.http_timeout) as r:
+    session = await client.session()
+    async with http.timeouts_named(client, what), \
+            session.get(media_url(client, bucket, key), params=client.params(_media_params(generation)),
+                        headers=client.headers(_range_header(req.start, req.end)),
+                        timeout=client.options.http_timeout) as r:
         await check_ranged_answer(r, req.start, req.end, what, f"bytes {req.start}-{req.end - 1} lie past the end "
                                   f"of {what}", missing=named(bucket, key, generation))
         gen, crc = _object_headers(r.headers)
@@ -132,7 +133,7 @@ async def _fetch_once(fs, bucket, key, req: Request, generation, verify: bool) -
     return size, gen, crc
 
 
-async def read_into(fs: "FluxFileSystem", bucket: str, key: str, segments: Sequence[tuple[int, Any]], *,
+async def read_into(client: "Client", bucket: str, key: str, segments: Sequence[tuple[int, Any]], *,
                     generation: Optional[str] = None, prefix: Optional[tuple[int, int]] = None,
                     range_size: Optional[int] = None, concurrency: Optional[int] = None,
                     limit: Optional[asyncio.Semaphore] = None, max_gap: int = DEFAULT_MAX_GAP,
@@ -147,13 +148,13 @@ async def read_into(fs: "FluxFileSystem", bucket: str, key: str, segments: Seque
     what = f"{bucket}/{key}"
     reqs = plan(segments, range_size or DEFAULT_CHUNK, max_gap, what)
     sem = limit or asyncio.Semaphore(concurrency or DEFAULT_RANGE_CONCURRENCY)
-    policy = fs.retry_policy("read")
+    policy = client.retry_policy("read")
     seen: dict[str, Any] = {"gen": generation, "size": None, "crc": None}
 
     async def one(req: Request) -> None:
         async with sem:
             size, gen, crc = await policy.run(
-                lambda _a: _fetch_once(fs, bucket, key, req, seen["gen"], verify), what=f"read {what}")
+                lambda _a: _fetch_once(client, bucket, key, req, seen["gen"], verify), what=f"read {what}")
         seen["gen"] = seen["gen"] or gen
         seen["size"], seen["crc"] = size, crc if crc is not None else seen["crc"]
 

@@ -15,10 +15,10 @@ from .batched import Result, cat_objects
 from ..gcs.limits import MAX_COMPOSE_SOURCES
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 
-def _cached_infos(fs: "FluxFileSystem", paths: list[str]) -> tuple[dict[str, dict], list[str]]:
+def _cached_infos(client: "Client", paths: list[str]) -> tuple[dict[str, dict], list[str]]:
     """Infos from fsspec's listing cache (filled by find/ls), and the paths it does not know."""
     found: dict[str, dict] = {}
     missing: list[str] = []
@@ -27,11 +27,11 @@ def _cached_infos(fs: "FluxFileSystem", paths: list[str]) -> tuple[dict[str, dic
         parent = p.rsplit("/", 1)[0]
         index = by_parent.get(parent, False)
         if index is False:
-            listing = fs.dircache.get(parent)
+            listing = client.dircache.get(parent)
             index = {i["name"].rstrip("/"): i for i in listing} if listing else None
             by_parent[parent] = index
         info = index.get(p) if index else None
-        if info is None and p in fs.dircache:  # a prefix with a listing of its own
+        if info is None and p in client.dircache:  # a prefix with a listing of its own
             info = {"name": p, "size": 0, "type": "directory"}
         if info is not None and (info.get("generation") is not None or info.get("type") == "directory"):
             found[p] = info
@@ -50,14 +50,14 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:n]
 
 
-async def _list_range(fs: "FluxFileSystem", bucket: str, keys: list[str], end: Optional[str],
+async def _list_range(client: "Client", bucket: str, keys: list[str], end: Optional[str],
                       max_pages: int) -> dict[str, dict]:
     """List [keys[0], end) under their common prefix; infos of the wanted keys found in at most `max_pages`."""
     wanted = set(keys)
     last = keys[-1]
     prefix = _common_prefix(keys[0], last)
     found: dict[str, dict] = {}
-    pages = list_pages(fs, bucket, prefix=prefix, start_offset=keys[0], end_offset=end, max_pages=max_pages,
+    pages = list_pages(client, bucket, prefix=prefix, start_offset=keys[0], end_offset=end, max_pages=max_pages,
                        fields="items(name,size,generation,crc32c),nextPageToken")
     async with contextlib.aclosing(pages):
         async for page in pages:
@@ -72,7 +72,7 @@ async def _list_range(fs: "FluxFileSystem", bucket: str, keys: list[str], end: O
     return found
 
 
-async def infos_for_paths(fs: "FluxFileSystem", paths: list[str]) -> list[dict]:
+async def infos_for_paths(client: "Client", paths: list[str]) -> list[dict]:
     """Info dicts for "bucket/key" paths: from the listing cache, else from range listings.
 
     Paths the cache does not know are listed in key ranges of ~1,000 (one request per
@@ -80,7 +80,7 @@ async def infos_for_paths(fs: "FluxFileSystem", paths: list[str]) -> list[dict]:
     that turns out sparse gives up after a few pages, and what is still unknown gets a
     name-only info (read directly).
     """
-    found, missing = _cached_infos(fs, paths)
+    found, missing = _cached_infos(client, paths)
     if len(missing) >= MAX_COMPOSE_SOURCES:
         by_bucket: dict[str, list[str]] = collections.defaultdict(list)
         for p in missing:
@@ -92,7 +92,7 @@ async def infos_for_paths(fs: "FluxFileSystem", paths: list[str]) -> list[dict]:
             chunks = [keys[i:i + 1000] for i in range(0, len(keys), 1000)]
             for n, chunk in enumerate(chunks):
                 end = chunks[n + 1][0] if n + 1 < len(chunks) else None
-                tasks.append((b, _list_range(fs, b, chunk, end, max_pages=3)))
+                tasks.append((b, _list_range(client, b, chunk, end, max_pages=3)))
         sem = asyncio.Semaphore(16)
 
         async def limited(coro):
@@ -106,13 +106,13 @@ async def infos_for_paths(fs: "FluxFileSystem", paths: list[str]) -> list[dict]:
     return [found.get(p) or {"name": p} for p in paths]
 
 
-async def cat_paths(fs: "FluxFileSystem", paths: list[str], on_error: str = "raise",
+async def cat_paths(client: "Client", paths: list[str], on_error: str = "raise",
                     skip_dirs: bool = False) -> dict[str, Result]:
     """`cat` of many "bucket/key" paths: metadata from the cache or range listings, then `cat_objects`.
 
     `skip_dirs` (for recursive cats) drops paths the listing cache knows as directories.
     """
-    infos = await infos_for_paths(fs, paths)
+    infos = await infos_for_paths(client, paths)
     if skip_dirs:
         infos = [i for i in infos if i.get("type") != "directory"]
-    return await cat_objects(fs, infos, on_error=on_error)
+    return await cat_objects(client, infos, on_error=on_error)

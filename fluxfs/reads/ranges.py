@@ -18,7 +18,7 @@ from ..gcs.tasks import gather_all
 from . import direct, into as into_mod
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 # A merged range up to this size is one plain GET: ~20% less client CPU than the streaming
 # parallel-range path, whose ranges are this size anyway.
@@ -75,14 +75,14 @@ def _checked(ranges: Any, what: str) -> list[tuple[int, int]]:
     return out
 
 
-async def _get(fs: "FluxFileSystem", bucket: str, key: str, g: Group, generation: Optional[str],
+async def _get(client: "Client", bucket: str, key: str, g: Group, generation: Optional[str],
                chunk: Optional[int]) -> direct.Fetched:
     if g.end - g.start <= ONE_GET:
-        return await direct.get_range(fs, bucket, key, g.start, g.end, generation)
-    return await direct.read_object(fs, bucket, key, start=g.start, end=g.end, generation=generation, chunk=chunk)
+        return await direct.get_range(client, bucket, key, g.start, g.end, generation)
+    return await direct.read_object(client, bucket, key, start=g.start, end=g.end, generation=generation, chunk=chunk)
 
 
-async def read_ranges(fs: "FluxFileSystem", path: str, ranges: Sequence[tuple[int, int]], *,
+async def read_ranges(client: "Client", path: str, ranges: Sequence[tuple[int, int]], *,
                       generation: Optional[str] = None, max_gap: int = DEFAULT_MAX_GAP, into: Optional[Sequence] = None,
                       chunk: Optional[int] = None, concurrency: Optional[int] = None,
                       limit: Optional[asyncio.Semaphore] = None, **into_kwargs: Any) -> Any:
@@ -95,12 +95,12 @@ async def read_ranges(fs: "FluxFileSystem", path: str, ranges: Sequence[tuple[in
     between calls), else `concurrency` (16). An object overwritten or deleted after its generation was
     known raises `ObjectChanged` naming it and the generation.
     """
-    bucket, key, gen = fs.split_path(path)
+    bucket, key, gen = client.split_path(path)
     what = f"{bucket}/{key}"
     spans = _checked(ranges, what)
     pinned = generation or gen or None
     if into is not None:
-        return await _read_into(fs, bucket, key, spans, list(into), pinned, max_gap, chunk, concurrency, limit,
+        return await _read_into(client, bucket, key, spans, list(into), pinned, max_gap, chunk, concurrency, limit,
                                 into_kwargs)
     if into_kwargs:
         raise TypeError(f"read_ranges {what}: unexpected arguments {sorted(into_kwargs)} (they go with into=)")
@@ -110,7 +110,7 @@ async def read_ranges(fs: "FluxFileSystem", path: str, ranges: Sequence[tuple[in
 
     async def one(g: Group) -> None:
         async with sem:
-            got = await _get(fs, bucket, key, g, out.generation, chunk)
+            got = await _get(client, bucket, key, g, out.generation, chunk)
         out.generation = out.generation or got.generation
         out.size = got.size if got.size >= 0 else out.size
         out.crc32c = got.crc32c if got.crc32c is not None else out.crc32c
@@ -134,7 +134,7 @@ async def read_ranges(fs: "FluxFileSystem", path: str, ranges: Sequence[tuple[in
     return out
 
 
-async def _read_into(fs, bucket, key, spans, buffers, generation, max_gap, chunk, concurrency, limit, kwargs):
+async def _read_into(client, bucket, key, spans, buffers, generation, max_gap, chunk, concurrency, limit, kwargs):
     what = f"{bucket}/{key}"
     if len(buffers) != len(spans):
         raise ValueError(f"read_ranges {what}: {len(spans)} ranges but {len(buffers)} buffers in into=")
@@ -145,5 +145,5 @@ async def _read_into(fs, bucket, key, spans, buffers, generation, max_gap, chunk
             raise ValueError(f"read_ranges {what}: the buffer for range ({start}, {end}) holds {n} bytes, "
                              f"not {end - start}")
         segments.append((start, buf))
-    return await into_mod.read_into(fs, bucket, key, segments, generation=generation, max_gap=max_gap,
+    return await into_mod.read_into(client, bucket, key, segments, generation=generation, max_gap=max_gap,
                                     range_size=chunk, concurrency=concurrency, limit=limit, **kwargs)

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Iterable, Iterator, Union
 
 from ..gcs import bridge
-from .batched import Result, check_on_error
+from .batched import Result, cat_objects, check_on_error
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 PIPELINE = 4                          # slices in flight: the one handed over while three are read
 DEFAULT_BUFFER_BYTES = 256 * 2**20    # bytes read ahead of the consumer, at most (plus one object)
@@ -65,20 +66,22 @@ async def _aiter(items: Iterable[Any]) -> AsyncIterator[Any]:
         yield item
 
 
-async def aiter_cat_objects(fs: "FluxFileSystem", infos: Infos, *, on_error: str = "raise",
-                            buffer_bytes: int | None = None) -> AsyncIterator[dict[str, Result]]:
+async def aiter_cat_objects(client: "Client", infos: Infos, *, on_error: str = "raise",
+                            buffer_bytes: int | None = None, read: Any = None) -> AsyncIterator[dict[str, Result]]:
     """Async generator of {"bucket/key": bytes | exception} dicts, one per slice of `infos`, in input order.
 
     `infos` (info dicts or "bucket/key" paths, a list or a sync/async stream such as a listing) is
     consumed as reads progress; at most about `buffer_bytes` are read ahead. Closing the generator
-    cancels the reads in flight and deletes their temporary objects.
+    cancels the reads in flight and deletes their temporary objects. `read(part, on_error=)`: the filesystem's
+    `_cat_objects` (the node-local cache's too), else the batched reads.
     """
     check_on_error(on_error)
     slicer = _Slicer(_slice_bytes(buffer_bytes))
     pending: collections.deque[asyncio.Task] = collections.deque()
+    read = read or functools.partial(cat_objects, client)
 
     def start(part: list) -> None:
-        pending.append(asyncio.ensure_future(fs._cat_objects(part, on_error=on_error)))  # the cache's too
+        pending.append(asyncio.ensure_future(read(part, on_error=on_error)))
 
     try:
         async for info in (infos if hasattr(infos, "__aiter__") else _aiter(infos)):  # type: ignore[arg-type]
@@ -99,8 +102,8 @@ async def aiter_cat_objects(fs: "FluxFileSystem", infos: Infos, *, on_error: str
             await asyncio.gather(*pending, return_exceptions=True)
 
 
-def iter_cat_objects(fs: "FluxFileSystem", infos: Iterable[Union[dict, str]], *, on_error: str = "raise",
-                     buffer_bytes: int | None = None) -> Iterator[dict[str, Result]]:
+def iter_cat_objects(client: "Client", infos: Iterable[Union[dict, str]], *, on_error: str = "raise",
+                     buffer_bytes: int | None = None, read: Any = None) -> Iterator[dict[str, Result]]:
     """Blocking `aiter_cat_objects`: `infos` is consumed on the caller's thread, so it may itself be a
     blocking stream (e.g. flattened `fs.iter_objects` batches); reads run on the filesystem's loop.
 
@@ -110,9 +113,10 @@ def iter_cat_objects(fs: "FluxFileSystem", infos: Iterable[Union[dict, str]], *,
     check_on_error(on_error)
     slicer = _Slicer(_slice_bytes(buffer_bytes))
     pending: collections.deque[bridge.Pending] = collections.deque()
+    read = read or functools.partial(cat_objects, client)
 
     def start(part: list) -> None:
-        pending.append(bridge.Pending(fs, fs._cat_objects, part, on_error=on_error))
+        pending.append(bridge.Pending(client, read, part, on_error=on_error))
 
     try:
         for info in infos:
@@ -128,6 +132,6 @@ def iter_cat_objects(fs: "FluxFileSystem", infos: Iterable[Union[dict, str]], *,
     finally:
         for p in pending:
             p.cancel()
-        if not bridge.on_loop(fs.loop):  # collected on the loop's own thread: waiting there would deadlock
+        if not bridge.on_loop(client.loop):  # collected on the loop's own thread: waiting there would deadlock
             for p in pending:
                 p.wait_cleanup()

@@ -21,7 +21,9 @@ from .single import object_info, upload_single
 from .write_file import FluxWriteFile
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from fsspec import AbstractFileSystem
+
+    from ..gcs.client import Client
 
 
 class FluxAppendFile(AtomicWriter):
@@ -31,27 +33,28 @@ class FluxAppendFile(AtomicWriter):
     With ``autocommit=False`` (fsspec transactions) close uploads the bytes and `commit()` appends them.
     """
 
-    def __init__(self, fs: "FluxFileSystem", path: str, mode: str = "ab", block_size: int | None = None,
+    def __init__(self, fs: "AbstractFileSystem", path: str, mode: str = "ab", block_size: int | None = None,
                  autocommit: bool = True, content_type: str | None = None, metadata: dict | None = None,
                  fixed_key_metadata: dict | None = None, kms_key_name: str | None = None, **kwargs: Any):
         if mode != "ab":
             raise ValueError(f"FluxAppendFile mode must be 'ab', not {mode!r}")
         self.fs, self.mode, self.autocommit = fs, mode, autocommit
-        self.bucket, self.key = object_path(fs, path)
+        self.client = client = fs.client  # what the upload pipeline takes
+        self.bucket, self.key = object_path(client, path)
         self.path = f"{self.bucket}/{self.key}"
-        zonal.refuse_compose(fs, self.bucket, f"append to {self.path}")  # the commit is a compose
+        zonal.refuse_compose(client, self.bucket, f"append to {self.path}")  # the commit is a compose
         self._given = {"content_type": content_type, "metadata": metadata,
                        "fixed_key_metadata": fixed_key_metadata, "kms_key_name": kms_key_name}
         destination_fields(self.key, None, self._given)  # a bad option fails now, naming itself
         #: the object's JSON resource when opened (None: it did not exist); the append is pinned to it
-        self.base: dict | None = bridge.run(fs, current_resource, fs, self.bucket, self.key)
-        self._temp = new_temp(fs, self.bucket)
+        self.base: dict | None = bridge.run(fs, current_resource, client, self.bucket, self.key)
+        self._temp = new_temp(client, self.bucket)
         try:
             # The part is a temporary: marked as this job's, so cleanup may delete it and nothing else.
             self._part = FluxWriteFile(fs, self._temp, "wb", block_size=block_size,
-                                       metadata=tempnames.marker(fs.job_id), **kwargs)
+                                       metadata=tempnames.marker(client.job_id), **kwargs)
         except BaseException:
-            temporaries.release(fs, self._temp)  # nothing was created
+            temporaries.release(client, self._temp)  # nothing was created
             raise
         #: the object's info dict (gcsfs shape) after the append; its generation, as gcsfs's files have
         self.object_info: dict | None = None
@@ -90,25 +93,25 @@ class FluxAppendFile(AtomicWriter):
         return bridge.run(self.fs, self._commit)
 
     def _record(self, resource: dict) -> None:
-        self.object_info = object_info(self.fs, self.bucket, resource)
+        self.object_info = object_info(self.client, self.bucket, resource)
         self.generation = self.object_info.get("generation")
 
     async def _commit(self) -> dict:
         if self._part.object_info["size"] == 0:  # nothing appended: only a missing object is created
-            await _release_part(self.fs, self._temp)
+            await _release_part(self.client, self._temp)
             if self.base is not None:
                 return self.base
             try:
-                return await upload_single(self.fs, self.bucket, self.key, b"", 0, create_only=True,
+                return await upload_single(self.client, self.bucket, self.key, b"", 0, create_only=True,
                                            fields=destination_fields(self.key, None, self._given))
             except FileExistsError:  # created meanwhile by someone else: appending nothing to it is done
-                return await current_resource(self.fs, self.bucket, self.key) or {}
+                return await current_resource(self.client, self.bucket, self.key) or {}
         part = {**self._part.object_info, "name": self._temp.split("/", 1)[1]}
-        return await commit_append(self.fs, self.bucket, self.key, self.base, part, self._given)
+        return await commit_append(self.client, self.bucket, self.key, self.base, part, self._given)
 
     def _drop(self, timeout: float | None) -> None:
         self._part.discard()  # aborts an upload in flight (nothing committed)
-        bridge.run(self.fs, _release_part, self.fs, self._temp, timeout=timeout)
+        bridge.run(self.fs, _release_part, self.client, self._temp, timeout=timeout)
 
     def _named(self, exc: BaseException) -> BaseException:
         """The part's error naming the object appended to, never the internal temporary (a missing bucket, a 403)."""
@@ -117,6 +120,6 @@ class FluxAppendFile(AtomicWriter):
         return exc
 
 
-async def _release_part(fs: "FluxFileSystem", path: str) -> None:
+async def _release_part(fs: "Client", path: str) -> None:
     """Delete the temporary part (any generation); a part never created is simply forgotten."""
     await temporaries.delete(fs, path)

@@ -26,24 +26,24 @@ from .fields import FIXED_KEYS, ObjectFields, object_fields
 from .uploads import _upload_chunks
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 MAX_RACES = 16          # commits lost to concurrent writers before an append gives up (and says so)
 RACE_PAUSE_S = 0.05     # first pause after a lost race; doubles, jittered, up to 1 s
 TEMP_KIND = "append"    # temporaries live under <temp_prefix>append/<job>/, marked as the job's
 
 
-def new_temp(fs: "FluxFileSystem", bucket: str) -> str:
+def new_temp(client: "Client", bucket: str) -> str:
     """A fresh temporary's "bucket/key", registered before anything creates it."""
-    path = f"{bucket}/{tempnames.temp_key(fs.job_id, TEMP_KIND, fs.options.temp_prefix)}"
-    temporaries.register(fs, path)
+    path = f"{bucket}/{tempnames.temp_key(client.job_id, TEMP_KIND, client.options.temp_prefix)}"
+    temporaries.register(client, path)
     return path
 
 
-async def current_resource(fs: "FluxFileSystem", bucket: str, key: str) -> dict | None:
+async def current_resource(client: "Client", bucket: str, key: str) -> dict | None:
     """The object's JSON resource now, or None when it does not exist."""
     try:
-        resp = await http.request(fs, "GET", fs.json_url("b/{}/o/{}", bucket, key), op="metadata",
+        resp = await http.request(client, "GET", client.json_url("b/{}/o/{}", bucket, key), op="metadata",
                                   what=f"{bucket}/{key}")
     except FileNotFoundError:
         return None
@@ -72,7 +72,7 @@ def _crc(resource: dict) -> int:
     return crc_from_b64(resource.get("crc32c")) or 0
 
 
-async def commit_append(fs: "FluxFileSystem", bucket: str, key: str, base: dict | None, part: dict,
+async def commit_append(client: "Client", bucket: str, key: str, base: dict | None, part: dict,
                         given: dict[str, Any]) -> dict:
     """Append the temporary object `part` (a JSON resource, "name" its key) to `bucket/key`, whose
     resource was `base` (None: absent) when the appender opened it; returns the new object's resource.
@@ -88,11 +88,11 @@ async def commit_append(fs: "FluxFileSystem", bucket: str, key: str, base: dict 
             try:
                 first = base
                 if base is not None and components(base) + components(part) > MAX_COMPONENTS:
-                    first = await _flatten(fs, bucket, base, made)
-                return await _compose(fs, bucket, key, base, first, part, destination_fields(key, base, given))
+                    first = await _flatten(client, bucket, base, made)
+                return await _compose(client, bucket, key, base, first, part, destination_fields(key, base, given))
             except (PreconditionFailed, FileNotFoundError):
                 seen = base
-                base = await current_resource(fs, bucket, key)
+                base = await current_resource(client, bucket, key)
                 if (base or {}).get("generation") == (seen or {}).get("generation"):
                     raise  # the object did not change: the failure is not a race (a part gone, say)
         raise PreconditionFailed(
@@ -100,10 +100,10 @@ async def commit_append(fs: "FluxFileSystem", bucket: str, key: str, base: dict 
                  f"this append was being committed (concurrent writers); nothing was appended, retry the append")
     finally:
         # By generation: in a versioned bucket a plain delete would keep them as noncurrent versions.
-        await temporaries.delete_many(fs, {f"{bucket}/{part['name']}": part.get("generation"), **made})
+        await temporaries.delete_many(client, {f"{bucket}/{part['name']}": part.get("generation"), **made})
 
 
-async def _compose(fs: "FluxFileSystem", bucket: str, key: str, base: dict | None, first: dict | None,
+async def _compose(client: "Client", bucket: str, key: str, base: dict | None, first: dict | None,
                    part: dict, fields: ObjectFields) -> dict:
     """One compose of [first, part] (or [part] alone when there is no object yet) onto `key`, on
     condition that the object is still at `base`'s generation; the result's crc32c is checked."""
@@ -119,38 +119,38 @@ async def _compose(fs: "FluxFileSystem", bucket: str, key: str, base: dict | Non
     async def attempt(n: int) -> dict:
         sends: list = []  # aiohttp may re-send a request once, silently, after a lost answer
         try:
-            resp = await http.request_once(fs, "POST", fs.json_url("b/{}/o/{}/compose", bucket, key), what=what,
+            resp = await http.request_once(client, "POST", client.json_url("b/{}/o/{}/compose", bucket, key), what=what,
                                            params=params, json=body, sends=sends)
         except (PreconditionFailed, FileNotFoundError):
             # An earlier send may have landed and lost its answer (the retry then finds the object's
             # generation, or the source generation it pinned, gone): is the object now ours?
             if n > 0 or len(sends) > 1:
-                now = await current_resource(fs, bucket, key)
+                now = await current_resource(client, bucket, key)
                 if now is not None and now.get("crc32c") == crc_to_b64(crc) and int(now.get("size", 0)) == size:
                     return now
             raise
         return resp.json()
 
-    resource = await fs.retry_policy("compose").run(attempt, what=f"append to {what}")
+    resource = await client.retry_policy("compose").run(attempt, what=f"append to {what}")
     if resource.get("crc32c") != crc_to_b64(crc) or int(resource.get("size", 0)) != size:
         raise ChecksumMismatch(f"{what}: after appending, the object has crc32c={resource.get('crc32c')} "
                                f"size={resource.get('size')}, expected {crc_to_b64(crc)} and {size} bytes")
     return resource
 
 
-async def _flatten(fs: "FluxFileSystem", bucket: str, base: dict, made: dict[str, str | None]) -> dict:
+async def _flatten(client: "Client", bucket: str, base: dict, made: dict[str, str | None]) -> dict:
     """Copy the object's bytes at `base`'s generation into a new temporary of few components (for an
     object at the component limit); its crc32c must match the original's."""
-    path = new_temp(fs, bucket)
+    path = new_temp(client, bucket)
     made[path] = None
-    url, what = fs.json_url("b/{}/o/{}", bucket, base["name"]), f"{bucket}/{base['name']}"
+    url, what = client.json_url("b/{}/o/{}", bucket, base["name"]), f"{bucket}/{base['name']}"
     pos = 0
 
     async def read(n: int) -> bytes:
         nonlocal pos
         if n == 0:
             return b""
-        resp = await http.request(fs, "GET", url, op="read", what=what, ok=(200, 206),
+        resp = await http.request(client, "GET", url, op="read", what=what, ok=(200, 206),
                                   params={"alt": "media", "generation": base["generation"]},
                                   headers={"Range": f"bytes={pos}-{pos + n - 1}"})
         if len(resp.body) != n:
@@ -158,8 +158,8 @@ async def _flatten(fs: "FluxFileSystem", bucket: str, base: dict, made: dict[str
         pos += n
         return resp.body
 
-    info = await _upload_chunks(fs, path, int(base.get("size", 0)), read, create_only=False,
-                               fields=ObjectFields(metadata=tempnames.marker(fs.job_id)))
+    info = await _upload_chunks(client, path, int(base.get("size", 0)), read, create_only=False,
+                               fields=ObjectFields(metadata=tempnames.marker(client.job_id)))
     made[path] = info.get("generation")
     if info.get("crc32c") != base.get("crc32c"):
         raise ChecksumMismatch(f"{what}: copy for appending has crc32c={info.get('crc32c')}, "

@@ -43,16 +43,16 @@ class ComposeUploader(BaseUploader):
         # cancelled mid-flight is still deleted on abort).
         self.temps: list[str] = []
         self.generations: dict[str, str] = {}  # key -> generation, once created: deleted by generation
-        self.max_parts = self.part_cap(self.fs)
+        self.max_parts = self.part_cap(self.client)
 
     @classmethod
-    def part_cap(cls, fs) -> int:
-        return compose_limit.component_cap(fs)
+    def part_cap(cls, client) -> int:
+        return compose_limit.component_cap(client)
 
     def _new_temp(self) -> str:
-        key = tempnames.temp_key(self.fs.job_id, "upload", self.fs.options.temp_prefix)
+        key = tempnames.temp_key(self.client.job_id, "upload", self.client.options.temp_prefix)
         self.temps.append(key)
-        temporaries.register(self.fs, f"{self.bucket}/{key}")
+        temporaries.register(self.client, f"{self.bucket}/{key}")
         return key
 
     async def start(self) -> None:
@@ -62,7 +62,7 @@ class ComposeUploader(BaseUploader):
         if number > self.max_parts:  # refused before uploading, not by the final compose
             raise ValueError(f"{self.pw.what}: more than {self.max_parts} parts, the most components this compose "
                              f"upload takes: the object is larger than GCS's {self.max_object_size}-byte limit")
-        if compose_limit.needs_probe(self.fs, number):  # past 1,024: does the server allow more components?
+        if compose_limit.needs_probe(self.client, number):  # past 1,024: does the server allow more components?
             await compose_limit.probe(self)
         return await self.upload_temp(data, crc)
 
@@ -71,15 +71,15 @@ class ComposeUploader(BaseUploader):
         key = self._new_temp()
         # Created only if absent: the name is new, and a retry after a lost answer finds its own part.
         # Marked as this job's temporary, so cleanup may delete it (and nothing it did not create).
-        resource = await upload_single(self.fs, self.bucket, key, data, crc, create_only=True,
+        resource = await upload_single(self.client, self.bucket, key, data, crc, create_only=True,
                                        stop=lambda: self.pw.aborted, what=self.pw.what,
-                                       fields=ObjectFields(metadata=tempnames.marker(self.fs.job_id)))
+                                       fields=ObjectFields(metadata=tempnames.marker(self.client.job_id)))
         self._created(key, resource["generation"])
         return {"name": key, "generation": resource["generation"], "crc": crc, "size": len(data)}
 
     def _created(self, key: str, generation: object) -> None:
         self.generations[key] = str(generation)
-        temporaries.registry(self.fs).set_generation(f"{self.bucket}/{key}", str(generation))
+        temporaries.registry(self.client).set_generation(f"{self.bucket}/{key}", str(generation))
 
     async def compose_temp(self, group: list[dict]) -> dict:
         """`group` composed into a new temporary (checked by crc32c); its source entry."""
@@ -100,7 +100,7 @@ class ComposeUploader(BaseUploader):
             "sourceObjects": [{"name": s["name"], "generation": s["generation"]} for s in sources],
             # Temporaries are plain bytes; the destination gets every field of the write.
             "destination": self.pw.fields.resource() if final else
-            {"contentType": DEFAULT_CONTENT_TYPE, "metadata": tempnames.marker(self.fs.job_id)},
+            {"contentType": DEFAULT_CONTENT_TYPE, "metadata": tempnames.marker(self.client.job_id)},
         }
         params = dict(self.pw.fields.params()) if final else {}
         if create_only:
@@ -110,11 +110,12 @@ class ComposeUploader(BaseUploader):
         async def attempt(n: int) -> dict:
             sent = params
             if n > 0 and not create_only:
-                found, sent = await pin_retry(self.fs, self.bucket, dest, crc, size, params)
+                found, sent = await pin_retry(self.client, self.bucket, dest, crc, size, params)
                 if found is not None:
                     return found
             try:
-                resp = await http.request_once(self.fs, "POST", self.fs.json_url("b/{}/o/{}/compose", self.bucket, dest),
+                url = self.client.json_url("b/{}/o/{}/compose", self.bucket, dest)
+                resp = await http.request_once(self.client, "POST", url,
                                                what=what, params=sent or None, json=body)
             except FileNotFoundError:
                 # The bucket was there for the parts: what is missing now is the parts themselves.
@@ -124,13 +125,13 @@ class ComposeUploader(BaseUploader):
                 if not create_only:
                     raise changed_meanwhile(what) from None
                 if n > 0:  # our earlier attempt landed, its answer was lost
-                    found = await confirm_written(self.fs, self.bucket, dest, crc, size)
+                    found = await confirm_written(self.client, self.bucket, dest, crc, size)
                     if found is not None:
                         return found
                 raise exists_error(self.bucket, self.pw.key) from None
-            return await answer_or_confirm(self.fs, resp, self.bucket, dest, crc, size, what)
+            return await answer_or_confirm(self.client, resp, self.bucket, dest, crc, size, what)
 
-        return await self.fs.retry_policy("compose").run(attempt, what=f"compose {what}")
+        return await self.client.retry_policy("compose").run(attempt, what=f"compose {what}")
 
     async def _compose_level(self, level: list[dict]) -> list[dict]:
         """Compose groups of 32 into intermediate temporaries (checked by crc32c), in parallel."""
@@ -160,4 +161,4 @@ class ComposeUploader(BaseUploader):
         if temps:
             # By generation (a versioned bucket would keep a plain delete's); a part cancelled mid-flight
             # may exist without us knowing its generation: `delete` looks it up.
-            await temporaries.delete_many(self.fs, {f"{self.bucket}/{k}": self.generations.get(k) for k in temps})
+            await temporaries.delete_many(self.client, {f"{self.bucket}/{k}": self.generations.get(k) for k in temps})

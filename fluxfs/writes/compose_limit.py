@@ -17,7 +17,7 @@ from ..errors import HttpError
 from ..gcs.limits import LEGACY_MAX_COMPONENTS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
     from .compose import ComposeUploader
 
 logger = logging.getLogger(__name__)
@@ -26,21 +26,21 @@ logger = logging.getLogger(__name__)
 PROBE_AT = LEGACY_MAX_COMPONENTS
 
 
-def component_cap(fs: "FluxFileSystem") -> int:
-    """The most parts a compose write of `fs` may have: the option, or the server's limit once known."""
-    learned = getattr(fs, "_compose_component_limit", None)
-    option = fs.options.compose_max_components
+def component_cap(client: "Client") -> int:
+    """The most parts a compose write of `client` may have: the option, or the server's limit once known."""
+    learned = client.refused.compose_component_limit
+    option = client.options.compose_max_components
     return option if learned is None else min(option, learned)
 
 
-def needs_probe(fs: "FluxFileSystem", part_number: int) -> bool:
+def needs_probe(client: "Client", part_number: int) -> bool:
     """Whether part `part_number` is the first past PROBE_AT and the server has not been asked yet."""
-    return part_number == PROBE_AT + 1 and not getattr(fs, "_compose_component_probed", False)
+    return part_number == PROBE_AT + 1 and not client.refused.compose_component_probed
 
 
 async def probe(up: "ComposeUploader") -> None:
     """Compose a zero-byte temporary into one of PROBE_AT + 1 components; a refusal fails the write."""
-    fs = up.fs
+    client = up.client
     target = PROBE_AT + 1
     doubles: list[dict] = []   # doubles[k]: a temporary of 2**k components
     try:
@@ -52,12 +52,12 @@ async def probe(up: "ComposeUploader") -> None:
         if exc.status != 400 or not doubles:
             raise
         accepted = 2 ** (len(doubles) - 1)   # the largest composite the server made
-        fs._compose_component_probed = True
-        fs._compose_component_limit = accepted
+        client.refused.compose_component_probed = True
+        client.refused.compose_component_limit = accepted
         raise ValueError(
             f"{up.pw.what}: the server refuses composite objects of more than {accepted} components ({exc}); "
             "GCS has no such limit today, older deployments and some GCS-compatible servers do. This write "
             f"needs more parts; write it again: compose writes of this filesystem now stay under {accepted} "
             f"components (set compose_max_components={accepted} to start that way). Nothing was kept") from None
-    fs._compose_component_probed = True
+    client.refused.compose_component_probed = True
     logger.debug("the server accepts composites of %d components", target)

@@ -21,7 +21,7 @@ from .strategy import Uploader
 from .xml import XmlUploader
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
     from .parts import PartWriter
 
 logger = logging.getLogger(__name__)
@@ -30,14 +30,14 @@ logger = logging.getLogger(__name__)
 UNSUPPORTED = (400, 404, 405, 501)
 
 
-def xml_unsupported(fs: "FluxFileSystem") -> bool:
+def xml_unsupported(client: "Client") -> bool:
     """Whether this filesystem's server has been found to lack XML multipart upload."""
-    return bool(getattr(fs, "_xml_multipart_unsupported", False))
+    return client.refused.xml_multipart_unsupported
 
 
-def _mark_unsupported(fs: "FluxFileSystem", exc: BaseException) -> None:
-    if not xml_unsupported(fs):
-        fs._xml_multipart_unsupported = True
+def _mark_unsupported(client: "Client", exc: BaseException) -> None:
+    if not xml_unsupported(client):
+        client.refused.xml_multipart_unsupported = True
         warnings.warn(f"fluxfs: the server does not support XML multipart upload ({exc}); this filesystem writes "
                       "with multipart='compose' from now on", RuntimeWarning, stacklevel=2)
 
@@ -50,10 +50,10 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
-async def _bucket_exists(fs: "FluxFileSystem", bucket: str) -> bool:
+async def _bucket_exists(client: "Client", bucket: str) -> bool:
     """A 404 to the initiate means "no XML multipart" only when the bucket itself is there."""
     try:
-        await http.request(fs, "GET", fs.json_url("b/{}", bucket), op="metadata", what=bucket,
+        await http.request(client, "GET", client.json_url("b/{}", bucket), op="metadata", what=bucket,
                            params={"fields": "name"})
     except FileNotFoundError:
         return False
@@ -76,10 +76,10 @@ class XmlOrComposeUploader(XmlUploader):
             await super().start()
         except Exception as exc:  # noqa: BLE001 - anything but "unsupported" is re-raised as it was
             if _status(exc) not in UNSUPPORTED or (_status(exc) == 404 and not await _bucket_exists(
-                    self.fs, self.pw.bucket)):
+                    self.client, self.pw.bucket)):
                 raise
-            _mark_unsupported(self.fs, exc)
-            if await zonal.is_zonal(self.fs, self.pw.bucket):  # no compose there to fall back on
+            _mark_unsupported(self.client, exc)
+            if await zonal.is_zonal(self.client, self.pw.bucket):  # no compose there to fall back on
                 raise zonal.ZonalUnsupported(
                     f"{self.pw.what}: the server has no XML multipart upload and bucket {self.pw.bucket} is zonal "
                     "(Rapid), where GCS has no compose; write it again: this filesystem now writes there with "

@@ -17,7 +17,7 @@ from .single import check_crc, confirm_written, delete_object, object_info, uplo
 from .strategy import Uploader
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 from ..gcs.redact import get_logger
 
@@ -37,10 +37,10 @@ class PartWriter:
     goes alone. So parts in flight plus the one being filled stay within the write_memory budget.
     """
 
-    def __init__(self, fs: "FluxFileSystem", bucket: str, key: str,
+    def __init__(self, client: "Client", bucket: str, key: str,
                  make_uploader: Callable[["PartWriter"], Uploader], *, concurrency: int,
                  create_only: bool, fields: ObjectFields):
-        self.fs, self.bucket, self.key = fs, bucket, key
+        self.client, self.bucket, self.key = client, bucket, key
         self._make_uploader = make_uploader
         self.concurrency = concurrency
         self.create_only = create_only
@@ -84,7 +84,7 @@ class PartWriter:
         """The part cap in force: the running strategy's (a fallback may lower it), else the chosen one's."""
         if self._uploader is not None:
             return self._uploader.max_parts
-        return self._make_uploader.part_cap(self.fs)
+        return self._make_uploader.part_cap(self.client)
 
     @property
     def cap_setting(self) -> str | None:
@@ -112,7 +112,7 @@ class PartWriter:
             # Started in the background: the caller fills the next parts meanwhile instead of
             # waiting a round trip (~35 ms on the cloud profile) before the first part can go.
             self._started = asyncio.ensure_future(self._uploader.start())
-            memory = self.fs.options.write_memory
+            memory = self.client.options.write_memory
             self.in_flight_limit = min(self.concurrency * max(1, len(data)), memory - memory // 2)
         size = len(data)
         while self._running and (self._running >= self.concurrency or self.in_flight + size > self.in_flight_limit):
@@ -173,7 +173,7 @@ class PartWriter:
             # makes `abort` check whether it landed. An error answer means it did not.
             self._completing = True
             if self._uploader is None:
-                resource = await upload_single(self.fs, self.bucket, self.key, tail, tail_crc,
+                resource = await upload_single(self.client, self.bucket, self.key, tail, tail_crc,
                                                create_only=self.create_only, fields=self.fields)
             else:
                 results = [self._results[n] for n in range(1, self.parts + 1)]
@@ -188,9 +188,9 @@ class PartWriter:
             try:
                 check_crc(resource, self.crc, self.size, self.what)
             except ChecksumMismatch:
-                await delete_object(self.fs, self.bucket, self.key, resource.get("generation"))
+                await delete_object(self.client, self.bucket, self.key, resource.get("generation"))
                 raise
-        self.info = object_info(self.fs, self.bucket, resource)
+        self.info = object_info(self.client, self.bucket, resource)
         return self.info
 
     async def abort(self) -> None:
@@ -217,8 +217,8 @@ class PartWriter:
         if self._completing and self.info is None:
             # Interrupted while completing: if the object landed anyway, take it back.
             try:
-                found = await confirm_written(self.fs, self.bucket, self.key, self.crc, self.size)
+                found = await confirm_written(self.client, self.bucket, self.key, self.crc, self.size)
                 if found is not None:
-                    await delete_object(self.fs, self.bucket, self.key, found.get("generation"))
+                    await delete_object(self.client, self.bucket, self.key, found.get("generation"))
             except Exception as exc:
                 logger.warning("could not check for a completed upload of %s: %s", self.what, exc)

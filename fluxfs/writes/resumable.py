@@ -41,7 +41,7 @@ class ResumableUploader(BaseUploader):
         if self.pw.create_only:
             params["ifGenerationMatch"] = "0"  # checked at initiation and again at finalization
         try:
-            resp = await http.request(self.fs, "POST", self.fs.upload_url(self.pw.bucket), op="write",
+            resp = await http.request(self.client, "POST", self.client.upload_url(self.pw.bucket), op="write",
                                       what=self.pw.what, params=params, json=meta)
         except PreconditionFailed:
             raise exists_error(self.pw.bucket, self.pw.key) from None
@@ -54,7 +54,7 @@ class ResumableUploader(BaseUploader):
 
     async def _persisted(self) -> tuple[int, dict | None]:
         """Ask the session how many bytes it holds (or the object, if it is already finalized)."""
-        resp = await http.request_once(self.fs, "PUT", self.session, what=self.pw.what,
+        resp = await http.request_once(self.client, "PUT", self.session, what=self.pw.what,
                                        headers={"Content-Range": "bytes */*"}, ok=(200, 201, 308, *_GONE))
         if resp.status in _GONE:
             raise self._lost()
@@ -72,7 +72,7 @@ class ResumableUploader(BaseUploader):
             """The session is gone: finished by our own final chunk (its answer lost, or a resend the
             HTTP client made on its own after a dropped connection found it finalized), or lost."""
             if total is not None:
-                found = await confirm_written(self.fs, self.pw.bucket, self.pw.key, crc, total)
+                found = await confirm_written(self.client, self.pw.bucket, self.pw.key, crc, total)
                 if found is not None:
                     self.session = None
                     return found
@@ -97,7 +97,7 @@ class ResumableUploader(BaseUploader):
             if total is not None:
                 headers["x-goog-hash"] = f"crc32c={crc_to_b64(crc)}"  # the server checks the whole object
             try:
-                resp = await http.request_once(self.fs, "PUT", self.session, what=what, headers=headers,
+                resp = await http.request_once(self.client, "PUT", self.session, what=what, headers=headers,
                                                data=sliced(payload),
                                                ok=((308,) if total is None else (200, 201)) + _GONE)
             except PreconditionFailed:
@@ -106,9 +106,9 @@ class ResumableUploader(BaseUploader):
                 return await gone()
             if total is None:
                 return None
-            return await answer_or_confirm(self.fs, resp, self.pw.bucket, self.pw.key, crc, total, what)
+            return await answer_or_confirm(self.client, resp, self.pw.bucket, self.pw.key, crc, total, what)
 
-        result = await self.fs.retry_policy("write").run(attempt, what=f"upload {what}")
+        result = await self.client.retry_policy("write").run(attempt, what=f"upload {what}")
         self.offset = end
         return result
 
@@ -124,7 +124,7 @@ class ResumableUploader(BaseUploader):
         if self.session is None:
             return
         try:
-            await http.request(self.fs, "DELETE", self.session, op="delete", what=self.pw.what, ok=(200, 204, 499))
+            await http.request(self.client, "DELETE", self.session, op="delete", what=self.pw.what, ok=(200, 204, 499))
         except FileNotFoundError:
             pass
         self.session = None

@@ -10,7 +10,7 @@ from .fallback import XmlOrComposeUploader, xml_unsupported
 from .resumable import ResumableUploader
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
     from .fields import ObjectFields
     from .parts import PartWriter
     from .strategy import Uploader
@@ -22,7 +22,7 @@ STRATEGIES: dict[str, Callable[["PartWriter"], "Uploader"]] = {
 }
 
 
-def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
+def upload_settings(client: "Client", block_size: int | None = None,
                     fields: "ObjectFields | None" = None, on_zonal: bool = False) -> tuple[int, int, Callable]:
     """(part size, concurrency, uploader class) of one write, validated.
 
@@ -36,15 +36,15 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
     to lack XML multipart upload (`fallback.py`) gets ``compose`` writes instead, except `on_zonal` (the
     destination is a zonal bucket, where compose does not exist): one resumable session.
     """
-    option = fs.options.multipart
+    option = client.options.multipart
     strategy = "resumable" if option == "xml" and fields is not None and not fields.xml_safe else option
-    if strategy == "xml" and xml_unsupported(fs):
+    if strategy == "xml" and xml_unsupported(client):
         strategy = "compose"
     if strategy == "compose" and on_zonal:
         strategy = "resumable"
-    conc = fs.options.write_concurrency
+    conc = client.options.write_concurrency
     if block_size is None:
-        part = int(fs.options.part_size)
+        part = int(client.options.part_size)
         if part < 1:
             raise ValueError(f"part_size must be positive, not {part}")
         if option == "xml" and part < XML_MIN_PART_SIZE:
@@ -58,17 +58,17 @@ def upload_settings(fs: "FluxFileSystem", block_size: int | None = None,
         if part < 1:
             raise ValueError(f"block_size must be positive, not {block_size}")
     part = min_part_size(part, strategy)
-    if 2 * part > fs.options.write_memory:
-        raise ValueError(f"parts of {part} bytes do not fit write_memory {fs.options.write_memory} twice (one "
+    if 2 * part > client.options.write_memory:
+        raise ValueError(f"parts of {part} bytes do not fit write_memory {client.options.write_memory} twice (one "
                          "uploading, one being filled); raise write_memory or use smaller parts")
     if strategy == "resumable":
         conc = 1  # one resumable session takes its chunks in order
     return part, conc, STRATEGIES[strategy]
 
 
-def may_compose(fs: "FluxFileSystem") -> bool:
+def may_compose(client: "Client") -> bool:
     """Whether a write would compose its parts: only then does the bucket's layout (zonal or not) matter."""
-    return fs.options.multipart == "compose" or (fs.options.multipart == "xml" and xml_unsupported(fs))
+    return client.options.multipart == "compose" or (client.options.multipart == "xml" and xml_unsupported(client))
 
 
 def min_part_size(part: int, strategy: str) -> int:
@@ -80,9 +80,9 @@ def min_part_size(part: int, strategy: str) -> int:
     return part
 
 
-def object_path(fs: "FluxFileSystem", path: str) -> tuple[str, str]:
+def object_path(client: "Client", path: str) -> tuple[str, str]:
     """(bucket, key) of a write's destination; refuses a generation or a bare bucket."""
-    bucket, key, generation = fs.split_path(path)
+    bucket, key, generation = client.split_path(path)
     if generation:
         raise ValueError(f"cannot write to a specific generation: {path}")
     if not key:

@@ -19,27 +19,27 @@ from .bodies import body
 from .fields import ObjectFields
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 
-def object_info(fs: "FluxFileSystem", bucket: str, resource: dict) -> dict:
+def object_info(client: "Client", bucket: str, resource: dict) -> dict:
     """A JSON object resource as a gcsfs-shaped info dict (name "bucket/key", int size, ...)."""
-    return fs._process_object(bucket, dict(resource))
+    return client.object_info(bucket, resource)
 
 
-async def get_resource(fs: "FluxFileSystem", bucket: str, key: str, generation: str | None = None) -> dict:
+async def get_resource(client: "Client", bucket: str, key: str, generation: str | None = None) -> dict:
     """The JSON object resource of `bucket/key` (of one generation if given); FileNotFoundError if absent."""
     params = {"generation": generation} if generation else None
-    resp = await http.request(fs, "GET", fs.json_url("b/{}/o/{}", bucket, key), op="metadata",
+    resp = await http.request(client, "GET", client.json_url("b/{}/o/{}", bucket, key), op="metadata",
                               what=f"{bucket}/{key}", params=params)
     return resp.json()
 
 
-async def delete_object(fs: "FluxFileSystem", bucket: str, key: str, generation: str | None = None) -> None:
+async def delete_object(client: "Client", bucket: str, key: str, generation: str | None = None) -> None:
     """Delete one object (pinned to `generation` if given); a missing object is not an error."""
     params = {"ifGenerationMatch": generation} if generation else None
     try:
-        await http.request(fs, "DELETE", fs.json_url("b/{}/o/{}", bucket, key), op="delete",
+        await http.request(client, "DELETE", client.json_url("b/{}/o/{}", bucket, key), op="delete",
                            what=f"{bucket}/{key}", params=params, ok=(200, 204))
     except (FileNotFoundError, PreconditionFailed):
         pass
@@ -60,10 +60,10 @@ def exists_error(bucket: str, key: str) -> FileExistsError:
     return FileExistsError(f"{bucket}/{key} already exists (mode 'xb' creates only new objects)")
 
 
-async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int, size: int) -> dict | None:
+async def confirm_written(client: "Client", bucket: str, key: str, crc: int, size: int) -> dict | None:
     """After a retried final step failed with 404/412: did an earlier attempt succeed after all?"""
     try:
-        resource = await get_resource(fs, bucket, key)
+        resource = await get_resource(client, bucket, key)
     except FileNotFoundError:
         return None
     if resource.get("crc32c") == crc_to_b64(crc) and int(resource.get("size", 0)) == size:
@@ -71,7 +71,7 @@ async def confirm_written(fs: "FluxFileSystem", bucket: str, key: str, crc: int,
     return None
 
 
-async def answer_or_confirm(fs: "FluxFileSystem", resp: http.Response, bucket: str, key: str, crc: int, size: int,
+async def answer_or_confirm(client: "Client", resp: http.Response, bucket: str, key: str, crc: int, size: int,
                             what: str) -> dict:
     """The object resource a final upload request (or compose) answered with. An answer cut off or
     garbled on the way comes after the request was carried out: the stored object is then read back
@@ -84,7 +84,7 @@ async def answer_or_confirm(fs: "FluxFileSystem", resp: http.Response, bucket: s
         if isinstance(resource, dict):
             return resource
         problem = f"a JSON {type(resource).__name__}, not an object resource"
-    found = await confirm_written(fs, bucket, key, crc, size)
+    found = await confirm_written(client, bucket, key, crc, size)
     if found is not None:
         return found
     raise FluxError(f"{what}: the answer to the final upload request was unreadable ({problem}), and "
@@ -92,13 +92,13 @@ async def answer_or_confirm(fs: "FluxFileSystem", resp: http.Response, bucket: s
                     "the write did not complete")
 
 
-async def pin_retry(fs: "FluxFileSystem", bucket: str, key: str, crc: int, size: int,
+async def pin_retry(client: "Client", bucket: str, key: str, crc: int, size: int,
                     params: dict) -> tuple[dict | None, dict]:
     """Before retrying an overwrite that may have landed with its answer lost: (our object, if it is
     there) or the parameters that make the retry apply only to the state just seen (ifGenerationMatch
     its generation, or 0 when absent), so a retry never writes twice nor clobbers a newer write."""
     try:
-        resource = await get_resource(fs, bucket, key)
+        resource = await get_resource(client, bucket, key)
     except FileNotFoundError:
         return None, {**params, "ifGenerationMatch": "0"}
     if resource.get("crc32c") == crc_to_b64(crc) and int(resource.get("size", 0)) == size:
@@ -112,7 +112,7 @@ def changed_meanwhile(what: str) -> RetryableError:
 
 
 async def upload_single(
-    fs: "FluxFileSystem", bucket: str, key: str, data: bytes, crc: int, *,
+    client: "Client", bucket: str, key: str, data: bytes, crc: int, *,
     create_only: bool = False, fields: ObjectFields | None = None,
     stop: Callable[[], bool] | None = None, what: str | None = None,
 ) -> dict:
@@ -139,29 +139,29 @@ async def upload_single(
             mp.append_payload(body(data, meta["contentType"]))
         sent = params
         if n > 0 and not create_only:
-            found, sent = await pin_retry(fs, bucket, key, crc, len(data), params)
+            found, sent = await pin_retry(client, bucket, key, crc, len(data), params)
             if found is not None:
                 return found
         try:
-            resp = await http.request_once(fs, "POST", fs.upload_url(bucket), what=what, params=sent,
+            resp = await http.request_once(client, "POST", client.upload_url(bucket), what=what, params=sent,
                                            headers={"Content-Type": f"multipart/related; boundary={boundary}"},
                                            data=mp)
         except PreconditionFailed:
             if not create_only:
                 raise changed_meanwhile(what) from None
             if n > 0:
-                found = await confirm_written(fs, bucket, key, crc, len(data))
+                found = await confirm_written(client, bucket, key, crc, len(data))
                 if found is not None:
                     return found
             raise exists_error(bucket, key) from None
-        resource = await answer_or_confirm(fs, resp, bucket, key, crc, len(data), what)
+        resource = await answer_or_confirm(client, resp, bucket, key, crc, len(data), what)
         try:
             check_crc(resource, crc, len(data), what)
         except ChecksumMismatch:
             # Never leave a corrupted object behind (a server that stored it without checking);
             # pinned to its generation so a concurrent writer's object is never touched.
-            await delete_object(fs, bucket, key, resource.get("generation"))
+            await delete_object(client, bucket, key, resource.get("generation"))
             raise
         return resource
 
-    return await fs.retry_policy("write").run(attempt, what=f"upload {what}")
+    return await client.retry_policy("write").run(attempt, what=f"upload {what}")

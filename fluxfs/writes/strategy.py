@@ -29,7 +29,7 @@ class Uploader(Protocol):
     fields_at_complete: bool
 
     @classmethod
-    def part_cap(cls, fs: Any) -> int | None: ...  # `max_parts` of a write of `fs`, before it starts
+    def part_cap(cls, client: Any) -> int | None: ...  # `max_parts` of a write of `client`, before it starts
     async def start(self) -> None: ...
     async def upload_part(self, number: int, data: bytes, crc: int) -> Any: ...
     async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict: ...
@@ -48,9 +48,9 @@ class BaseUploader:
 
     def __init__(self, pw: "PartWriter"):
         self.pw = pw
-        self.fs = pw.fs
+        self.client = pw.client
 
     @classmethod
-    def part_cap(cls, fs: Any) -> "int | None":
-        """`max_parts` of a write of `fs`, known before it starts."""
+    def part_cap(cls, client: Any) -> "int | None":
+        """`max_parts` of a write of `client`, known before it starts."""
         return cls.max_parts

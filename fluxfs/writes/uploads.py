@@ -15,12 +15,12 @@ from .schedule import beyond_reach, fixed_part_size, max_part
 from .settings import may_compose, object_path, upload_settings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 logger = logging.getLogger(__name__)
 
 
-async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
+async def _upload_chunks(client: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
                          create_only: bool, fields: ObjectFields, callback: Any = None,
                          rewind: Callable[[], None] | None = None) -> dict:
     """Upload `size` bytes obtained part by part from `read(n)`; aborts everything on any failure.
@@ -29,7 +29,7 @@ async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Calla
     restart, `fluxfs cleanup` elsewhere) is started over once.
     """
     try:
-        return await _upload_once(fs, path, size, read, create_only=create_only, fields=fields, callback=callback)
+        return await _upload_once(client, path, size, read, create_only=create_only, fields=fields, callback=callback)
     except UploadLost as exc:
         if rewind is None:
             raise
@@ -37,22 +37,22 @@ async def _upload_chunks(fs: "FluxFileSystem", path: str, size: int, read: Calla
         rewind()
         if callback is not None:
             callback.relative_update(-callback.value)
-    return await _upload_once(fs, path, size, read, create_only=create_only, fields=fields, callback=callback)
+    return await _upload_once(client, path, size, read, create_only=create_only, fields=fields, callback=callback)
 
 
-async def _upload_once(fs: "FluxFileSystem", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
+async def _upload_once(client: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
                        create_only: bool, fields: ObjectFields, callback: Any = None) -> dict:
-    bucket, key = object_path(fs, path)
-    part, conc, uploader = upload_settings(fs, fields=fields,
-                                           on_zonal=may_compose(fs) and await zonal.is_zonal(fs, bucket))
-    cap = uploader.part_cap(fs)
+    bucket, key = object_path(client, path)
+    part, conc, uploader = upload_settings(client, fields=fields,
+                                           on_zonal=may_compose(client) and await zonal.is_zonal(client, bucket))
+    cap = uploader.part_cap(client)
     if cap is not None:  # equal parts, as few as the cap allows (XML: 10,000; compose: compose_max_components)
         part = fixed_part_size(size, part, cap)
-        largest = max_part(fs)
+        largest = max_part(client)
         if part > largest:
-            raise ValueError(beyond_reach(path, size, cap, largest, fs.options.write_memory,
+            raise ValueError(beyond_reach(path, size, cap, largest, client.options.write_memory,
                                           getattr(uploader, "cap_setting", None)))
-    pw = PartWriter(fs, bucket, key, uploader, concurrency=conc, create_only=create_only, fields=fields)
+    pw = PartWriter(client, bucket, key, uploader, concurrency=conc, create_only=create_only, fields=fields)
     try:
         done = 0
         while size - done > part:
@@ -68,11 +68,11 @@ async def _upload_once(fs: "FluxFileSystem", path: str, size: int, read: Callabl
     except BaseException:
         await pw.abort()
         raise
-    await fs._write_file_cache_update(info["name"])  # gcsfs's: only the parent's listing when it is cached
+    await client.written(info["name"])  # gcsfs's: only the parent's listing when it is cached
     return info
 
 
-async def write_bytes(fs: "FluxFileSystem", path: str, data: Any, *, create_only: bool = False,
+async def write_bytes(client: "Client", path: str, data: Any, *, create_only: bool = False,
                       fields: ObjectFields | None = None) -> dict:
     """Upload `data` (any bytes-like) as one object through the configured strategy; returns its info.
 
@@ -93,10 +93,10 @@ async def write_bytes(fs: "FluxFileSystem", path: str, data: Any, *, create_only
         nonlocal pos
         pos = 0
 
-    return await _upload_chunks(fs, path, mv.nbytes, read, create_only=create_only, fields=fields, rewind=rewind)
+    return await _upload_chunks(client, path, mv.nbytes, read, create_only=create_only, fields=fields, rewind=rewind)
 
 
-async def upload_local_file(fs: "FluxFileSystem", lpath: str, rpath: str, *, create_only: bool = False,
+async def upload_local_file(client: "Client", lpath: str, rpath: str, *, create_only: bool = False,
                             fields: ObjectFields | None = None, callback: Any = None) -> dict:
     """Upload a local file part by part (reads run in a thread, memory stays bounded).
 
@@ -116,5 +116,5 @@ async def upload_local_file(fs: "FluxFileSystem", lpath: str, rpath: str, *, cre
                 raise OSError(f"{lpath} changed size while being uploaded")
             return data
 
-        return await _upload_chunks(fs, rpath, size, read, create_only=create_only, fields=fields,
+        return await _upload_chunks(client, rpath, size, read, create_only=create_only, fields=fields,
                                     callback=callback, rewind=lambda: f.seek(0))

@@ -26,7 +26,7 @@ from .settings import may_compose, object_path, upload_settings
 from .single import exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from fsspec import AbstractFileSystem
 
 from ..gcs.redact import get_logger
 
@@ -51,7 +51,7 @@ class FluxWriteFile(AtomicWriter):
     file, at close. ``block_size`` is rounded up to the strategy's minimum part size (XML: 5 MiB).
     """
 
-    def __init__(self, fs: "FluxFileSystem", path: str, mode: str = "wb", block_size: int | None = None,
+    def __init__(self, fs: "AbstractFileSystem", path: str, mode: str = "wb", block_size: int | None = None,
                  autocommit: bool = True, content_type: str | None = None, metadata: dict | None = None,
                  fixed_key_metadata: dict | None = None, kms_key_name: str | None = None, acl: str | None = None,
                  generation: Any = None, **kwargs: Any):
@@ -66,7 +66,8 @@ class FluxWriteFile(AtomicWriter):
         if generation is not None:
             raise ValueError(f"cannot write to a specific generation ({generation}): {path}")
         self.fs, self.mode, self.autocommit = fs, mode, autocommit
-        self.bucket, self.key = object_path(fs, path)
+        self.client = fs.client  # what the upload pipeline takes
+        self.bucket, self.key = object_path(self.client, path)
         self.path = f"{self.bucket}/{self.key}"
         self._content_type, self._metadata = content_type, metadata if metadata is not None else {}
         self._fixed_key_metadata = fixed_key_metadata if fixed_key_metadata is not None else {}
@@ -78,7 +79,7 @@ class FluxWriteFile(AtomicWriter):
         self._configure(fields)
         if mode == "xb":  # fail at open, as fsspec expects; the commit keeps ifGenerationMatch=0 (the race)
             try:
-                bridge.run(fs, get_resource, fs, self.bucket, self.key)
+                bridge.run(fs, get_resource, self.client, self.bucket, self.key)
             except FileNotFoundError:
                 pass
             else:
@@ -137,12 +138,12 @@ class FluxWriteFile(AtomicWriter):
 
     def _configure(self, fields: ObjectFields) -> None:
         """Part size and strategy for `fields` (XML headers cannot carry every field); before the upload starts."""
-        on_zonal = may_compose(self.fs) and zonal.layout_sync(self.fs, self.bucket).zonal  # no compose there
-        self.part_size, self.concurrency, uploader = upload_settings(self.fs, self._block_size, fields, on_zonal)
+        on_zonal = may_compose(self.client) and zonal.layout_sync(self.client, self.bucket).zonal  # no compose there
+        self.part_size, self.concurrency, uploader = upload_settings(self.client, self._block_size, fields, on_zonal)
         if self._buffered >= self.part_size:  # strategy changed under a fuller buffer: a part size above it
             self.part_size = -(-(self._buffered + 1) // RESUMABLE_CHUNK_MULTIPLE) * RESUMABLE_CHUNK_MULTIPLE
         self._uploader = uploader  # its max_parts (None: no cap) sets how part sizes grow (writes/schedule.py)
-        self._writer = PartWriter(self.fs, self.bucket, self.key, uploader, concurrency=self.concurrency,
+        self._writer = PartWriter(self.client, self.bucket, self.key, uploader, concurrency=self.concurrency,
                                   create_only=self.mode == "xb", fields=fields)
 
     def _settle_fields(self) -> None:
@@ -215,7 +216,7 @@ class FluxWriteFile(AtomicWriter):
         if cap is None:
             return self.part_size
         return scheduled_part_size(self._writer.parts + 1, self.part_size, cap, self._uploader.max_object_size,
-                                   max_part(self.fs))
+                                   max_part(self.client))
 
     def _check_reach(self, size: int) -> None:
         """Refuse a part past the cap when write_memory, not GCS's object limit, is what stops the write."""
@@ -223,8 +224,8 @@ class FluxWriteFile(AtomicWriter):
         if cap is None or self._writer.parts < cap:
             return
         limit = self._uploader.max_object_size
-        if reach(self.part_size, cap, limit, max_part(self.fs)) < limit:
-            raise ValueError(beyond_reach(self.path, size, cap, max_part(self.fs), self.fs.options.write_memory,
+        if reach(self.part_size, cap, limit, max_part(self.client)) < limit:
+            raise ValueError(beyond_reach(self.path, size, cap, max_part(self.client), self.client.options.write_memory,
                                           self._writer.cap_setting))
 
     def _take_buffer(self) -> bytes:

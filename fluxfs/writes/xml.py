@@ -37,7 +37,7 @@ class XmlUploader(BaseUploader):
 
     def __init__(self, pw: "PartWriter"):
         super().__init__(pw)
-        self.url = pw.fs.xml_url(pw.bucket, pw.key)
+        self.url = pw.client.xml_url(pw.bucket, pw.key)
         self.upload_id: str | None = None
         # Set by `start`: when our initiate request was sent and answered, and whether it was retried.
         self._initiate_window = (0.0, 0.0)
@@ -57,10 +57,10 @@ class XmlUploader(BaseUploader):
             # A retried initiate whose first answer was lost has created an upload we never heard of:
             # remember to look for it once ours is finished (see `sweep_orphans`).
             self._retried_initiate = n > 0
-            return await http.request_once(self.fs, "POST", self.url, what=self.pw.what,
+            return await http.request_once(self.client, "POST", self.url, what=self.pw.what,
                                            params={"uploads": ""}, headers=headers)
 
-        resp = await self.fs.retry_policy("write").run(attempt, what=f"initiate {self.pw.what}")
+        resp = await self.client.retry_policy("write").run(attempt, what=f"initiate {self.pw.what}")
         self.upload_id = gcsxml.find_text(resp.body, "UploadId")
         if not self.upload_id:
             raise OSError(f"initiating the multipart upload of {self.pw.what} returned no UploadId")
@@ -70,11 +70,11 @@ class XmlUploader(BaseUploader):
     async def _mark(self) -> None:
         """Create the upload's record (`temp_uploads`), so that `fluxfs cleanup` may abort this upload if
         the process dies; without one (refused, say) the write goes on and cleanup only reports it."""
-        key = temp_uploads.record_key(self.fs)
+        key = temp_uploads.record_key(self.client)
         try:
             resource = await upload_single(
-                self.fs, self.pw.bucket, key, b"", 0, create_only=True, what=self.pw.what,
-                fields=ObjectFields(metadata=temp_uploads.record_metadata(self.fs, self.pw.key, self.upload_id)))
+                self.client, self.pw.bucket, key, b"", 0, create_only=True, what=self.pw.what,
+                fields=ObjectFields(metadata=temp_uploads.record_metadata(self.client, self.pw.key, self.upload_id)))
         except OSError as exc:
             logger.warning("could not record the multipart upload of %s as fluxfs's (cleanup will report it, "
                            "not abort it): %s", self.pw.what, exc)
@@ -85,7 +85,7 @@ class XmlUploader(BaseUploader):
         """Delete the record once the upload is completed or aborted (a failure leaves it to cleanup)."""
         record, self.record = self.record, None
         if record is not None:
-            await temp_registry.delete(self.fs, *record)
+            await temp_registry.delete(self.client, *record)
 
     async def sweep_orphans(self, own_id: str | None) -> None:
         """Abort uploads of our key that a lost initiate answer left behind.
@@ -99,15 +99,15 @@ class XmlUploader(BaseUploader):
         first, last = self._initiate_window
         margin = 2.0  # the server's clock and ours: the same host here, close on GCS
         try:
-            for up in await list_incomplete_uploads(self.fs, self.pw.bucket, self.pw.key):
+            for up in await list_incomplete_uploads(self.client, self.pw.bucket, self.pw.key):
                 if up["key"] != self.pw.key or up["upload_id"] == own_id or up["initiated"] is None:
                     continue
                 if not first - margin <= up["initiated"] <= last + margin:
                     continue
-                parts = await http.request(self.fs, "GET", self.url, op="list", what=self.pw.what,
+                parts = await http.request(self.client, "GET", self.url, op="list", what=self.pw.what,
                                            params={"uploadId": up["upload_id"]})
                 if gcsxml.find_text(parts.body, "PartNumber") is None:
-                    await http.request(self.fs, "DELETE", self.url, op="delete", what=self.pw.what,
+                    await http.request(self.client, "DELETE", self.url, op="delete", what=self.pw.what,
                                        params={"uploadId": up["upload_id"]}, ok=(200, 204, 404))
         except (OSError, gcsxml.ParseError) as exc:  # best effort: `fluxfs cleanup` removes what is left
             logger.warning("could not sweep orphaned multipart uploads of %s: %s", self.pw.what, exc)
@@ -118,7 +118,7 @@ class XmlUploader(BaseUploader):
                              f"takes: the object is larger than GCS's {self.max_object_size}-byte limit")
         # The crc32c lets the server reject a part corrupted on the way (400 BadDigest).
         what = f"{self.pw.what} part {number}"
-        resp = await http.request(self.fs, "PUT", self.url, op="write", what=what,
+        resp = await http.request(self.client, "PUT", self.url, op="write", what=what,
                                   params={"partNumber": str(number), "uploadId": self.upload_id},
                                   headers={"x-goog-hash": f"crc32c={crc_to_b64(crc)}"}, data=body(data),
                                   ok=(200, 404))
@@ -148,7 +148,7 @@ class XmlUploader(BaseUploader):
 
         async def attempt(n: int) -> dict:
             try:
-                resp = await http.request_once(self.fs, "POST", self.url, what=what,
+                resp = await http.request_once(self.client, "POST", self.url, what=what,
                                                params={"uploadId": self.upload_id},
                                                headers={"Content-Type": "application/xml", **self._precondition()},
                                                data=manifest.encode(), ok=(200, 404))
@@ -157,7 +157,7 @@ class XmlUploader(BaseUploader):
             except (FileNotFoundError, PreconditionFailed, UploadLost) as exc:
                 # A retry after a lost answer finds the upload gone (404) or the object present (412).
                 if n > 0:
-                    found = await confirm_written(self.fs, self.pw.bucket, self.pw.key, crc, size)
+                    found = await confirm_written(self.client, self.pw.bucket, self.pw.key, crc, size)
                     if found is not None:
                         return found
                 if isinstance(exc, PreconditionFailed):
@@ -166,7 +166,7 @@ class XmlUploader(BaseUploader):
             self.upload_id = None  # completed: nothing left to abort
             generation = resp.headers.get("x-goog-generation")
             try:
-                return await get_resource(self.fs, self.pw.bucket, self.pw.key, generation)
+                return await get_resource(self.client, self.pw.bucket, self.pw.key, generation)
             except FileNotFoundError:
                 if not generation:
                     raise
@@ -175,7 +175,7 @@ class XmlUploader(BaseUploader):
                         "crc32c": http.goog_hash(resp.headers, "crc32c")}
 
         own_id = self.upload_id
-        resource = await self.fs.retry_policy("write").run(attempt, what=f"complete {what}")
+        resource = await self.client.retry_policy("write").run(attempt, what=f"complete {what}")
         self.upload_id = None
         await self._unmark()
         await self.sweep_orphans(own_id)
@@ -185,7 +185,7 @@ class XmlUploader(BaseUploader):
         own_id = self.upload_id
         if own_id is not None:
             try:
-                await http.request(self.fs, "DELETE", self.url, op="delete", what=self.pw.what,
+                await http.request(self.client, "DELETE", self.url, op="delete", what=self.pw.what,
                                    params={"uploadId": own_id}, ok=(200, 204))
             except FileNotFoundError:
                 pass

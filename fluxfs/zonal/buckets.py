@@ -32,7 +32,7 @@ class ZonalBuckets:
     async def _merge(self, path: str, paths: list, acl: Any = None) -> Any:
         """gcsfs's merge (a compose); on a zonal bucket, where GCS has no compose, ZonalUnsupported naming it."""
         bucket = self.split_path(path)[0]  # type: ignore[attr-defined]
-        if await is_zonal(self, bucket):
+        if await is_zonal(self.client, bucket):  # type: ignore[attr-defined]
             raise unsupported(bucket, f"merge into {path}")
         return await super()._merge(path, paths, acl=acl)  # type: ignore[misc]
 

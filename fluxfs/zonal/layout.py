@@ -20,7 +20,7 @@ from ..gcs.redact import get_logger
 from ..gcs.retry import RetryPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 logger = get_logger(__name__)
 
@@ -55,48 +55,48 @@ class BucketLayout:
         return self.kind in (HNS, ZONAL)
 
 
-def declared(fs: "FluxFileSystem", bucket: str) -> Optional[BucketLayout]:
+def declared(client: "Client", bucket: str) -> Optional[BucketLayout]:
     """The layout `bucket_types` gives `bucket` (its own entry, else "*"), or None."""
-    types = fs.options.bucket_types
+    types = client.options.bucket_types
     kind = types.get(bucket, types.get("*")) if types else None
     return None if kind is None else BucketLayout(bucket, kind)
 
 
-def known(fs: "FluxFileSystem", bucket: str) -> Optional[BucketLayout]:
+def known(client: "Client", bucket: str) -> Optional[BucketLayout]:
     """The layout without a request: declared, or learned before by this filesystem; None if neither."""
-    return declared(fs, bucket) or _learned(fs).get(bucket)
+    return declared(client, bucket) or _learned(client).get(bucket)
 
 
-async def layout(fs: "FluxFileSystem", bucket: str) -> BucketLayout:
+async def layout(client: "Client", bucket: str) -> BucketLayout:
     """`bucket`'s layout: declared, learned before, or looked up now (one lookup at a time per bucket)."""
-    found = known(fs, bucket)
+    found = known(client, bucket)
     if found is not None:
         return found
     loop = asyncio.get_running_loop()
-    pending = fs.__dict__.setdefault("_zonal_lookups", {})
+    pending = client.layout_lookups
     task = pending.get((bucket, id(loop)))
     if task is None or task.get_loop() is not loop:
-        task = pending[(bucket, id(loop))] = asyncio.ensure_future(_look_up(fs, bucket))
+        task = pending[(bucket, id(loop))] = asyncio.ensure_future(_look_up(client, bucket))
         task.add_done_callback(lambda _t: pending.pop((bucket, id(loop)), None))
     got = await asyncio.shield(task)
     if got.source != "missing":  # a missing bucket may yet be created: asked again next time
-        _learned(fs)[bucket] = got
+        _learned(client)[bucket] = got
     return got
 
 
-def layout_sync(fs: "FluxFileSystem", bucket: str) -> BucketLayout:
+def layout_sync(client: "Client", bucket: str) -> BucketLayout:
     """`layout` from blocking code (a handle being opened)."""
-    return known(fs, bucket) or bridge.run(fs, layout, fs, bucket)
+    return known(client, bucket) or bridge.run(client, layout, client, bucket)
 
 
-async def is_zonal(fs: "FluxFileSystem", bucket: str) -> bool:
+async def is_zonal(client: "Client", bucket: str) -> bool:
     """Whether `bucket` is zonal (compose does not exist there)."""
-    return (await layout(fs, bucket)).zonal
+    return (await layout(client, bucket)).zonal
 
 
-def refuse_compose(fs: "FluxFileSystem", bucket: str, what: str) -> None:
+def refuse_compose(client: "Client", bucket: str, what: str) -> None:
     """ZonalUnsupported naming `what` (such as "append to B/K") when `bucket` is zonal."""
-    if layout_sync(fs, bucket).zonal:
+    if layout_sync(client, bucket).zonal:
         raise unsupported(bucket, what)
 
 
@@ -106,13 +106,13 @@ def unsupported(bucket: str, what: str) -> ZonalUnsupported:
                             "appending there needs gRPC appendable uploads, which fluxfs does not make yet")
 
 
-def _learned(fs: "FluxFileSystem") -> dict:
-    return fs.__dict__.setdefault("_zonal_layouts", {})
+def _learned(client: "Client") -> dict:
+    return client.layouts
 
 
-async def _look_up(fs: "FluxFileSystem", bucket: str) -> BucketLayout:
+async def _look_up(client: "Client", bucket: str) -> BucketLayout:
     try:
-        return await asyncio.wait_for(_ask(fs, bucket), LOOKUP_DEADLINE)
+        return await asyncio.wait_for(_ask(client, bucket), LOOKUP_DEADLINE)
     # A refused connection is not caught: ServerUnreachable names the endpoint, as every other request would.
     except (asyncio.TimeoutError, RetryableError, RequestTimeout) as exc:
         logger.info("bucket %s: no storage layout within %.0f s (%s); taken as standard", bucket,
@@ -120,12 +120,12 @@ async def _look_up(fs: "FluxFileSystem", bucket: str) -> BucketLayout:
         return BucketLayout(bucket, STANDARD, source="unanswered")
 
 
-async def _ask(fs: "FluxFileSystem", bucket: str) -> BucketLayout:
+async def _ask(client: "Client", bucket: str) -> BucketLayout:
     """storageLayout, else the bucket resource; 403: standard (reads still work, compose finds out itself)."""
     for path, source, params in (("b/{}/storageLayout", "storageLayout", None),
                                  ("b/{}", "bucket", {"fields": "location,locationType,hierarchicalNamespace"})):
         try:
-            resp = await http.request(fs, "GET", fs.json_url(path, bucket), op="metadata", what=bucket,
+            resp = await http.request(client, "GET", client.json_url(path, bucket), op="metadata", what=bucket,
                                       retry=_RETRY, params=params)
         except FileNotFoundError:
             continue  # no such route (an emulator), or no such bucket: the next request tells
@@ -150,12 +150,12 @@ def from_resource(bucket: str, res: dict, source: str) -> BucketLayout:
     return BucketLayout(bucket, kind, res.get("location"), source)
 
 
-async def without_zonal(fs: "FluxFileSystem", groups: list[list], direct: list) -> tuple[list[list], list]:
+async def without_zonal(client: "Client", groups: list[list], direct: list) -> tuple[list[list], list]:
     """Composite groups (of objects with a `.bucket`) split off to `direct` when their bucket is zonal.
 
     The layout is asked only for buckets that have a group (nothing else would behave differently)."""
     buckets = {g[0].bucket for g in groups}
-    zonal = {b for b in buckets if await is_zonal(fs, b)}
+    zonal = {b for b in buckets if await is_zonal(client, b)}
     if not zonal:
         return groups, direct
     moved = [o for g in groups if g[0].bucket in zonal for o in g]

@@ -91,7 +91,7 @@ def test_corrupted_part_is_rejected_and_nothing_completes(flux_server, bucket, f
     good = crc32c(data)
 
     async def upload() -> None:
-        pw = PartWriter(fs, bucket, "ckpt", XmlUploader, concurrency=2, create_only=False,
+        pw = PartWriter(fs.client, bucket, "ckpt", XmlUploader, concurrency=2, create_only=False,
                         fields=ObjectFields())
         try:
             await pw.add_part(data, good)

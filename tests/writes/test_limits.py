@@ -156,7 +156,7 @@ def test_grown_parts_wait_for_room_so_memory_stays_bounded(flux_server, bucket):
 
     fs = make_fs(flux_server, multipart="compose")
     flux_server.configure(latency_ms=300)   # parts stay in flight while we look
-    pw = PartWriter(fs, bucket, "grown", ComposeUploader, concurrency=4, create_only=False, fields=ObjectFields())
+    pw = PartWriter(fs.client, bucket, "grown", ComposeUploader, concurrency=4, create_only=False, fields=ObjectFields())
     try:
         bridge.run(fs, pw.add_part, payload(256 * KiB))
         assert pw.in_flight_limit == MiB and pw.in_flight == 256 * KiB

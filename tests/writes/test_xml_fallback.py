@@ -33,8 +33,8 @@ def test_server_without_xml_multipart(flux_server, bucket):
     assert temp_leftovers(flux_server, bucket) == []
     assert flux_server.multipart_uploads(bucket) == []
     # The filesystem remembers the answer: its next writes start as compose uploads.
-    assert fs._xml_multipart_unsupported is True
-    assert not getattr(make_fs(flux_server, part_size=XML_PART), "_xml_multipart_unsupported", False)
+    assert fs.client.refused.xml_multipart_unsupported is True
+    assert not make_fs(flux_server, part_size=XML_PART).client.refused.xml_multipart_unsupported
 
 
 def test_fake_gcs_server_default_strategy_writes(fake_gcs):
@@ -52,7 +52,7 @@ def test_missing_bucket_is_not_a_fallback(flux_server):
     with pytest.raises(FileNotFoundError):
         with fs.open(f"{new_bucket_name()}/x", "wb") as f:
             f.write(payload(2 * XML_PART))
-    assert not getattr(fs, "_xml_multipart_unsupported", False)
+    assert not fs.client.refused.xml_multipart_unsupported
 
 
 def test_fallback_parts_fit_the_compose_cap(flux_server, bucket, monkeypatch):

@@ -23,7 +23,7 @@ def _zonal_bucket(fs) -> str:
 def test_regional_bucket_is_standard_and_learned_once(flux_server, bucket):
     fs = make_fs(flux_server)
     flux_server.reset_stats()
-    first, second = layout_sync(fs, bucket), layout_sync(fs, bucket)
+    first, second = layout_sync(fs.client, bucket), layout_sync(fs.client, bucket)
     assert (first.kind, first.zonal, first.hns, first.source) == ("standard", False, False, "storageLayout")
     assert second == first
     assert flux_server.stats()["requests"] == {"bucket": 1}
@@ -39,7 +39,7 @@ def test_zonal_bucket_made_by_mkdir_placement(flux_server):
     assert res["iamConfiguration"] == {"uniformBucketLevelAccess": {"enabled": True}}
     other = make_fs(flux_server)
     flux_server.reset_stats()
-    got = [layout_sync(other, name) for _ in range(3)]
+    got = [layout_sync(other.client, name) for _ in range(3)]
     assert got[0].zonal and got[0].hns and got[0].location == "US-CENTRAL1" and got.count(got[0]) == 3
     assert flux_server.stats()["requests"] == {"bucket": 1}
 
@@ -48,7 +48,7 @@ def test_hns_bucket(flux_server):
     fs = make_fs(flux_server)
     name = new_bucket_name()
     fs.mkdir(name, enable_hierarchical_namespace=True)
-    lay = layout_sync(make_fs(flux_server), name)
+    lay = layout_sync(make_fs(flux_server).client, name)
     assert (lay.kind, lay.hns, lay.zonal) == ("hns", True, False)
 
 
@@ -56,8 +56,8 @@ def test_declared_layouts_make_no_request(flux_server):
     zonal_name = _zonal_bucket(make_fs(flux_server))
     fs = make_fs(flux_server, bucket_types={"declared-zonal": "zonal", "*": "standard"})
     flux_server.reset_stats()
-    assert layout_sync(fs, "declared-zonal").zonal
-    assert layout_sync(fs, zonal_name).kind == "standard"  # "*" covers it: the server is not asked
+    assert layout_sync(fs.client, "declared-zonal").zonal
+    assert layout_sync(fs.client, zonal_name).kind == "standard"  # "*" covers it: the server is not asked
     assert flux_server.stats()["requests"] == {}
 
 
@@ -66,7 +66,7 @@ def test_fake_gcs_server_is_standard_fast(fake_gcs):
     name = new_bucket_name()
     fake_gcs.create_bucket(name)
     t0 = time.monotonic()
-    lay = layout_sync(fs, name)
+    lay = layout_sync(fs.client, name)
     assert time.monotonic() - t0 < 3
     assert (lay.kind, lay.zonal) == ("standard", False)
 
@@ -102,12 +102,12 @@ def test_silent_server_is_standard_within_the_deadline_and_remembered(silent_end
 
     fs = FluxFileSystem(endpoint_url=silent_endpoint, token="anon", skip_instance_cache=True)
     t0 = time.monotonic()
-    lay = layout_sync(fs, "some-bucket")
+    lay = layout_sync(fs.client, "some-bucket")
     took = time.monotonic() - t0
     assert (lay.kind, lay.source) == ("standard", "unanswered")
     assert LOOKUP_DEADLINE - 0.1 < took < 3
     t0 = time.monotonic()
-    assert layout_sync(fs, "some-bucket") == lay and time.monotonic() - t0 < 0.1  # not asked again
+    assert layout_sync(fs.client, "some-bucket") == lay and time.monotonic() - t0 < 0.1  # not asked again
 
 
 def test_closed_port_names_the_endpoint_fast():
@@ -119,7 +119,7 @@ def test_closed_port_names_the_endpoint_fast():
     fs = FluxFileSystem(endpoint_url=f"http://127.0.0.1:{port}", token="anon", skip_instance_cache=True)
     t0 = time.monotonic()
     with pytest.raises(ServerUnreachable, match=str(port)):
-        layout_sync(fs, "some-bucket")
+        layout_sync(fs.client, "some-bucket")
     assert time.monotonic() - t0 < 3
 
 
@@ -165,7 +165,7 @@ def test_concurrent_lookups_of_one_bucket_make_one_request(flux_server, bucket):
     flux_server.configure(latency_ms=100)  # the lookups overlap
 
     async def many():
-        return await asyncio.gather(*(layout(fs, bucket) for _ in range(10)))
+        return await asyncio.gather(*(layout(fs.client, bucket) for _ in range(10)))
 
     flux_server.reset_stats()
     got = run(fs, many)
