@@ -95,6 +95,20 @@ class HnsFolders:
                     return None
         return await super()._mv(path1, path2, **kwargs)  # type: ignore[misc]
 
+    async def _list_objects(self, path: str, prefix: str = "", versions: bool = False, **kwargs: Any) -> Any:
+        """gcsfs's; an empty folder of an HNS bucket lists as empty rather than FileNotFoundError."""
+        try:
+            return await super()._list_objects(path, prefix=prefix, versions=versions, **kwargs)  # type: ignore
+        except FileNotFoundError:
+            bucket, key, _ = self.split_path(path)  # type: ignore[attr-defined]
+            if key and not prefix and await self._is_hns(bucket):
+                try:
+                    await folders.get(self, bucket, key)  # type: ignore[arg-type]
+                    return []
+                except FileNotFoundError:
+                    pass
+            raise
+
     async def _get_directory_info(self, path: str, bucket: str, key: str, generation: Any) -> dict:
         """On an HNS bucket, a folder (empty ones included) is a directory; otherwise gcsfs's listing check."""
         if await self._is_hns(bucket):
@@ -186,7 +200,7 @@ def _missing_folders(fs: Any, path: str, listed: list[dict], found: dict, prefix
     for res in listed:
         entry = folders.directory_entry(bucket, res["name"], res)
         name = entry["name"]
-        if name == path or name in found:
+        if name in found:
             continue
         extra.append(entry)
         if update_cache and not prefix:
