@@ -1,5 +1,5 @@
 """JSON API folder calls of HNS buckets (`/storage/v1/b/B/folders`): insert, get, list, delete, rename (a
-long-running operation, answered done) and operations.get; on a bucket without a hierarchical namespace
+long-running operation, done at once or, with a latency configured, that long after) and operations.get; on a bucket without a hierarchical namespace
 each answers 400 as GCS does. The folders themselves: folder_store.py."""
 from __future__ import annotations
 
@@ -107,6 +107,8 @@ async def folder_rename(srv, request: web.Request, q: Dict[str, str], bucket: st
     src, dst = folder_store.folder_name(src), folder_store.folder_name(dst)
     op_id = f"rename-{next(_OPERATION_IDS)}-{int(time.time())}"
     base = base_url(request)
+    # Applied at once; with a latency configured, reported done only that long after (clients must poll).
+    delay = srv.profile.s["latency_ms"] / 1000.0
     op = {"kind": "storage#operation", "name": f"projects/_/buckets/{bucket}/operations/{op_id}",
           "selfLink": f"{base}/storage/v1/b/{bucket}/operations/{op_id}", "done": True,
           "metadata": {"@type": "type.googleapis.com/google.storage.control.v2.RenameFolderMetadata",
@@ -114,14 +116,21 @@ async def folder_rename(srv, request: web.Request, q: Dict[str, str], bucket: st
                        "commonMetadata": {"type": "rename-folder", "createTime": rfc3339(time.time())}},
           "response": {"@type": "type.googleapis.com/google.storage.control.v2.Folder",
                        **resource(base, bucket, dst, rec)}}
-    srv.__dict__.setdefault("_folder_operations", {})[(bucket, op_id)] = op
-    return json_reply(op)
+    srv.__dict__.setdefault("_folder_operations", {})[(bucket, op_id)] = (op, time.monotonic() + delay)
+    return json_reply(_as_of_now(op, time.monotonic() + delay))
+
+
+def _as_of_now(op: Dict[str, Any], done_at: float) -> Dict[str, Any]:
+    """The operation as a poll sees it now: without `done`/`response` until `done_at`."""
+    if time.monotonic() >= done_at:
+        return op
+    return {k: v for k, v in op.items() if k not in ("done", "response")}
 
 
 async def operation_get(srv, request: web.Request, q: Dict[str, str], bucket: str, op_id: str) -> Reply:
-    """operations.get: a folder rename's operation (always done here)."""
+    """operations.get: a folder rename's operation (done once its configured latency has passed)."""
     srv.store.bucket(bucket)
-    op = srv.__dict__.get("_folder_operations", {}).get((bucket, op_id))
-    if op is None:
+    found = srv.__dict__.get("_folder_operations", {}).get((bucket, op_id))
+    if found is None:
         raise ServerError(404, f"No such operation: {bucket}/{op_id}", "notFound")
-    return json_reply(op)
+    return json_reply(_as_of_now(*found))

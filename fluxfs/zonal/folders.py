@@ -90,9 +90,9 @@ async def list_all(fs: "FluxFileSystem", bucket: str, prefix: str) -> list[dict]
             return out
 
 
-async def rename(fs: "FluxFileSystem", bucket: str, src: str, dst: str, deadline: float = RENAME_DEADLINE) -> dict:
+async def rename(fs: "FluxFileSystem", bucket: str, src: str, dst: str, deadline: float | None = None) -> dict:
     """folders.rename (one atomic request), then its long-running operation polled until done (at most
-    `deadline` s). A missing source is FileNotFoundError, an existing destination FileExistsError."""
+    `deadline` s, default RENAME_DEADLINE). A missing source is FileNotFoundError, an existing destination FileExistsError."""
     what = f"{bucket}/{folder_id(src)} -> {bucket}/{folder_id(dst)}"
     url = fs.json_url("b/{}/folders/{}/renameTo/folders/{}", bucket, folder_id(src), folder_id(dst))
     try:
@@ -102,6 +102,7 @@ async def rename(fs: "FluxFileSystem", bucket: str, src: str, dst: str, deadline
             raise FileExistsError(errno.EEXIST, f"cannot rename folder: {exc.message}",
                                   f"{bucket}/{folder_id(dst)}") from None
         raise
+    deadline = RENAME_DEADLINE if deadline is None else deadline
     wait, start = _POLL_FIRST, time.monotonic()
     while not op.get("done"):
         if time.monotonic() - start > deadline:

@@ -88,9 +88,11 @@ class HnsFolders:
                 info = await self._info(p1)  # type: ignore[attr-defined]
                 if info.get("type") == "directory":
                     dst = key2 or key1.rsplit("/", 1)[-1]
-                    await folders.rename(self, bucket1, key1, dst)  # type: ignore[arg-type]
-                    _cache_drop(self, p1)  # the old folder and everything below it
-                    _cache_drop(self, f"{bucket1}/{dst}")
+                    try:
+                        await folders.rename(self, bucket1, key1, dst)  # type: ignore[arg-type]
+                    finally:  # even a rename that failed or timed out may have happened
+                        _cache_drop(self, p1)  # the old folder and everything below it
+                        _cache_drop(self, f"{bucket1}/{dst}")
                     _cache_upsert(self, folders.directory_entry(bucket1, dst))
                     return None
         return await super()._mv(path1, path2, **kwargs)  # type: ignore[misc]

@@ -186,3 +186,34 @@ def test_folders_survive_a_restart(tmp_path):
         fs = make_fs(srv)
         assert fs.find(name, withdirs=True) == [f"{name}/b", f"{name}/b/f", f"{name}/empty"]
         assert fs.cat(f"{name}/b/f") == b"data"
+
+
+def test_mv_waits_for_the_rename_operation(flux_server, hns_bucket):
+    fs = make_fs(flux_server)
+    fs.pipe({f"{hns_bucket}/a/k{i}": b"%d" % i for i in range(3)})
+    fs.find(hns_bucket)
+    flux_server.configure(latency_ms=300)  # the operation is reported done 0.3 s after the rename
+    try:
+        flux_server.reset_stats()
+        fs.mv(f"{hns_bucket}/a", f"{hns_bucket}/b")
+        assert flux_server.stats()["requests"]["folder"] >= 2  # the rename, then polls of its operation
+    finally:
+        flux_server.configure(latency_ms=0)
+    assert make_fs(flux_server).cat(fs.find(f"{hns_bucket}/b")) == {f"{hns_bucket}/b/k{i}": b"%d" % i
+                                                                     for i in range(3)}
+
+
+def test_mv_gives_up_waiting_after_the_deadline_naming_both_folders(flux_server, hns_bucket, monkeypatch):
+    from fluxfs.zonal import folders
+
+    fs = make_fs(flux_server)
+    fs.pipe(f"{hns_bucket}/a/k", b"1")
+    monkeypatch.setattr(folders, "RENAME_DEADLINE", 0.0)
+    flux_server.configure(latency_ms=300)  # the operation answered not done yet
+    try:
+        with pytest.raises(folders.FolderRenameTimeout,
+                           match=f"rename {hns_bucket}/a/ -> {hns_bucket}/b/: operation .* not done after 0 s"):
+            fs.mv(f"{hns_bucket}/a", f"{hns_bucket}/b")
+    finally:
+        flux_server.configure(latency_ms=0)
+    assert fs.find(hns_bucket) == [f"{hns_bucket}/b/k"]  # the server did it; the cache does not say otherwise
