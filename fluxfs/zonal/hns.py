@@ -97,6 +97,36 @@ class HnsFolders:
                     return None
         return await super()._mv(path1, path2, **kwargs)  # type: ignore[misc]
 
+    async def _rm(self, path: Any, recursive: bool = False, maxdepth: Any = None, batchsize: int = 100) -> Any:
+        """gcsfs's; a recursive rm of a directory of an HNS bucket then deletes its folders too, deepest
+        first, as gcsfs does (otherwise the emptied folders would still be listed)."""
+        dirs = []
+        for p in [path] if isinstance(path, str) else list(path):
+            p = self._strip_protocol(p).rstrip("/")  # type: ignore[attr-defined]
+            bucket, key, _ = self.split_path(p)  # type: ignore[attr-defined]
+            if recursive and maxdepth is None and key and not has_magic(p) and await self._is_hns(bucket):
+                dirs.append((p, bucket, key))
+        try:
+            out = await super()._rm(path, recursive=recursive, maxdepth=maxdepth,  # type: ignore[misc]
+                                    batchsize=batchsize)
+        except FileNotFoundError:
+            if not dirs:
+                raise
+            out = []
+        removed = 0
+        for p, bucket, key in dirs:
+            below = await folders.list_all(self, bucket, folders.folder_id(key))  # type: ignore[arg-type]
+            for res in sorted(below, key=lambda r: (-r["name"].count("/"), r["name"])):
+                try:
+                    await folders.delete(self, bucket, res["name"])  # type: ignore[arg-type]
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+            _cache_drop(self, p)
+        if not out and not removed:
+            raise FileNotFoundError(path)
+        return out
+
     async def _list_objects(self, path: str, prefix: str = "", versions: bool = False, **kwargs: Any) -> Any:
         """gcsfs's; an empty folder of an HNS bucket lists as empty rather than FileNotFoundError."""
         try:

@@ -217,3 +217,17 @@ def test_mv_gives_up_waiting_after_the_deadline_naming_both_folders(flux_server,
     finally:
         flux_server.configure(latency_ms=0)
     assert fs.find(hns_bucket) == [f"{hns_bucket}/b/k"]  # the server did it; the cache does not say otherwise
+
+
+def test_rm_recursive_deletes_the_folders_too(flux_server, hns_bucket):
+    fs = make_fs(flux_server)
+    fs.pipe({f"{hns_bucket}/d/sub/k": b"1", f"{hns_bucket}/keep/k": b"2"})
+    fs.mkdir(f"{hns_bucket}/d/empty/deeper", create_parents=True)
+    fs.rm(f"{hns_bucket}/d", recursive=True)
+    assert fs.ls(hns_bucket, detail=False) == [f"{hns_bucket}/keep"]
+    assert make_fs(flux_server).find(hns_bucket, withdirs=True) == [f"{hns_bucket}/keep", f"{hns_bucket}/keep/k"]
+    fs.mkdir(f"{hns_bucket}/only-empty")
+    fs.rm(f"{hns_bucket}/only-empty", recursive=True)  # nothing but folders: still removed, no error
+    assert not make_fs(flux_server).exists(f"{hns_bucket}/only-empty")
+    with pytest.raises(FileNotFoundError):
+        fs.rm(f"{hns_bucket}/never", recursive=True)
