@@ -231,3 +231,15 @@ def test_rm_recursive_deletes_the_folders_too(flux_server, hns_bucket):
     assert not make_fs(flux_server).exists(f"{hns_bucket}/only-empty")
     with pytest.raises(FileNotFoundError):
         fs.rm(f"{hns_bucket}/never", recursive=True)
+
+
+def test_zonal_bucket_has_folders_too(flux_server):
+    name = new_bucket_name()
+    fs = make_fs(flux_server)
+    fs.mkdir(name, placement="us-central1-a", location="us-central1")
+    fs.pipe(f"{name}/a/k", b"zonal")
+    fs.mkdir(f"{name}/empty")
+    fs.mv(f"{name}/a", f"{name}/b")
+    fresh = make_fs(flux_server)
+    assert fresh.find(name, withdirs=True) == [f"{name}/b", f"{name}/b/k", f"{name}/empty"]
+    assert fresh.cat(f"{name}/b/k") == b"zonal"
