@@ -22,7 +22,7 @@ from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_sig
 from .reads import batched, direct, handle, into, lookup, stream
 from .reads import ranges as ranged
 from .writes import FluxAppendFile, FluxWriteFile, object_fields, upload_local_file, write_bytes
-from .zonal import ZonalBuckets
+from .zonal import HnsFolders, ZonalBuckets, hns
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
 
@@ -30,7 +30,7 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, HnsFolders, ZonalBuckets, GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)
@@ -180,9 +180,11 @@ class FluxFileSystem(inherited.GcsfsRequests, ZonalBuckets, GCSFileSystem):
         if kwargs.get("inventory_report_info"):
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                                        prefix=prefix, **kwargs)
-        return await listing.find(self.client, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
-                                  prefix=prefix, update_cache=kwargs.get("update_cache", True),
-                                  versions=bool(kwargs.get("versions")))
+        hns_bucket = await self._is_hns(self.split_path(path)[0])  # its empty folders too (zonal/hns.py)
+        files = lambda _fs, *a, **kw: listing.find(self.client, *a, **kw)  # noqa: E731 - the lister's, on the client
+        lister = hns.with_folders(files) if hns_bucket else files
+        return await lister(self, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, prefix=prefix,
+                            update_cache=kwargs.get("update_cache", True), versions=bool(kwargs.get("versions")))
 
     async def _du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Sizes from one fast `_find(detail=True)` (fsspec's default asks `_info` object by object)."""

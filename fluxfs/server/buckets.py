@@ -28,11 +28,17 @@ class Bucket:
     objects: SortedDict = field(default_factory=SortedDict)  # name -> Obj or SynthBatch
     noncurrent: SortedDict = field(default_factory=SortedDict)  # name -> [Obj], oldest generation first
     layout: Dict[str, Any] = field(default_factory=dict)  # location, storage class, placement, HNS (layout.py)
+    folders: SortedDict = field(default_factory=SortedDict)  # HNS folders: "a/b/" -> record (folders.py)
 
     @property
     def zonal(self) -> bool:
         """A zonal (Rapid) bucket: no compose."""
         return is_zonal(self.layout)
+
+    @property
+    def hns(self) -> bool:
+        """A hierarchical-namespace bucket: folders are resources (zonal buckets always have one)."""
+        return (self.layout.get("hierarchicalNamespace") or {}).get("enabled") is True
 
     def lookup(self, name: str) -> Optional[Obj]:
         """The live object ``name`` (materialized from its synthetic batch on first use) or None."""

@@ -12,6 +12,7 @@ from ..gcs.limits import MAX_COMPOSE_SOURCES, MAX_LIST_PAGE
 from .copies import put_copy
 from .errors import ServerError
 from .fields import apply_fields, parse_fields
+from .folder_store import folder_prefixes
 from .json_request import (base_url, bool_param, int_param, json_body, meta_from, preconds,
                            resource_reply)
 from .layout import ZONAL_COMPOSE_MESSAGE
@@ -50,6 +51,8 @@ async def object_list(srv, request: web.Request, q: Dict[str, str], bucket: str)
             bucket, prefix=q.get("prefix", ""), delimiter=q.get("delimiter", ""),
             start_offset=q.get("startOffset", ""), end_offset=q.get("endOffset", ""), resume=resume,
             max_results=mr, include_trailing=bool_param(q, "includeTrailingDelimiter"), raw=True)
+    if nxt is None and bool_param(q, "includeFoldersAsPrefixes") and q.get("delimiter") == "/":
+        prefixes = folder_prefixes(srv.store.bucket(bucket), q.get("prefix", ""), prefixes)
     tree = parse_fields(q["fields"]) if "fields" in q else None
     base = base_url(request)
     # The page is assembled as JSON text: each item's text comes from objjson (cached per object),

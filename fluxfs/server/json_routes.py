@@ -8,6 +8,7 @@ from urllib.parse import unquote
 
 from .batch import handle_batch
 from .errors import ServerError
+from .folders import folder_route
 from .json_buckets import (bucket_delete, bucket_get, bucket_insert, bucket_list, bucket_storage_layout,
                            bucket_test_permissions)
 from .json_objects import compose, copy, move, object_delete, object_get, object_list, object_patch
@@ -66,6 +67,8 @@ def _route(method: str, path: str, upload_id: bool, media: bool) -> Tuple[str, A
         return "bucket", bucket_test_permissions, dict(bucket=bucket)
     if segs[5] == "storageLayout" and n == 6 and method == "GET":
         return "bucket", bucket_storage_layout, dict(bucket=bucket)
+    if segs[5] in ("folders", "operations"):  # HNS folders (folders.py)
+        return folder_route(method, bucket, segs[5:])
     if segs[5] != "o":
         raise ServerError(404, f"Not found: {method} {path}", "notFound")
     if n == 6 or (n == 7 and segs[6] == ""):

@@ -3,7 +3,8 @@
 Layout under ROOT/buckets/BUCKET/: ``bucket.json``; ``objects/H.json`` (one metadata file per
 object name, H = sha256 of the name; a tombstone after a delete); ``data/H-GEN`` (the body);
 ``synthetic/GEN.json`` (one record per ``generate`` call, so 1M synthetic objects cost one file);
-``versions/H-GEN.json`` (a noncurrent generation of a versioned bucket; its body stays ``data/H-GEN``).
+``versions/H-GEN.json`` (a noncurrent generation of a versioned bucket; its body stays ``data/H-GEN``);
+``folders.json`` (an HNS bucket's folders).
 Files are written to a temporary name, fsynced, then renamed (the directory fsynced too), so a
 crash leaves the old or the new version, never a torn one, and an acknowledged write is on disk.
 On load, synthetic batches are expanded first, then per-object files (which are newer:
@@ -93,6 +94,10 @@ class Persistence:
                       json.dumps({"name": b.name, "created": b.created, "labels": b.labels,
                                   "versioning": b.versioning, "layout": b.layout}).encode())
         self.files.setdefault(b.name, set())
+
+    def save_folders(self, b: Bucket) -> None:
+        """The bucket's HNS folders (name -> record), in one file rewritten atomically."""
+        _atomic_write(self._bdir(b.name, "folders.json"), json.dumps(dict(b.folders)).encode())
 
     def delete_bucket(self, name: str) -> None:
         shutil.rmtree(self._bdir(name), ignore_errors=True)
@@ -211,6 +216,11 @@ class Persistence:
             b = Bucket(bname, created=binfo.get("created", 0.0), labels=binfo.get("labels"),
                        versioning=binfo.get("versioning"), layout=binfo.get("layout") or {})
             buckets[bname] = b
+            try:
+                with open(self._bdir(bname, "folders.json"), "rb") as f:
+                    b.folders.update(json.load(f))
+            except FileNotFoundError:
+                pass
             names: Set[str] = set()
             self.files[bname] = names
             for sub in _SUBDIRS:

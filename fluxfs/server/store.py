@@ -17,6 +17,7 @@ from ..gcs.checksums import crc32c, crc_to_b64
 from ..gcs.chunks import Chunked
 from .buckets import Bucket, validate_bucket_name, validate_object_name
 from .errors import ServerError
+from .folder_store import imply_folders
 from .objects import EXTRA_FIELDS, Obj, SynthBatch, b64
 from .diskerr import disk_writes
 from .persist import Persistence
@@ -181,6 +182,8 @@ class Store:
         elif keep:
             self._retire(bucket, b, old)
         b.objects[name] = obj
+        if b.hns:  # GCS makes the folders an object's name implies in an HNS bucket
+            imply_folders(self, b, name)
         return obj
 
     def _retire(self, bucket: str, b: Bucket, old: Obj) -> None:

@@ -5,7 +5,7 @@ GCS documents the layout on the JSON API (`GET /storage/v1/b/BUCKET/storageLayou
 `storage.objects.list`, which any reader holds. That is what gcsfs asks the storage-control gRPC API,
 over the same HTTP session as every other request: no gRPC channel, no stall against emulators. A server
 without the route (fake-gcs-server) is asked for the bucket resource instead (same fields). The lookup is
-lazy (only where a zonal bucket behaves differently: compose), bounded by `LOOKUP_DEADLINE`, and
+lazy (only where a zonal or HNS bucket behaves differently: compose, folders), bounded by `LOOKUP_DEADLINE`, and
 `bucket_types` declares layouts so that no request is made at all.
 """
 from __future__ import annotations

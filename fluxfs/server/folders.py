@@ -1,0 +1,136 @@
+"""JSON API folder calls of HNS buckets (`/storage/v1/b/B/folders`): insert, get, list, delete, rename (a
+long-running operation, done at once or, with a latency configured, that long after) and operations.get; on a bucket without a hierarchical namespace
+each answers 400 as GCS does. The folders themselves: folder_store.py."""
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any, Dict, List, Tuple
+from urllib.parse import quote, unquote
+
+from aiohttp import web
+
+from . import folder_store
+from .copies import put_copy
+from .errors import ServerError
+from .json_request import base_url, bool_param, int_param, json_body
+from .replies import Reply, json_reply
+from .timestamps import rfc3339
+
+_OPERATION_IDS = itertools.count(1)
+_MAX_PAGE = 1000
+
+
+def folder_route(method: str, bucket: str, rest: List[str]) -> Tuple[str, Any, Dict[str, Any]]:
+    """(op name, handler, keywords) of a request below /storage/v1/b/B/folders or /operations."""
+    kind, rest = rest[0], rest[1:]
+    if kind == "operations" and len(rest) == 1 and method == "GET":
+        return "folder", operation_get, dict(bucket=bucket, op_id=unquote(rest[0]))
+    if kind == "folders":
+        if not rest or rest == [""]:
+            if method == "GET":
+                return "folder", folder_list, dict(bucket=bucket)
+            if method == "POST":
+                return "folder", folder_insert, dict(bucket=bucket)
+        elif method == "POST":
+            for i in range(len(rest) - 2, 0, -1):
+                if rest[i] == "renameTo" and rest[i + 1] == "folders":
+                    return "folder", folder_rename, dict(bucket=bucket, src=_joined(rest[:i]),
+                                                         dst=_joined(rest[i + 2:]))
+        elif method == "GET":
+            return "folder", folder_get, dict(bucket=bucket, name=_joined(rest))
+        elif method == "DELETE":
+            return "folder", folder_delete, dict(bucket=bucket, name=_joined(rest))
+    raise ServerError(404, f"Not found: {method} {kind}/{'/'.join(rest)}", "notFound")
+
+
+def _joined(segs: List[str]) -> str:
+    return unquote("/".join(segs), errors="surrogateescape")
+
+
+def resource(base: str, bucket: str, name: str, rec: Dict[str, Any]) -> Dict[str, Any]:
+    """A folder resource (`storage#folder`)."""
+    return {"kind": "storage#folder", "id": f"{bucket}/{name}", "bucket": bucket, "name": name,
+            "selfLink": f"{base}/storage/v1/b/{bucket}/folders/{quote(name, safe='')}",
+            "metageneration": str(rec["metageneration"]), "createTime": rfc3339(rec["created"]),
+            "updateTime": rfc3339(rec["updated"])}
+
+
+async def folder_insert(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
+    body = await json_body(srv, request)
+    name = folder_store.folder_name(body.get("name"))
+    rec = folder_store.create(srv.store, bucket, name, bool_param(q, "recursive"))
+    return json_reply(resource(base_url(request), bucket, name, rec))
+
+
+async def folder_get(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str) -> Reply:
+    rec = folder_store.get(srv.store, bucket, name)
+    return json_reply(resource(base_url(request), bucket, folder_store.folder_name(name), rec))
+
+
+async def folder_list(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
+    """folders.list: every folder whose name starts with `prefix`, in name order, paged."""
+    b = folder_store.hns_bucket(srv.store, bucket)
+    prefix, after = q.get("prefix", ""), q.get("pageToken", "")
+    size = int_param(q, "pageSize") or _MAX_PAGE
+    base, items, nxt = base_url(request), [], None
+    for name in b.folders.irange(minimum=max(prefix, after), inclusive=(after == "", True)):
+        if not name.startswith(prefix):
+            break
+        if name == after:
+            continue
+        if len(items) >= min(size, _MAX_PAGE):
+            nxt = items[-1]["name"]
+            break
+        items.append(resource(base, bucket, name, b.folders[name]))
+    out: Dict[str, Any] = {"kind": "storage#folders", "items": items}
+    if nxt is not None:
+        out["nextPageToken"] = nxt
+    return json_reply(out)
+
+
+async def folder_delete(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str) -> Reply:
+    folder_store.delete(srv.store, bucket, name)
+    return Reply(204, b"")
+
+
+async def folder_rename(srv, request: web.Request, q: Dict[str, str], bucket: str, src: str, dst: str) -> Reply:
+    """folders.rename: the folder and everything below it at once; the operation is returned done."""
+
+    def move_object(old: str, new: str) -> None:
+        obj = srv.store.get(bucket, old)
+        put_copy(srv, bucket, new, [obj], content_type=obj.content_type, metadata=obj.metadata, extra=obj.extra,
+                 component_count=obj.component_count, crc=obj._crc)
+        srv.store.delete(bucket, old, generation=obj.generation)
+
+    rec = folder_store.rename(srv.store, bucket, src, dst, move_object)
+    src, dst = folder_store.folder_name(src), folder_store.folder_name(dst)
+    op_id = f"rename-{next(_OPERATION_IDS)}-{int(time.time())}"
+    base = base_url(request)
+    # Applied at once; with a latency configured, reported done only that long after (clients must poll).
+    delay = srv.profile.s["latency_ms"] / 1000.0
+    op = {"kind": "storage#operation", "name": f"projects/_/buckets/{bucket}/operations/{op_id}",
+          "selfLink": f"{base}/storage/v1/b/{bucket}/operations/{op_id}", "done": True,
+          "metadata": {"@type": "type.googleapis.com/google.storage.control.v2.RenameFolderMetadata",
+                       "sourceFolderId": src, "destinationFolderId": dst,
+                       "commonMetadata": {"type": "rename-folder", "createTime": rfc3339(time.time())}},
+          "response": {"@type": "type.googleapis.com/google.storage.control.v2.Folder",
+                       **resource(base, bucket, dst, rec)}}
+    srv.__dict__.setdefault("_folder_operations", {})[(bucket, op_id)] = (op, time.monotonic() + delay)
+    return json_reply(_as_of_now(op, time.monotonic() + delay))
+
+
+def _as_of_now(op: Dict[str, Any], done_at: float) -> Dict[str, Any]:
+    """The operation as a poll sees it now: without `done`/`response` until `done_at`."""
+    if time.monotonic() >= done_at:
+        return op
+    return {k: v for k, v in op.items() if k not in ("done", "response")}
+
+
+async def operation_get(srv, request: web.Request, q: Dict[str, str], bucket: str, op_id: str) -> Reply:
+    """operations.get: a folder rename's operation (done once its configured latency has passed)."""
+    srv.store.bucket(bucket)
+    found = srv.__dict__.get("_folder_operations", {}).get((bucket, op_id))
+    if found is None:
+        raise ServerError(404, f"No such operation: {bucket}/{op_id}", "notFound")
+    return json_reply(_as_of_now(*found))

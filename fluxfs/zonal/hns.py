@@ -1,0 +1,243 @@
+"""Hierarchical-namespace buckets as gcsfs's ExtendedGcsFileSystem handles them, over the JSON API: `mkdir` of a
+path below the bucket makes a folder, `rmdir` deletes an empty one, `mv` of a folder is one atomic rename, and
+`ls`/`info`/`find(withdirs=True)` show empty folders. A base class of `FluxFileSystem`; on a flat bucket each
+method is gcsfs's own, after one cached layout lookup (`layout.py`) where the bucket's layout decides."""
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+from fsspec.asyn import has_magic
+
+from ..errors import HttpError
+from ..gcs.redact import get_logger
+from . import folders
+from .layout import layout
+
+logger = get_logger(__name__)
+
+
+class HnsFolders:
+    """`_mkdir`, `_makedirs`, `_rmdir`, `_mv`, `_get_directory_info`, `_do_list_objects` aware of HNS folders."""
+
+    async def _is_hns(self, bucket: str) -> bool:
+        return bool(bucket) and (await layout(self.client, bucket)).hns  # type: ignore[attr-defined]
+
+    async def _mkdir(self, path: str, create_parents: bool = False, **kwargs: Any) -> Any:
+        """On an HNS bucket, a path below the bucket becomes a folder (its parents too with `create_parents`,
+        else a missing parent is FileNotFoundError); a file there is FileExistsError. Otherwise gcsfs's."""
+        path = self._strip_protocol(path)  # type: ignore[attr-defined]
+        bucket, key, _ = self.split_path(path)  # type: ignore[attr-defined]
+        if key and not _makes_bucket(kwargs) and await self._is_hns(bucket):
+            return await self._make_folder(path, bucket, key, create_parents, exist_ok=True)
+        return await super()._mkdir(path, create_parents=create_parents, **kwargs)  # type: ignore[misc]
+
+    async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
+        """On an HNS bucket, the folder and its parents (FileExistsError if it exists, unless `exist_ok`);
+        elsewhere nothing, as gcsfs (GCS has no directories)."""
+        path = self._strip_protocol(path)  # type: ignore[attr-defined]
+        bucket, key, _ = self.split_path(path)  # type: ignore[attr-defined]
+        if key and await self._is_hns(bucket):
+            await self._make_folder(path, bucket, key, True, exist_ok=exist_ok)
+
+    async def _make_folder(self, path: str, bucket: str, key: str, recursive: bool, exist_ok: bool) -> None:
+        try:
+            info = await self._info(path)  # type: ignore[attr-defined]
+        except FileNotFoundError:
+            info = None
+        if info is not None:
+            if info["type"] != "directory":
+                raise FileExistsError(f"mkdir {path}: a file already exists there")
+            if not exist_ok:
+                raise FileExistsError(f"mkdir {path}: the directory already exists")
+            return
+        try:
+            res = await folders.create(self, bucket, key, recursive)  # type: ignore[arg-type]
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"mkdir {path}: the parent folder does not exist "
+                                    f"(create_parents=True makes it): {exc}") from None
+        except FileExistsError:
+            if not exist_ok:
+                raise
+            return
+        _cache_upsert(self, folders.directory_entry(bucket, key, res))
+
+    async def _rmdir(self, path: str) -> None:
+        """On an HNS bucket, delete the empty folder `path` (not empty: OSError ENOTEMPTY naming it; missing:
+        FileNotFoundError); a bucket, or a path on a flat bucket, as gcsfs (a path there: nothing)."""
+        path = self._strip_protocol(path).rstrip("/")  # type: ignore[attr-defined]
+        bucket, key, _ = self.split_path(path)  # type: ignore[attr-defined]
+        if not key or not await self._is_hns(bucket):
+            return await super()._rmdir(path)  # type: ignore[misc]
+        try:
+            await folders.delete(self, bucket, key)  # type: ignore[arg-type]
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"rmdir {path}: no such folder ({exc})") from None
+        _cache_drop(self, path)
+
+    async def _mv(self, path1: Any, path2: Any, **kwargs: Any) -> Any:
+        """A folder of an HNS bucket moved within it: one atomic rename (gcsfs's RenameFolder), its
+        long-running operation waited for; anything else as gcsfs (copies and deletes)."""
+        if isinstance(path1, str) and isinstance(path2, str) and not has_magic(path1) and path1 != path2:
+            p1 = self._strip_protocol(path1).rstrip("/")  # type: ignore[attr-defined]
+            p2 = self._strip_protocol(path2).rstrip("/")  # type: ignore[attr-defined]
+            bucket1, key1, _ = self.split_path(p1)  # type: ignore[attr-defined]
+            bucket2, key2, _ = self.split_path(p2)  # type: ignore[attr-defined]
+            if key1 and bucket1 == bucket2 and await self._is_hns(bucket1):
+                info = await self._info(p1)  # type: ignore[attr-defined]
+                if info.get("type") == "directory":
+                    dst = key2 or key1.rsplit("/", 1)[-1]
+                    try:
+                        await folders.rename(self, bucket1, key1, dst)  # type: ignore[arg-type]
+                    finally:  # even a rename that failed or timed out may have happened
+                        _cache_drop(self, p1)  # the old folder and everything below it
+                        _cache_drop(self, f"{bucket1}/{dst}")
+                    _cache_upsert(self, folders.directory_entry(bucket1, dst))
+                    return None
+        return await super()._mv(path1, path2, **kwargs)  # type: ignore[misc]
+
+    async def _rm(self, path: Any, recursive: bool = False, maxdepth: Any = None, batchsize: int = 100) -> Any:
+        """gcsfs's; a recursive rm of a directory of an HNS bucket then deletes its folders too, deepest
+        first, as gcsfs does (otherwise the emptied folders would still be listed)."""
+        dirs = []
+        for p in [path] if isinstance(path, str) else list(path):
+            p = self._strip_protocol(p).rstrip("/")  # type: ignore[attr-defined]
+            bucket, key, _ = self.split_path(p)  # type: ignore[attr-defined]
+            if recursive and maxdepth is None and key and not has_magic(p) and await self._is_hns(bucket):
+                dirs.append((p, bucket, key))
+        try:
+            out = await super()._rm(path, recursive=recursive, maxdepth=maxdepth,  # type: ignore[misc]
+                                    batchsize=batchsize)
+        except FileNotFoundError:
+            if not dirs:
+                raise
+            out = []
+        removed = 0
+        for p, bucket, key in dirs:
+            below = await folders.list_all(self, bucket, folders.folder_id(key))  # type: ignore[arg-type]
+            for res in sorted(below, key=lambda r: (-r["name"].count("/"), r["name"])):
+                try:
+                    await folders.delete(self, bucket, res["name"])  # type: ignore[arg-type]
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+            _cache_drop(self, p)
+        if not out and not removed:
+            raise FileNotFoundError(path)
+        return out
+
+    async def _list_objects(self, path: str, prefix: str = "", versions: bool = False, **kwargs: Any) -> Any:
+        """gcsfs's; an empty folder of an HNS bucket lists as empty rather than FileNotFoundError."""
+        try:
+            return await super()._list_objects(path, prefix=prefix, versions=versions, **kwargs)  # type: ignore
+        except FileNotFoundError:
+            bucket, key, _ = self.split_path(path)  # type: ignore[attr-defined]
+            if key and not prefix and await self._is_hns(bucket):
+                try:
+                    await folders.get(self, bucket, key)  # type: ignore[arg-type]
+                    return []
+                except FileNotFoundError:
+                    pass
+            raise
+
+    async def _get_directory_info(self, path: str, bucket: str, key: str, generation: Any) -> dict:
+        """On an HNS bucket, a folder (empty ones included) is a directory; otherwise gcsfs's listing check."""
+        if await self._is_hns(bucket):
+            try:
+                res = await folders.get(self, bucket, key)  # type: ignore[arg-type]
+            except FileNotFoundError:
+                pass  # objects named below it without a folder resource: gcsfs's check decides
+            else:
+                return folders.directory_entry(bucket, key, res)
+        return await super()._get_directory_info(path, bucket, key, generation)  # type: ignore[misc]
+
+    async def _do_list_objects(self, path: str, max_results: Any = None, delimiter: str = "/", prefix: str = "",
+                               versions: bool = False, **kwargs: Any) -> Any:
+        """gcsfs's listing; on an HNS bucket with delimiter "/", empty folders come as prefixes too
+        (`includeFoldersAsPrefixes`, as gcsfs asks)."""
+        if delimiter == "/" and await self._is_hns(self.split_path(path)[0]):  # type: ignore[attr-defined]
+            kwargs["includeFoldersAsPrefixes"] = "true"
+        return await super()._do_list_objects(path, max_results=max_results,  # type: ignore[misc]
+                                              delimiter=delimiter, prefix=prefix, versions=versions, **kwargs)
+
+
+def _cache_drop(fs: Any, path: str) -> None:
+    """Forget `path` and everything below it in the dircache, and its entry in its parent's listing."""
+    for cached in [k for k in fs.dircache if k == path or k.startswith(path + "/")]:
+        fs.dircache.pop(cached, None)
+    parent = fs._parent(path)
+    if parent in fs.dircache:
+        fs.dircache[parent] = [e for e in fs.dircache[parent] if e.get("name") != path]
+
+
+def _cache_upsert(fs: Any, entry: dict) -> None:
+    """`entry` in its parent's cached listing (replacing one of the same name), when that listing is cached."""
+    parent = fs._parent(entry["name"])
+    if parent in fs.dircache:
+        fs.dircache[parent] = [e for e in fs.dircache[parent] if e.get("name") != entry["name"]] + [entry]
+
+
+def _makes_bucket(kwargs: dict) -> bool:
+    return kwargs.get("placement") is not None or bool(kwargs.get("enable_hierarchical_namespace"))
+
+
+def with_folders(list_files: Any) -> Any:
+    """`find` on an HNS bucket: `list_files` (the parallel lister's find) with every folder added as a
+    directory, empty ones included, listed alongside (folders.list) as gcsfs lists them."""
+    return functools.partial(find, list_files=list_files)
+
+
+async def find(fs: Any, path: str, maxdepth: Any = None, withdirs: bool = False, detail: bool = False,
+               prefix: str = "", update_cache: bool = True, versions: bool = False, *, list_files: Any) -> Any:
+    """See `with_folders`."""
+    path = fs._strip_protocol(path)
+    if maxdepth is not None and maxdepth < 1:
+        raise ValueError("maxdepth must be at least 1")
+    found, listed = await asyncio.gather(
+        list_files(fs, path, withdirs=True, detail=True, prefix=prefix, update_cache=update_cache, versions=versions),
+        _list_folders(fs, path, prefix))
+    objects = list(found.values()) + _missing_folders(fs, path, listed, found, prefix, update_cache and not versions)
+    if not withdirs:
+        objects = [o for o in objects if o.get("type") != "directory"]
+    objects.sort(key=lambda o: o["name"])
+    if maxdepth:
+        depth = path.rstrip("/").count("/") + maxdepth
+        objects = [o for o in objects if o["name"].count("/") <= depth]
+    named = [((f"{o['name']}#{o['generation']}" if versions and o.get("type") == "file" else o["name"]), o)
+             for o in objects]
+    return dict(named) if detail else [n for n, _ in named]
+
+
+async def _list_folders(fs: Any, path: str, prefix: str) -> list[dict]:
+    bucket, key, _ = fs.split_path(path.rstrip("/"))
+    start = (key + "/" if key else "") + prefix
+    try:
+        return await folders.list_all(fs, bucket, start)
+    except HttpError as exc:
+        if exc.status != 400:
+            raise
+        # Declared HNS (`bucket_types`) but the server says it is not: the files are all there anyway.
+        logger.warning("find %s: bucket %s has no folders (%s); listing its objects only", path, bucket, exc.message)
+        return []
+
+
+def _missing_folders(fs: Any, path: str, listed: list[dict], found: dict, prefix: str,
+                     update_cache: bool) -> list[dict]:
+    """The folders of `listed` that `found` (a find's entries by name) lacks, as directory entries; each also
+    put in its parent's cached listing (and its own, if none)."""
+    path = path.rstrip("/")
+    bucket = fs.split_path(path)[0]
+    extra = []
+    for res in listed:
+        entry = folders.directory_entry(bucket, res["name"], res)
+        name = entry["name"]
+        if name in found:
+            continue
+        extra.append(entry)
+        if update_cache and not prefix:
+            fs.dircache.setdefault(name, [])
+            _cache_upsert(fs, entry)
+    return extra
+
+
