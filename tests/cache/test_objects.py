@@ -84,19 +84,25 @@ def test_two_workers_download_each_object_once(flux_server, objects, tmp_path):
     assert flux_server.stats()["data_reads"] == 0
 
 
-def test_a_torn_entry_is_read_from_storage_not_returned(flux_server, objects, tmp_path):
-    so = opts(flux_server, tmp_path)
-    ds = FluxMapDataset.from_prefix(objects, storage_options=so, transform=key_and_bytes)
+def filled_then_torn(flux_server, objects, tmp_path, count: int) -> FluxMapDataset:
+    """A map dataset whose epoch filled the cache, then `count` of its entries torn as a power loss before the
+    data reached the disk leaves them: their size, zeros."""
+    ds = FluxMapDataset.from_prefix(objects, storage_options=opts(flux_server, tmp_path), transform=key_and_bytes)
     assert epoch(ds) == EXPECTED
     cache = NodeCache(tmp_path / "cache")
     for _ in range(100):  # the fills run off the read path
         if len(cache.entries()) == N:
             break
         time.sleep(0.05)
-    torn = [os.path.join(cache.directory, n) for n in sorted(os.listdir(cache.directory)) if n.endswith(".data")][:3]
-    for path in torn:  # what a power loss before the data reached the disk leaves: the size, zeros
+    for path in [os.path.join(cache.directory, n) for n in sorted(os.listdir(cache.directory))
+                 if n.endswith(".data")][:count]:
         with open(path, "r+b") as f:
             f.write(b"\0" * os.path.getsize(path))
+    return ds
+
+
+def test_a_torn_entry_is_read_from_storage_not_returned(flux_server, objects, tmp_path):
+    ds = filled_then_torn(flux_server, objects, tmp_path, 3)
     flux_server.reset_stats()
     assert epoch(ds) == EXPECTED
     assert flux_server.stats()["data_reads"] == 3
@@ -105,19 +111,7 @@ def test_a_torn_entry_is_read_from_storage_not_returned(flux_server, objects, tm
 def test_a_torn_object_entry_is_not_served_by_the_other_read_paths(flux_server, objects, tmp_path):
     """Object entries are renamed into place without an fsync: a ranged read or cat_file of the same object
     (paths that trust a complete entry) checks such an entry's crc32c first and reads storage when torn."""
-    so = opts(flux_server, tmp_path)
-    ds = FluxMapDataset.from_prefix(objects, storage_options=so, transform=key_and_bytes)
-    assert epoch(ds) == EXPECTED
-    cache = NodeCache(tmp_path / "cache")
-    for _ in range(100):  # the fills run off the read path
-        if len(cache.entries()) == N:
-            break
-        time.sleep(0.05)
-    for name in os.listdir(cache.directory):
-        if name.endswith(".data"):
-            path = os.path.join(cache.directory, name)
-            with open(path, "r+b") as f:  # a power loss before the data reached the disk: the size, zeros
-                f.write(b"\0" * os.path.getsize(path))
+    filled_then_torn(flux_server, objects, tmp_path, N)
     fs = make_fs(flux_server, cache_dir=str(tmp_path / "cache"))
     path = objects.removeprefix("flux://") + "0007"
     assert fs.read_ranges(path, [(0, 10), (20, 40)]) == [body(7)[0:10], body(7)[20:40]]
