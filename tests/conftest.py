@@ -7,7 +7,9 @@ sets no componentCount on composites and has no XML multipart upload or moveTo.
 """
 from __future__ import annotations
 
+import contextlib
 import signal
+import subprocess
 import uuid
 
 import pytest
@@ -88,3 +90,16 @@ def fs(flux_server) -> FluxFileSystem:
 @pytest.fixture
 def any_fs(gcs_server) -> FluxFileSystem:
     return make_fs(gcs_server)
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(directory, size: str):
+    """A tmpfs of `size` ("1m") mounted on the existing `directory`, a small disk to fill (needs root, as in
+    CI's container); the test is skipped where mount is not allowed."""
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+                      capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)

@@ -17,6 +17,7 @@ import pytest
 from fluxfs.cache import NodeCache
 from fluxfs.cache.entry import parse_name
 from fluxfs.errors import ChecksumMismatch
+from tests.conftest import mounted_tmpfs
 
 
 def body(i: int, n: int = 10_000) -> bytes:
@@ -161,12 +162,8 @@ def small_disk(tmp_path):
     """A 1 MiB tmpfs (needs root, as in CI's container); skipped where mount is not allowed."""
     d = tmp_path / "disk"
     d.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(d)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with mounted_tmpfs(d, "1m"):
         yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], check=False)
 
 
 def test_a_full_disk_warns_once_and_reads_from_storage(small_disk):

@@ -13,7 +13,7 @@ import pytest
 
 from fluxfs.server import run
 
-from ..conftest import make_fs
+from ..conftest import make_fs, mounted_tmpfs
 from .raw import obj_path, request, upload, xml_path
 
 KEEP = os.urandom(3000)
@@ -24,12 +24,8 @@ FULL = "The server's disk is full"
 def tmpfs(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    try:
+    with mounted_tmpfs(mnt, "4m"):
         yield str(mnt)
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _fill(mnt: str) -> str:
