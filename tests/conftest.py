@@ -103,3 +103,14 @@ def mounted_tmpfs(directory, size: str):
         yield directory
     finally:
         subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def edited(state: dict, **changes) -> dict:
+    """A copy of a saved state with keys changed (`KeyError` as a value: that key removed), to forge one."""
+    out = dict(state)
+    for key, value in changes.items():
+        if value is KeyError:
+            del out[key]
+        else:
+            out[key] = value
+    return out

@@ -14,6 +14,7 @@ import pytest
 from fluxfs.pipes import FluxIterableDataset, ListObjects, ReadObjects, ResumeStateError, reader_states
 
 from .conftest import N_SMALL, expected_bytes
+from tests.conftest import edited
 
 
 def make(bucket, options, prefix="small/", **kwargs) -> FluxIterableDataset:
@@ -27,16 +28,6 @@ def started_state(bucket, options, k=5, **kwargs) -> dict:
     for _ in range(k):
         next(it)
     return ds.state_dict()
-
-
-def edited(state: dict, **changes) -> dict:
-    out = dict(state)
-    for key, value in changes.items():
-        if value is KeyError:
-            del out[key]
-        else:
-            out[key] = value
-    return out
 
 
 # (what is forged, how, the message the dataset gives); the dataset has 200 objects, this reader 100 of them

@@ -16,6 +16,7 @@ from fluxfs.pipes import ResumeStateError
 from fluxfs.pipes.shards import FluxShardDataset, MissingIndexWarning, ReadShards
 
 from .conftest import all_sample_keys, payload
+from tests.conftest import edited
 
 
 @pytest.fixture(scope="module")
@@ -47,16 +48,6 @@ def started_state(bucket, options, k=3) -> dict:
     for _ in range(k):
         next(it)
     return ds.state_dict()
-
-
-def edited(state: dict, **changes) -> dict:
-    out = dict(state)
-    for key, value in changes.items():
-        if value is KeyError:
-            del out[key]
-        else:
-            out[key] = value
-    return out
 
 
 # Reader 1 of 2 over 5 shards: slots 1 and 3 of the epoch's order.
