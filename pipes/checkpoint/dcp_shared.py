@@ -123,8 +123,10 @@ def read_shared(group: Group, windows: list[list[Span]], fetch: Callable[[list],
                 consume: Callable[[list[Span], list[memoryview]], None]) -> int:
     """Each window's spans read 1/N per rank (`fetch`: (path, lo, hi, []) ranges -> their chunks), broadcast,
     then handed to `consume(spans, buffers)`; a read failing on any rank raises on every rank after the
-    window's broadcasts. Returns the bytes this rank read."""
+    window's broadcasts; `consume` failing raises here after the last window (the others still need this
+    rank's shares). Returns the bytes this rank read."""
     read = 0
+    failed: Optional[BaseException] = None  # a local failure to load an item, raised once the collectives end
     with ThreadPoolExecutor(4, thread_name_prefix="fluxfs-dcp-shared") as pool:
         for spans in windows:
             tensors = [torch.empty(s[2], dtype=torch.uint8) for s in spans]
@@ -149,8 +151,14 @@ def read_shared(group: Group, windows: list[list[Span]], fetch: Callable[[list],
                     f.cancel()
             group.agree(None, errors[0] if errors else None, "reads")
             read += sum(p.length for p in parts[group.rank])
-            consume(spans, buffers)
+            if failed is None:
+                try:
+                    consume(spans, buffers)
+                except Exception as exc:  # noqa: BLE001 - raised after the last window: the others wait in its broadcasts
+                    failed = exc
             del tensors, buffers
+    if failed is not None:
+        raise failed
     return read
 
 
