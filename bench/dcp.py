@@ -18,6 +18,8 @@ Multi-rank runs and Dataflux run in subprocesses (bench/_dcp_worker.py) that tim
 themselves (slowest rank), so process start-up is not counted.
 Every load is compared with the saved tensors (not timed); each run's checkpoint is deleted after it.
 Headlines: save_mb_per_s and load_mb_per_s (MB = 10**6 bytes), wall/CPU seconds of save + load only.
+--quick also reports storage bytes per rank of a 64 MiB replicated state loaded by 2 gloo ranks, with
+FluxStorageReader's default group="node" and with group=NO_GROUP (bench/dcp_replicated.py).
 """
 from __future__ import annotations
 
@@ -100,7 +102,15 @@ def _free_port() -> int:
 def run(args: argparse.Namespace) -> dict:
     ranks = [int(r) for r in (args.ranks or ("1" if args.quick else "1,2")).split(",")]
     if len(ranks) == 1:
-        return _run_ranks(args, ranks[0])
+        report = _run_ranks(args, ranks[0])
+        if args.quick:  # storage bytes per rank of a replicated load with 2 ranks (bench/dcp_replicated.py)
+            from .dcp_replicated import measure
+
+            try:
+                report["replicated_bytes_per_rank"] = measure(args)
+            except Exception as exc:  # noqa: BLE001 - reported, the rest of the run stands
+                report["replicated_bytes_per_rank"] = {"error": f"{type(exc).__name__}: {exc}"}
+        return report
     combined: Dict = {"scenario": "dcp", "profile": args.profile, "ranks": {}, "ratios": {}}
     sub_args = copy.copy(args)
     sub_args.json = None

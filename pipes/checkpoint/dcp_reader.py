@@ -5,13 +5,16 @@ Built on torch's FsspecReader, changed where object storage needs it:
   next window prefetched while the current one is deserialized; they are pinned to the data files'
   generations recorded in ``.metadata``, so a concurrent overwrite fails loudly instead of mixing;
 - large tensor items are copied from the received bytes straight into their targets, without the
-  temporary tensor torch.load would build (`item_bytes.py`).
+  temporary tensor torch.load would build (`item_bytes.py`);
+- items every rank of a group loads (replicated state) are read from storage once per group, each rank
+  reading 1/N of their bytes, and broadcast (`dcp_shared.py`).
 """
 from __future__ import annotations
 
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import io
 import os
 from typing import Any, Iterator
@@ -31,6 +34,7 @@ from fluxfs.support import Chunked, coalesce
 
 from ..in_flight import in_order
 from ..options import merge_storage_options
+from . import dcp_shared
 from .dcp_metadata import load_metadata
 from .dcp_storage import ObjectStoreFileSystem
 from .errors import CheckpointChangedError, IncompleteCheckpointError
@@ -65,6 +69,7 @@ class FluxStorageReader(FsspecReader):
         prefetch: int = 2,
         concurrency: int = 32,
         trust_metadata: bool = False,
+        group: Any = dcp_shared.NODE,
         storage_options: dict[str, Any] | None = None,
         **options: Any,
     ):
@@ -80,6 +85,8 @@ class FluxStorageReader(FsspecReader):
             raise ValueError(f"prefetch must be at least 1, not {prefetch}")
         self.prefetch = prefetch
         self.trust_metadata = trust_metadata
+        self.group = dcp_shared.check_group(group)
+        self._share_group: Any = None  # this load's share group (prepare_local_plan), if any
         self._generations: dict[str, str] = {}
         # Tensor items copied straight from the received bytes into their targets / through torch.load.
         self.stats: collections.Counter = collections.Counter()
@@ -109,6 +116,46 @@ class FluxStorageReader(FsspecReader):
             self.fs.strip(self.fs.concat_path(self.path, name)): gen
             for name, gen in (getattr(metadata, "fluxfs_generations", None) or {}).items()
         }
+
+    # -- sharing replicated items ------------------------------------------------------------
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        self._share_group, info = dcp_shared.local_info(self.group)
+        return dcp_shared.with_info(super().prepare_local_plan(plan), info)
+
+    def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        plans = super().prepare_global_plan(plans)
+        return dcp_shared.mark_shared(plans, self._span, self.window)
+
+    def _span(self, item: ReadItem) -> dcp_shared.Span:
+        info: _StorageInfo = self.storage_data[item.storage_index]
+        return (str(info.relative_path), int(info.offset), int(info.length))
+
+    def _read_shared(self, plan: LoadPlan, planner: LoadPlanner) -> LoadPlan:
+        """The items the coordinator marked shared read with the group; the plan of the rest returned."""
+        windows = dcp_shared.shared_windows(plan)
+        if not windows:
+            return plan
+        wanted: dict[dcp_shared.Span, list[ReadItem]] = {}
+        rest = []
+        shared = {s for w in windows for s in w}
+        for item in plan.items:
+            span = self._span(item)
+            (wanted.setdefault(span, []) if span in shared else rest).append(item)
+
+        def consume(spans: list, buffers: list) -> None:
+            for span, buf in zip(spans, buffers):
+                body = Chunked([buf])
+                for item in wanted.get(span, ()):
+                    self._load_item(planner, item, self.storage_data[item.storage_index], ItemReader(body))
+                self.stats["shared_items"] += len(wanted.get(span, ()))
+
+        def full(rel: str) -> str:
+            return self.fs.strip(self.fs.concat_path(self.path, rel))
+
+        self.stats["shared_bytes_read"] += dcp_shared.read_shared(
+            self._share_group, windows, self._fetch, full, self.max_gap, consume)
+        return dataclasses.replace(plan, items=rest)
 
     # -- reading the plan -------------------------------------------------------------------
 
@@ -193,6 +240,7 @@ class FluxStorageReader(FsspecReader):
         return out
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        plan = self._read_shared(plan, planner)  # first: every member of the group reaches its collectives
         windows = list(self._windows(self._ranges(plan)))
         # `prefetch` windows are fetched ahead while this thread deserializes the oldest one, so
         # the network and the CPU work overlap; memory stays about (prefetch + 1) x window.

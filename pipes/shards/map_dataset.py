@@ -20,6 +20,8 @@ from fluxfs.handle import FilesystemHandle
 from fluxfs.support import coalesce
 
 from ..data.readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
+from ..distributed.listing import check_list_once
+from ..distributed.listing import list_once as distributed_list_once
 from ..options import merge_storage_options, split_keywords
 from ..urls import parse_url
 from .catalog import expand_urls, shards_under_prefix
@@ -103,12 +105,17 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
         return cls(shards, **kwargs)
 
     @classmethod
-    def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, **kwargs: Any) -> "FluxShardMapDataset":
-        """Every ``*.tar`` shard under a prefix URL (``flux://bucket/train/``), listed once."""
+    def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, list_once: bool = True,
+                    **kwargs: Any) -> "FluxShardMapDataset":
+        """Every ``*.tar`` shard under a prefix URL (``flux://bucket/train/``), listed once: under
+        torch.distributed rank 0 lists and the others receive its list (`list_once=False`: each lists)."""
+        enabled = check_list_once(list_once, cls.__name__)
         own, options = split_keywords(kwargs, cls.__init__)
         so = merge_storage_options(cls.__name__, storage_options, options)
         protocol = parse_url(url).protocol
-        shards = [s.url(protocol) for s in shards_under_prefix(FilesystemHandle(protocol, so).fs, url)]
+        shards = distributed_list_once(
+            lambda: [s.url(protocol) for s in shards_under_prefix(FilesystemHandle(protocol, so).fs, url)],
+            f"the shards of prefix {url}", enabled)
         return cls(shards, storage_options=so, **own)
 
     # -- per-process state -----------------------------------------------------------------

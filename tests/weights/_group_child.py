@@ -39,7 +39,8 @@ def rank_main(rank: int, world: int, mode: str, out: str, bucket: str, port: int
         dist.barrier()
         after = server.stats()
         report[name] = {"bytes": after["bytes_out"] - before["bytes_out"],
-                        "lists": after["requests"].get("list", 0) - before["requests"].get("list", 0)}
+                        "lists": after["requests"].get("list", 0) - before["requests"].get("list", 0),
+                        "keys": after["keys_scanned"] - before["keys_scanned"]}
         return got
 
     try:
@@ -79,6 +80,11 @@ def rank_main(rank: int, world: int, mode: str, out: str, bucket: str, port: int
                 warnings.simplefilter("ignore", MissingIndexWarning)
                 shards = measured("shards", lambda: FluxShardDataset.from_prefix(f"flux://{bucket}/tars/", **options))
                 report["shards"]["names"] = [s.path for s in shards.catalog.shards]
+                from fluxfs.pipes.shards import FluxShardMapDataset
+
+                mapped = measured("mapped", lambda: FluxShardMapDataset.from_prefix(f"flux://{bucket}/mapped/",
+                                                                                      **options))
+                report["mapped"]["names"] = mapped.shards
                 alone = measured("alone", lambda: FluxIterableDataset.from_prefix(
                     f"flux://{bucket}/data/", list_once=False, **options))
             report["alone"]["names"] = alone._source.table.names

@@ -41,7 +41,8 @@ def model_state() -> dict:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    """Three servers on one root holding the model (2 shards), 6 data objects and 2 tar shards."""
+    """Three servers on one root holding the model (2 shards), 6 data objects, 2 tar shards and 2 more among 40
+    other objects."""
     root = tmp_path_factory.mktemp("root")
     bucket = new_bucket_name()
     with run(root=str(root)) as first:
@@ -57,6 +58,9 @@ def servers(tmp_path_factory):
                 info.size = 3
                 tar.addfile(info, io.BytesIO(b"abc"))
             fs.pipe_file(f"{bucket}/tars/shard-{i}.tar", buf.getvalue())
+            fs.pipe_file(f"{bucket}/mapped/shard-{i}.tar", buf.getvalue())
+        for i in range(40):
+            fs.pipe_file(f"{bucket}/mapped/notes-{i:02d}.txt", b"n")
         with run(root=str(root)) as second, run(root=str(root)) as third:
             yield bucket, [first, second, third], fs
 
@@ -115,6 +119,10 @@ def test_datasets_list_once_per_job(servers, tmp_path):
     assert zero["shards"]["names"] == one["shards"]["names"] == [f"{bucket}/tars/shard-{i}.tar" for i in range(2)]
     assert zero["objects"]["lists"] >= 1 and zero["shards"]["lists"] >= 1
     assert one["objects"]["lists"] == one["shards"]["lists"] == 0  # rank 1 made no list call
+    # FluxShardMapDataset.from_prefix too: its prefix holds 40 other objects, which rank 0's listing scans and
+    # rank 1 never does (its few keys scanned are gcsfs's one-key directory probes in info()).
+    assert zero["mapped"]["names"] == one["mapped"]["names"] == [f"flux://{bucket}/mapped/shard-{i}.tar" for i in range(2)]
+    assert zero["mapped"]["keys"] >= 42 and one["mapped"]["keys"] < 10, (zero["mapped"], one["mapped"])
     assert zero["alone"]["lists"] >= 1 and one["alone"]["lists"] >= 1  # list_once=False: each lists
     assert zero["alone"]["names"] == one["alone"]["names"] == zero["objects"]["names"]
     assert "rank 0 was listing the dataset of prefix" in one["order"] and "same order" in one["order"]

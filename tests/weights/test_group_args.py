@@ -9,6 +9,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from fluxfs.pipes import FluxIterableDataset, FluxMapDataset
 from fluxfs.pipes.safetensors import load_file, load_model_dir
+from fluxfs.pipes.shards import FluxShardMapDataset
 from tests.conftest import make_fs
 from tests.pipes.test_distributed import free_port
 
@@ -81,6 +82,6 @@ def test_a_group_load_inside_a_dataloader_worker_is_refused(one, flux_server, si
 
 def test_list_once_must_be_a_bool(flux_server, bucket):
     options = {"endpoint_url": flux_server.url, "token": "anon"}
-    for cls in (FluxIterableDataset, FluxMapDataset):
+    for cls in (FluxIterableDataset, FluxMapDataset, FluxShardMapDataset):
         with pytest.raises(TypeError, match=rf"{cls.__name__}: list_once must be True or False, not str 'yes'"):
             cls.from_prefix(f"flux://{bucket}/x/", list_once="yes", **options)
