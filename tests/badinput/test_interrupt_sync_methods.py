@@ -165,3 +165,24 @@ def test_generated_methods_work_and_refuse_the_loop_thread(server, bucket):
 
     with pytest.raises(RuntimeError, match="info is blocking"):
         bridge.run(fs, on_loop)
+
+
+def test_a_coroutine_cancelled_from_inside_is_raised_not_a_silent_none(server, bucket, tmp_path):
+    """fsspec's `sync` catches Exception only, so a CancelledError raised inside the coroutine (gcsfs's own
+    test forces one with a patched asyncio.wait) makes `get_file` return None with nothing downloaded; through
+    the bridge the caller gets the CancelledError."""
+    import asyncio
+
+    from tests.conftest import make_fs
+
+    fs = make_fs(server)
+    fs.pipe_file(f"{bucket}/cancelled.txt", b"0123456789")
+
+    async def cancelled_inside(*args, **kwargs):
+        raise asyncio.CancelledError()
+
+    fs._get_file = cancelled_inside  # the blocking method finds its coroutine by name on the instance
+    out = tmp_path / "out.txt"
+    with pytest.raises(asyncio.CancelledError):
+        fs.get_file(f"{bucket}/cancelled.txt", str(out))
+    assert not out.exists()
