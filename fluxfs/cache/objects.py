@@ -56,7 +56,9 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, tuple]]) -> dict[int, bytes]
     """{position: bytes} of the wanted objects that have a complete entry (read on a cache thread)."""
     out = {}
     for i, (bucket, key, generation, size, _) in wanted:
-        held = cache.lookup(bucket, key, generation, size)
+        if not os.path.exists(cache._path(entry_id(bucket, key, generation), "data")):
+            continue  # a miss, told without making its lock file (a file creation: ~1 ms on a busy disk)
+        held = cache.lookup(bucket, key, generation, size, checked_by_caller=True)
         if held is not None:
             try:
                 data = held.read()

@@ -140,3 +140,14 @@ def test_read_objects_node_second_pass_makes_no_data_get(flux_server, objects, t
     flux_server.reset_stats()  # (no waiting: a read waits for this process's own fills of what it asks)
     assert one_pass() == EXPECTED
     assert flux_server.stats()["data_reads"] == 0
+
+
+def test_a_miss_makes_no_file_in_the_cache_directory(flux_server, objects, tmp_path, monkeypatch):
+    """Looking an object up makes no lock file when it has no entry (a file creation costs ~1 ms on a busy
+    disk, on the read's path): with nothing cached (no room in the backlog), the directory stays empty."""
+    from fluxfs.cache import objects as cache_objects
+    monkeypatch.setattr(cache_objects, "BACKLOG", 0)
+    ds = FluxMapDataset.from_prefix(objects, storage_options=opts(flux_server, tmp_path), transform=key_and_bytes)
+    assert epoch(ds) == EXPECTED
+    left = [n for n in os.listdir(tmp_path / "cache") if not n.startswith((".", "CACHEDIR"))]
+    assert left == []
