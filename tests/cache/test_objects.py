@@ -151,3 +151,26 @@ def test_a_miss_makes_no_file_in_the_cache_directory(flux_server, objects, tmp_p
     assert epoch(ds) == EXPECTED
     left = [n for n in os.listdir(tmp_path / "cache") if not n.startswith((".", "CACHEDIR"))]
     assert left == []
+
+
+def test_a_fill_killed_mid_batch_leaves_nothing_once_refilled(tmp_path):
+    """A worker killed while writing a batch (DataLoader terminates one slow to exit) leaves temporaries and
+    sidecars; the next fill of those objects removes them, and the entries are complete and exact."""
+    import google_crc32c
+
+    from fluxfs.cache import body as cache_body, objects as cache_objects
+    cache = NodeCache(tmp_path / "cache")
+    datas = [body(i) for i in range(5)]
+    items = [(("b", f"o/{i}", "1", len(d), google_crc32c.value(d)), d) for i, d in enumerate(datas)]
+    pid = os.fork()
+    if pid == 0:  # the worker: killed in the middle of writing its batch
+        cache_body.write_all = lambda fd, chunk, offset: os._exit(0)
+        cache_objects._fill(cache, items)
+        os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert any(n.endswith(".part") for n in os.listdir(cache.directory))
+    cache_objects._fill(cache, items)
+    left = sorted(n.rsplit(".", 1)[-1] for n in os.listdir(cache.directory) if not n.startswith((".", "CACHEDIR")))
+    assert left == ["data"] * 5 + ["lock"] * 5 + ["meta"] * 5
+    assert [cache.get("b", f"o/{i}", "1", len(d), None, lambda: b"") for i, d in enumerate(datas)] == datas
