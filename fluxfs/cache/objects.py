@@ -7,7 +7,8 @@ the bytes are in, and a fill never delays it. A call's objects are filled as one
 lock, one accounting update) without fsync: every read of an object from the cache checks its crc32c,
 so an entry torn by a power loss is read from storage again, never returned. Fills waiting hold at most
 `BACKLOG` bytes; an object beyond that is not cached this time (it is the next). A process that exits
-finishes its pending fills first (they run on a non-daemon pool). Paths without a generation or size
+finishes its pending fills first (they run on a non-daemon pool); one killed mid-batch leaves temporaries
+that the next fill of those objects removes (their lock files say a fill was under way). Paths without a generation or size
 are read from storage as without a cache: the generation is what keeps an overwritten object from
 being served stale.
 """
@@ -56,7 +57,9 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, tuple]]) -> dict[int, bytes]
     """{position: bytes} of the wanted objects that have a complete entry (read on a cache thread)."""
     out = {}
     for i, (bucket, key, generation, size, _) in wanted:
-        held = cache.lookup(bucket, key, generation, size)
+        if not os.path.exists(cache._path(entry_id(bucket, key, generation), "data")):
+            continue  # a miss, told without making its lock file (a file creation: ~1 ms on a busy disk)
+        held = cache.lookup(bucket, key, generation, size, checked_by_caller=True)
         if held is not None:
             try:
                 data = held.read()
@@ -93,6 +96,7 @@ def _fill(cache: NodeCache, items: list[tuple[tuple, bytes]]) -> None:
             except ChecksumMismatch as exc:
                 log.warning("fluxfs node-local cache: %s", exc)
                 continue
+            lock.mark_filling(True)  # a worker killed mid-batch (a DataLoader's SIGTERM): its next filler sweeps
             todo.append((eid, meta, data))
         if todo:
             _write_batch(cache, todo)

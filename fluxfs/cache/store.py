@@ -133,13 +133,16 @@ class NodeCache:
                 self._pool_pid = os.getpid()
             return self._pool
 
-    def lookup(self, bucket: str, key: str, generation: Any, size: Optional[int] = None) -> Optional[Held]:
-        """The complete entry of that generation, held (shared lock; `release()` it), or None: never waits."""
+    def lookup(self, bucket: str, key: str, generation: Any, size: Optional[int] = None,
+               checked_by_caller: bool = False) -> Optional[Held]:
+        """The complete entry of that generation, held (shared lock; `release()` it), or None: never waits.
+        `checked_by_caller`: the caller checks the bytes it reads against the sidecar's crc32c (a non-durable
+        entry is then not read twice)."""
         eid = entry_id(bucket, key, generation)
         lock = FileLock(self._path(eid, "lock"))
         if not lock.try_acquire(shared=True):
             return None
-        if self._complete(eid, bucket, key, generation, size):
+        if self._complete(eid, bucket, key, generation, size, checked_by_caller):
             return Held(self._path(eid, "data"), None, lock)
         lock.release()
         return None
@@ -184,7 +187,8 @@ class NodeCache:
             lock.release()
             raise
 
-    def _complete(self, eid: str, bucket: str, key: str, generation: Any, size: Optional[int]) -> bool:
+    def _complete(self, eid: str, bucket: str, key: str, generation: Any, size: Optional[int],
+                  checked_by_caller: bool = False) -> bool:
         meta = Meta.read(self._path(eid, "meta"))
         if meta is None or not meta.names(bucket, key, generation, size):
             return False
@@ -193,7 +197,8 @@ class NodeCache:
                 return False
             # Renamed into place without an fsync: after a power loss its bytes may be torn, so every reader
             # (ranged reads too, which trust a durable entry) checks it against its crc32c first.
-            return meta.durable or (meta.crc32c is not None and _file_crc(self._path(eid, "data")) == meta.crc32c)
+            return meta.durable or checked_by_caller or (
+                meta.crc32c is not None and _file_crc(self._path(eid, "data")) == meta.crc32c)
         except FileNotFoundError:
             return False
 

@@ -134,3 +134,37 @@ def test_read_objects_node_second_pass_makes_no_data_get(flux_server, objects, t
     flux_server.reset_stats()  # (no waiting: a read waits for this process's own fills of what it asks)
     assert one_pass() == EXPECTED
     assert flux_server.stats()["data_reads"] == 0
+
+
+def test_a_miss_makes_no_file_in_the_cache_directory(flux_server, objects, tmp_path, monkeypatch):
+    """Looking an object up makes no lock file when it has no entry (a file creation costs ~1 ms on a busy
+    disk, on the read's path): with nothing cached (no room in the backlog), the directory stays empty."""
+    from fluxfs.cache import objects as cache_objects
+    monkeypatch.setattr(cache_objects, "BACKLOG", 0)
+    ds = FluxMapDataset.from_prefix(objects, storage_options=opts(flux_server, tmp_path), transform=key_and_bytes)
+    assert epoch(ds) == EXPECTED
+    left = [n for n in os.listdir(tmp_path / "cache") if not n.startswith((".", "CACHEDIR"))]
+    assert left == []
+
+
+def test_a_fill_killed_mid_batch_leaves_nothing_once_refilled(tmp_path):
+    """A worker killed while writing a batch (DataLoader terminates one slow to exit) leaves temporaries and
+    sidecars; the next fill of those objects removes them, and the entries are complete and exact."""
+    import google_crc32c
+
+    from fluxfs.cache import body as cache_body, objects as cache_objects
+    cache = NodeCache(tmp_path / "cache")
+    datas = [body(i) for i in range(5)]
+    items = [(("b", f"o/{i}", "1", len(d), google_crc32c.value(d)), d) for i, d in enumerate(datas)]
+    pid = os.fork()
+    if pid == 0:  # the worker: killed in the middle of writing its batch
+        cache_body.write_all = lambda fd, chunk, offset: os._exit(0)
+        cache_objects._fill(cache, items)
+        os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert any(n.endswith(".part") for n in os.listdir(cache.directory))
+    cache_objects._fill(cache, items)
+    left = sorted(n.rsplit(".", 1)[-1] for n in os.listdir(cache.directory) if not n.startswith((".", "CACHEDIR")))
+    assert left == ["data"] * 5 + ["lock"] * 5 + ["meta"] * 5
+    assert [cache.get("b", f"o/{i}", "1", len(d), None, lambda: b"") for i, d in enumerate(datas)] == datas
