@@ -6,14 +6,16 @@ error answers 507 (diskerr.py), and the temporary file is removed on every failu
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import google_crc32c
 
-from .diskerr import disk_error, is_disk_error
+from .diskerr import INSUFFICIENT_STORAGE, disk_error, is_disk_error
+from .errors import ServerError
 
 _STEP = 1024 * 1024
 
@@ -53,21 +55,33 @@ def new_file(directory: str, what: str, md5: bool = True):
     return os.fdopen(fd, "wb"), Spooled(tmp, md5=hashlib.md5() if md5 else None)
 
 
-async def receive(srv, request, directory: str, what: str, md5: bool = True) -> Spooled:
-    """The request body, written to a new file in `directory` as it arrives, fsynced."""
+@contextlib.contextmanager
+def _filling(directory: str, what: str, md5: bool) -> Iterator[tuple[Any, Spooled]]:
+    """(open file, Spooled) of a new file in `directory`, fsynced when the block ends; on any failure the
+    file is removed, and a refused write becomes the 507 that names `what` (diskerr.py)."""
     f, sp = new_file(directory, what, md5)
     try:
         with f:
-            async for chunk in srv.body_iter(request):
-                f.write(chunk)
-                sp.add(chunk)
+            yield f, sp
             f.flush()
             os.fsync(f.fileno())
     except BaseException as e:
         sp.discard()
         if is_disk_error(e):
-            await srv.drain(request)  # the client then reads the answer, not a broken pipe
             raise disk_error(e, what) from e
+        raise
+
+
+async def receive(srv, request, directory: str, what: str, md5: bool = True) -> Spooled:
+    """The request body, written to a new file in `directory` as it arrives, fsynced."""
+    try:
+        with _filling(directory, what, md5) as (f, sp):
+            async for chunk in srv.body_iter(request):
+                f.write(chunk)
+                sp.add(chunk)
+    except ServerError as e:
+        if e.code == INSUFFICIENT_STORAGE:
+            await srv.drain(request)  # the client then reads the answer, not a broken pipe
         raise
     return sp
 
@@ -94,20 +108,11 @@ def read_pieces(obj, start: int = 0, end: Optional[int] = None) -> Iterable[byte
 
 def assemble(directory: str, sources: Iterable[Iterable[bytes]], what: str, md5: bool = True) -> Spooled:
     """A new file in `directory` holding the pieces of `sources` one after another, fsynced."""
-    f, sp = new_file(directory, what, md5)
-    try:
-        with f:
-            for pieces in sources:
-                for piece in pieces:
-                    f.write(piece)
-                    sp.add(piece)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException as e:
-        sp.discard()
-        if is_disk_error(e):
-            raise disk_error(e, what) from e
-        raise
+    with _filling(directory, what, md5) as (f, sp):
+        for pieces in sources:
+            for piece in pieces:
+                f.write(piece)
+                sp.add(piece)
     return sp
 
 
