@@ -92,3 +92,18 @@ def test_a_deeply_nested_error_body_is_shown_as_text():
     with pytest.raises(HttpError, match="HTTP 500: B/a: ") as err:
         raise_for_status(500, body, "B/a")
     assert len(str(err.value)) <= MAX_MESSAGE + 100
+
+
+def test_deep_json_is_refused_before_the_parser_recurses():
+    """'[[[[…' 100k deep is measured and refused before json.loads runs: hitting the recursion limit broke
+    whatever else ran on that stack (finalizers raised RecursionError as unraisable exceptions). Nesting up
+    to 128 levels, serde_json's limit (the safetensors package's parser), still parses."""
+    import json
+
+    from fluxfs import jsontext
+
+    with pytest.raises(json.JSONDecodeError, match="nested too deeply to parse") as err:
+        jsontext.loads(b"[" * 100_000 + b"]" * 100_000)
+    assert err.value.__context__ is None  # no RecursionError was raised on the way
+    assert jsontext.loads("[" * 128 + "]" * 128) is not None
+    assert jsontext.loads(b'{"k": "[[[[' + b"[" * 500 + b'"}') == {"k": "[[[[" + "[" * 500}  # strings do not nest
