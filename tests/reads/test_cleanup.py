@@ -58,6 +58,8 @@ def test_cleanup_older_than_removes_what_was_written_long_ago(flux_server, bucke
     assert code == 0 and f"removed 3 temporary object(s) and aborted 0 unfinished upload(s)" in err, err
     assert "_fluxfs-tmp/notes.txt" in err   # named as not fluxfs's, and kept
     assert flux_server.list_names(bucket) == sorted(fresh + ["_fluxfs-tmp/notes.txt"])
+    with pytest.raises(KeyError, match=f"No such object: {bucket}/gone"):   # the control names what is missing
+        flux_server.backdate(bucket, "gone", 60)
 
 
 def test_cleanup_spares_objects_this_process_still_uses(flux_server, fs, bucket):
