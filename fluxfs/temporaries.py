@@ -51,12 +51,17 @@ def parse_age(value: Union[None, int, float, str]) -> Optional[float]:
     return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
-def _created(item: dict) -> Optional[float]:
-    ts = item.get("timeCreated") or item.get("updated")
-    try:
-        return parse_timestamp(ts).timestamp() if ts else None
-    except ValueError:
-        return None
+def _written_at(item: dict) -> Optional[float]:
+    """When an object was last written, by its own times (the later of `timeCreated` and `updated`, which the
+    server sets), not its job's start: a job running for days makes fresh temporaries all along."""
+    times = []
+    for ts in (item.get("timeCreated"), item.get("updated")):
+        try:
+            times.append(parse_timestamp(ts).timestamp() if ts else None)
+        except ValueError:
+            pass
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
 
 
 async def _list_temp(client: "Client", bucket: str, versions: bool = False) -> list[dict]:
@@ -133,11 +138,9 @@ async def async_cleanup_report(client: "Client", url: str, older_than: Union[Non
         if (path in mine and mine[path] in (None, gen)) or path in records:
             continue  # still in use here, or an upload's record (open upload, or deleted with it)
         if age is not None:
-            started = tempnames.job_started_at(item["name"], prefix)
-            if started is None:
-                started = _created(item)
-            if started is None or now - started < age:
-                continue
+            written = _written_at(item)
+            if written is None or now - written < age:
+                continue  # written less than `age` ago (or when is unknown): maybe a running job's
         victims.append((path, gen))  # that generation: a noncurrent one is removed for good
     sem = asyncio.Semaphore(32)
 
@@ -165,9 +168,10 @@ def cleanup(client: "Client", url: str, older_than: Union[None, int, float, str]
     ones as noncurrent versions); a user's objects under the prefix are left alone (`cleanup_report`
     lists them). Only uploads fluxfs started (they have a marked record, `temp_uploads`) are aborted;
     another tool's are listed, and aborted only with `abort_foreign_uploads`. With `older_than` (seconds
-    or "1h"), only temporaries whose job started (or which were created) longer ago, and uploads started
-    longer ago; without it, all of them except those this process still uses: running jobs elsewhere
-    may lose theirs.
+    or "1h"), only temporaries written longer ago (each judged by its own `timeCreated`/`updated`, never
+    by when its job started: a long-running job's fresh temporaries stay), and uploads started longer
+    ago; without it, all of them except those this process still uses: running jobs elsewhere may lose
+    theirs.
     """
     return bridge.run(client, async_cleanup, client, url, older_than, abort_foreign_uploads)
 

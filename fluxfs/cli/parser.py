@@ -167,7 +167,8 @@ def build_parser(argv: Optional[Iterable[str]] = None) -> argparse.ArgumentParse
             "delete fluxfs temporary objects left behind by crashed jobs")
     p.add_argument("url", help="flux://BUCKET")
     p.add_argument("--older-than", default="1h", metavar="AGE",
-                   help="only temporaries of jobs older than this, e.g. 30m, 1h, 2d, 0 for all (default 1h)")
+                   help="only temporaries written and uploads started longer ago than this (each by its own time, "
+                        "not its job's), e.g. 30m, 1h, 2d, 0 for all (default 1h)")
     p.add_argument("--abort-foreign-uploads", action="store_true",
                    help="also abort unfinished multipart uploads fluxfs did not start (another tool's; by default "
                         "they are only listed)")

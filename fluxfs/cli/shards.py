@@ -153,7 +153,7 @@ def _part(args: argparse.Namespace) -> Optional[Tuple[int, int]]:
 
 
 def _pack(args: argparse.Namespace, src: str, dst: str) -> int:
-    from fluxfs.pipes.shards.packing import pack_prefix
+    from fluxfs.pipes.shards.packing import check_destination, pack_prefix
 
     part = _part(args)
     world = os.environ.get("WORLD_SIZE", "")
@@ -165,14 +165,11 @@ def _pack(args: argparse.Namespace, src: str, dst: str) -> int:
     max_size, t0 = parse_size(args.max_size), time.perf_counter()
     if not base.endswith("/"):
         base += "/"
+    remote_path(dst)   # a bucket URL, or a usage error naming it
     try:
-        urls_0, urls_1 = dst.format(0), dst.format(1)
-    except (IndexError, KeyError, ValueError):
-        urls_0 = urls_1 = dst
-    if urls_0 == urls_1:
-        raise UsageError(f"DST_PATTERN {dst!r} needs a field for the shard number, e.g. shard-{{:06d}}.tar")
-    if remote_path(dst).startswith(base):
-        raise UsageError(f"the destination {dst} lies inside the source prefix {src}: shards would be packed again")
+        check_destination(src, dst)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     require_bucket(fs, base, src)
     labels = _labels(fs, args, src)
     with progress_bar(args, total=0, desc="packing", unit="B", unit_scale=True) as bar:

@@ -101,13 +101,3 @@ def is_marked(key: str, metadata: Mapping[str, Any] | None, prefix: str = TEMP_P
     job = job_of(key, prefix)
     return job is not None and (metadata or {}).get(MARKER_KEY) == job
 
-
-def job_started_at(key: str, prefix: str = TEMP_PREFIX) -> float | None:
-    """The creation time encoded in a temporary key's job id, or None if it has none."""
-    job = job_of(key, prefix)
-    if job is None:
-        return None
-    try:
-        return float(job.split("-", 1)[0])
-    except ValueError:
-        return None

@@ -3,7 +3,8 @@ requires one, and JSON bodies: guard.py) used by ServerHandle.
 
 POST configure {settings} | GET stats | POST reset_stats | POST bucket {"name"} |
 POST generate {"bucket","count","size","prefix","seed"} | GET names?bucket=&prefix= |
-GET uploads?bucket= | POST forget_sessions {"bucket"} (resumable sessions lost as in a restart) | GET health
+GET uploads?bucket= | POST forget_sessions {"bucket"} (resumable sessions lost as in a restart) |
+POST backdate {"bucket","name","seconds"} (a live object's timeCreated and updated moved into the past) | GET health
 """
 from __future__ import annotations
 
@@ -72,6 +73,10 @@ async def handle(srv, request: web.Request, path: str, query: str) -> web.Stream
         out = [{"key": u.key, "upload_id": uid, "parts": sorted(u.parts)}
                for uid, u in srv.multipart.items() if u.bucket == bucket]
         return web.json_response(sorted(out, key=lambda d: (d["key"], d["upload_id"])))
+    if cmd == "backdate" and m == "POST":
+        b = await _body(request)
+        obj = srv.store.backdate(b["bucket"], b["name"], float(b["seconds"]))
+        return web.json_response({"name": obj.name, "created": obj.created})
     if cmd == "forget_sessions" and m == "POST":
         return web.json_response(forget_sessions(srv, (await _body(request))["bucket"]))
     raise ServerError(404, f"unknown control endpoint {m} {path}")

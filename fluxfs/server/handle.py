@@ -83,6 +83,10 @@ class ServerHandle:
         """Drop the resumable sessions into `bucket` as a restart without a root would; the names they were for."""
         return self._call("POST", "forget_sessions", {"bucket": bucket})
 
+    def backdate(self, bucket: str, name: str, seconds: float) -> None:
+        """Move the live object's timeCreated and updated `seconds` into the past, as if written then."""
+        self._call("POST", "backdate", {"bucket": bucket, "name": name, "seconds": seconds})
+
     def close(self) -> None:
         if self._closer is not None:
             closer, self._closer = self._closer, None

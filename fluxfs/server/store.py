@@ -233,6 +233,18 @@ class Store:
             raise
         return obj
 
+    def backdate(self, bucket: str, name: str, seconds: float) -> Obj:
+        """Move a live object's timeCreated and updated `seconds` into the past, as if written then (a control
+        for tests of what judges age, such as `fluxfs cleanup --older-than`)."""
+        obj = self.get(bucket, name)
+        obj.created -= seconds
+        obj.updated -= seconds
+        obj._json = None
+        if self.persist:
+            with disk_writes(f"the metadata of {bucket}/{obj.name}"):
+                self.persist.save_meta(bucket, obj)
+        return obj
+
     def _patch(self, bucket: str, obj: Obj, changes: Dict[str, Any]) -> None:
         if "contentType" in changes:
             obj.content_type = changes["contentType"] or "application/octet-stream"

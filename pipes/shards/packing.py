@@ -76,6 +76,22 @@ def _all_classes(infos: list[dict], base: str, labels: Optional[dict], label_dir
     return class_names(values) if values else None
 
 
+def check_destination(src: str, dst: str) -> str:
+    """The directory (``bucket/path``) of shard pattern `dst`; a ValueError naming it when it numbers no shard
+    (``shard.tar``, ``{name}``) or lies inside the source prefix `src` (its shards would be packed again)."""
+    try:
+        first, second = dst.format(0), dst.format(1)
+    except (IndexError, KeyError, ValueError):
+        first = second = dst
+    if first == second:
+        raise ValueError(f"destination pattern {dst!r} needs a field for the shard number, e.g. shard-{{:06d}}.tar")
+    base = parse_url(src).path.rstrip("/") + "/"
+    dst_dir = parse_url(dst).path.rpartition("/")[0]
+    if (dst_dir + "/").startswith(base):
+        raise ValueError(f"the destination {dst} lies inside the source prefix {src}: shards would be packed again")
+    return dst_dir
+
+
 def pack_prefix(src: str, dst: str, *, part: Optional[tuple[int, int]] = None, max_size: int = DEFAULT_MAX_SIZE,
                 max_samples: int = DEFAULT_MAX_SAMPLES, labels: Optional[dict[str, Any]] = None,
                 label_dirs: bool = True, overwrite: bool = False, fs: Any = None,
@@ -96,17 +112,9 @@ def pack_prefix(src: str, dst: str, *, part: Optional[tuple[int, int]] = None, m
     i, n = check_part(part if part is not None else (0, 1))
     if fs is None:
         fs, _ = fsspec.core.url_to_fs(src, **(storage_options or {}))
+    dst_dir = check_destination(src, dst)
     base = parse_url(src).path.rstrip("/") + "/"
     pattern = part_pattern(dst, i, n)
-    try:
-        first, second = pattern.format(0), pattern.format(1)
-    except (IndexError, KeyError, ValueError):
-        first = second = pattern
-    if first == second:
-        raise ValueError(f"destination pattern {dst!r} needs a field for the shard number, e.g. shard-{{:06d}}.tar")
-    dst_dir = parse_url(dst).path.rpartition("/")[0]
-    if (dst_dir + "/").startswith(base):
-        raise ValueError(f"the destination {dst} lies inside the source prefix {src}: shards would be packed again")
     classes: Any = COMPUTE
     if n == 1:
         infos = _list_all(fs, base, labels)

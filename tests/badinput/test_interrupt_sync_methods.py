@@ -12,8 +12,6 @@ import inspect
 import os
 import pickle
 import re
-import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -23,26 +21,11 @@ import pytest
 from fluxfs.core import FluxFileSystem
 from fluxfs.gcs import bridge
 from fluxfs.gcs.tempnames import TEMP_PREFIX
-from tests.conftest import make_fs, new_bucket_name
+from tests._sigint import bucket, interrupt_when, server  # noqa: F401 (fixtures)
+from tests.conftest import make_fs
 
 STOP_WITHIN = 1.5  # seconds from SIGINT to exit
 MIB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def server():
-    from fluxfs.server import run
-
-    with run(in_process=False) as srv:
-        yield srv
-
-
-@pytest.fixture
-def bucket(server):
-    name = new_bucket_name()
-    server.create_bucket(name)
-    yield name
-    server.configure(profile="local")
 
 
 def _interrupt(server, call: str, ready) -> tuple[int, str, float]:
@@ -53,26 +36,8 @@ def _interrupt(server, call: str, ready) -> tuple[int, str, float]:
         fs = FluxFileSystem(endpoint_url={server.url!r}, token="anon", part_size=5 * 2**20, write_concurrency=2)
         {call}
     """)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    try:
-        deadline = time.monotonic() + 30
-        while not ready():
-            assert proc.poll() is None, f"the call ended before it could be interrupted: {proc.stderr.read()}"
-            assert time.monotonic() < deadline, "the call never got going"
-            time.sleep(0.05)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        try:
-            exit_code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            raise AssertionError("the call did not stop within 30 s of Ctrl-C") from None
-        return exit_code, proc.stderr.read(), time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+    return interrupt_when([sys.executable, "-c", code], ready, what="the call",
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 
 
 def _uploading(server, bucket):

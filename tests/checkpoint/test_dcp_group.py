@@ -5,24 +5,16 @@ what rank r read from storage.
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
 from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter
 from fluxfs.server import run
+from tests._gloo import digests, run_ranks
 from tests.conftest import make_fs, new_bucket_name
-from tests.pipes.test_distributed import free_port
-from tests.weights._group_child import digests
 
 from ._dcp_group_child import replicated_state, sharded_state
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +30,9 @@ def loaded(tmp_path_factory):
         dcp.save(sharded_state(), storage_writer=FluxStorageWriter(f"flux://{bucket}/ckpt/sharded", **options))
         size = sum(v for k, v in fs.du(f"{bucket}/ckpt/replicated", total=False).items() if k.endswith(".distcp"))
         with run(root=str(root)) as second:  # started after the save: it sees what the first one stored
-            proc = subprocess.run([sys.executable, "-m", "tests.checkpoint._dcp_group_child", str(out),
-                                   f"flux://{bucket}/ckpt", str(free_port()), first.url, second.url],
-                                  cwd=ROOT, capture_output=True, text=True, timeout=240)
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        yield [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)], size
+            ranks = run_ranks("tests.checkpoint._dcp_group_child", out, [first.url, second.url],
+                              f"flux://{bucket}/ckpt")
+        yield ranks, size
 
 
 def test_replicated_items_are_read_once_per_group(loaded):

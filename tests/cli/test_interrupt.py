@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,26 +18,11 @@ import pytest
 from fluxfs.gcs import bridge
 from fluxfs.server.synthetic import synthetic_bytes
 from fluxfs.temporaries import list_incomplete_uploads
-from tests.conftest import make_fs, new_bucket_name
+from tests._sigint import bucket, interrupt_when, server  # noqa: F401 (fixtures)
+from tests.conftest import make_fs
 
 FLUXFS = str(Path(sys.executable).parent / "fluxfs")
 STOP_WITHIN = 2.0  # seconds from SIGINT to exit
-
-
-@pytest.fixture(scope="module")
-def server():
-    from fluxfs.server import run
-
-    with run(in_process=False) as srv:
-        yield srv
-
-
-@pytest.fixture
-def bucket(server):
-    name = new_bucket_name()
-    server.create_bucket(name)
-    yield name
-    server.configure(profile="local")
 
 
 @pytest.fixture
@@ -47,28 +30,10 @@ def fs(server):
     return make_fs(server)
 
 
-def interrupt_when(cmd: list[str], ready, env_url: str, timeout: float = 30.0) -> tuple[int, str, float]:
-    """Start `cmd`, send SIGINT once `ready()` is true, return (exit code, stderr, seconds to exit)."""
-    env = dict(os.environ, STORAGE_EMULATOR_HOST=env_url)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            assert proc.poll() is None, f"the command ended before it could be interrupted: {proc.stderr.read()}"
-            assert time.monotonic() < deadline, "the command never got going"
-            time.sleep(0.05)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            raise AssertionError("fluxfs did not stop within 30 s of Ctrl-C") from None
-        return code, proc.stderr.read(), time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+def _fluxfs(argv: list[str], ready, server) -> tuple[int, str, float]:
+    """Run the installed `fluxfs` script with `argv` on `server`, SIGINT it once `ready()`."""
+    return interrupt_when([FLUXFS, *argv], ready, env=dict(os.environ, STORAGE_EMULATOR_HOST=server.url),
+                          what="fluxfs")
 
 
 def test_ctrl_c_stops_a_download_at_once_and_leaves_no_partial_file(server, bucket, fs, tmp_path):
@@ -80,7 +45,7 @@ def test_ctrl_c_stops_a_download_at_once_and_leaves_no_partial_file(server, buck
     def reading() -> bool:  # composites are being read: the copy is under way
         return server.stats().get("requests", {}).get("compose", 0) >= 4
 
-    code, err, took = interrupt_when([FLUXFS, "cp", "-r", f"flux://{bucket}/ds", str(out)], reading, server.url)
+    code, err, took = _fluxfs(["cp", "-r", f"flux://{bucket}/ds", str(out)], reading, server)
     assert code == 130, err
     assert took < STOP_WITHIN, f"took {took:.1f} s to stop after Ctrl-C"
     m = re.search(r"fluxfs: interrupted: copied (\d+) of 2000 file\(s\)", err)
@@ -105,8 +70,8 @@ def test_ctrl_c_stops_an_upload_and_leaves_no_partial_object(server, bucket, fs,
     def writing() -> bool:
         return server.stats().get("requests", {}).get("write", 0) >= 8
 
-    code, err, took = interrupt_when([FLUXFS, "-o", "part_size=5242880", "cp", "-r", str(src), f"flux://{bucket}/up"],
-                                     writing, server.url)
+    code, err, took = _fluxfs(["-o", "part_size=5242880", "cp", "-r", str(src), f"flux://{bucket}/up"], writing,
+                              server)
     assert code == 130, err
     assert took < STOP_WITHIN, f"took {took:.1f} s to stop after Ctrl-C"
     m = re.search(r"fluxfs: interrupted: copied (\d+) of 40 file\(s\)", err)
@@ -125,7 +90,7 @@ def test_ctrl_c_stops_a_long_listing(server, bucket):
     server.configure(latency_ms=3000)  # each page takes 3 s
 
     started = time.monotonic()
-    code, err, took = interrupt_when([FLUXFS, "ls", "-r", f"flux://{bucket}/many/"],
-                                     lambda: time.monotonic() - started > 4.0, server.url)
+    code, err, took = _fluxfs(["ls", "-r", f"flux://{bucket}/many/"], lambda: time.monotonic() - started > 4.0,
+                              server)
     assert code == 130 and "interrupted" in err and "Traceback" not in err, err
     assert took < STOP_WITHIN, f"took {took:.1f} s to stop after Ctrl-C"

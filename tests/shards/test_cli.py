@@ -106,6 +106,27 @@ def test_bad_pack_arguments_are_usage_errors(flux_server, bucket, argv, message)
     assert code == 2 and message in err
 
 
+@pytest.mark.parametrize("src, dst", [
+    ("flux://{b}/img/", "flux://{b}/out/shard.tar"),
+    ("flux://{b}/img/", "flux://{b}/out/shard-{{name}}.tar"),
+    ("flux://{b}/img", "flux://{b}/img/sh/{{}}.tar"),
+    ("flux://{b}/img/", "flux://{b}/img/{{:04d}}.tar"),
+])
+def test_a_bad_destination_is_refused_alike_by_the_command_and_the_python_api(flux_server, bucket, src, dst):
+    """One check (`check_destination`): `pack_prefix`'s ValueError is the command's usage error, word for word."""
+    from fluxfs.pipes.shards.packing import pack_prefix
+
+    fs = make_fs(flux_server)
+    _objects(fs, bucket)
+    src, dst = src.format(b=bucket), dst.format(b=bucket)
+    with pytest.raises(ValueError) as refused:
+        pack_prefix(src, dst, fs=fs)
+    assert dst in str(refused.value)
+    code, err = _run(flux_server, "shard", src, dst)
+    assert code == 2 and f"fluxfs shard: {refused.value}" in err, err
+    assert sorted(fs.find(bucket)) == sorted(f"{bucket}/{k}" for k in _objects(fs, bucket))
+
+
 def test_pack_labels_from_a_manifest(flux_server, bucket, tmp_path):
     fs = make_fs(flux_server)
     _objects(fs, bucket)

@@ -7,10 +7,12 @@ import io
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -181,6 +183,50 @@ def test_torchrun_part_auto(flux_server, bucket):
     got, _ = _read_all(fs, bucket, "out/")
     assert got == _expected_members(objs)
     assert fs.exists(f"{bucket}/out/part-0001-of-0002.jsonl") and fs.exists(f"{bucket}/out/shards.jsonl")
+
+
+DASK_MARKER = "<!-- scaling-dask"
+
+
+def _docs_dask_example() -> str:
+    """The Python block after DASK_MARKER in docs/scaling.md, as users paste it."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "scaling.md").read_text(encoding="utf-8")
+    assert DASK_MARKER in text, "docs/scaling.md lost its Dask example's marker"
+    m = re.search(r"```python\n(.*?)```", text[text.index(DASK_MARKER):], re.S)
+    assert m, "no python block after the Dask example's marker"
+    return m.group(1)
+
+
+def test_the_dask_example_of_docs_scaling_md_runs_as_written(flux_server, bucket, tmp_path):
+    """docs/scaling.md's Dask block, run as a script on a local Dask cluster of worker processes: every object
+    packed exactly once across the parts, each part below its own directory, one merged manifest."""
+    pytest.importorskip("dask.distributed")
+    fs = make_fs(flux_server)
+    objs = _source(fs, bucket, n=16)
+    code = _docs_dask_example()
+    for old, new in (("flux://bucket/images/", f"flux://{bucket}/src/"), ("flux://bucket/train/", f"flux://{bucket}/out/"),
+                     ('"bucket/train"', f'"{bucket}/out"')):
+        assert code.count(old) == 1, old   # the test runs the block with only the bucket's names changed
+        code = code.replace(old, new)
+    n = int(re.search(r"^SRC, DST, N = .*, (\d+)$", code, re.M).group(1))
+    (tmp_path / "pack.py").write_text(code, encoding="utf-8")
+    env = dict(os.environ, STORAGE_EMULATOR_HOST=flux_server.url, FSSPEC_FLUX_TOKEN="anon", NO_GCE_CHECK="true",
+               DASK_TEMPORARY_DIRECTORY=str(tmp_path))   # the workers' scratch space, removed with tmp_path
+    proc = subprocess.run([sys.executable, "pack.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got, where = _read_all(fs, bucket, "out/")
+    assert got == _expected_members(objs)                        # every object exactly once, across the parts
+    assert all(len(shards) == 1 for shards in where.values())   # no sample split across shards or parts
+    fs.invalidate_cache()
+    tars = sorted(p for p in fs.find(f"{bucket}/out/") if p.endswith(".tar"))
+    assert len(tars) == len(set(tars)) and {p.rsplit("/", 2)[1] for p in tars} <= {
+        f"part-{i:04d}-of-{n:04d}" for i in range(n)}
+    assert sorted(p for p in fs.find(f"{bucket}/out/") if p.endswith(".jsonl")) == sorted(
+        [f"{bucket}/out/part-{i:04d}-of-{n:04d}.jsonl" for i in range(n)] + [f"{bucket}/out/shards.jsonl"])
+    merged = fs.cat(f"{bucket}/out/shards.jsonl").decode().splitlines()
+    assert sorted(json.loads(line)["name"] for line in merged) == tars   # one manifest naming every shard once
+    assert proc.stdout.splitlines() == [f"{len(tars)} shards written by {n} parts", f"{bucket}/out/shards.jsonl"]
 
 
 def test_object_without_extension_colliding_with_a_bin_object_is_refused(flux_server, bucket):

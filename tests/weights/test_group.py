@@ -6,24 +6,18 @@ objects (and generations) and what server r sent is exactly what rank r read fro
 from __future__ import annotations
 
 import io
-import json
-import subprocess
-import sys
 import tarfile
-from pathlib import Path
 
 import pytest
 import safetensors.torch as st
 import torch
 
 from fluxfs.server import run
+from tests import _gloo as gloo
+from tests._gloo import digests
 from tests.conftest import make_fs, new_bucket_name
-from tests.pipes.test_distributed import free_port
 
-from ._group_child import digests
 from .test_model_dir import write_dir
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def model_state() -> dict:
@@ -75,11 +69,7 @@ def reference(fs, bucket: str, names=None) -> dict:
 
 
 def run_ranks(mode: str, tmp_path, bucket: str, servers) -> list[dict]:
-    proc = subprocess.run([sys.executable, "-m", "tests.weights._group_child", mode, str(tmp_path), bucket,
-                           str(free_port()), *[s.url for s in servers]], cwd=ROOT, capture_output=True, text=True,
-                          timeout=240)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(len(servers))]
+    return gloo.run_ranks("tests.weights._group_child", tmp_path, [s.url for s in servers], mode, bucket)
 
 
 @pytest.mark.parametrize("ranks, share", [(2, 0.55), (3, 0.4)])

@@ -1,0 +1,89 @@
+"""Gloo ranks over embedded servers, for the collective-read tests (tests/weights/test_group.py,
+tests/checkpoint/test_dcp_group.py): rank r reads through the r-th server (servers sharing one --root), so
+what server r sent is exactly what rank r read from storage.
+
+The test runs `run_ranks("tests.x._child", OUT, urls, *args)`; the child module's `__main__` is
+`start_ranks(rank_main)`, which forks one gloo rank per URL and calls `rank_main(rank, *args)` with a `GlooRank`;
+each rank's `report` is written to OUT/rank<r>.json, even when it fails, and `run_ranks` returns them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def digests(state: dict) -> dict:
+    """{name: [dtype, shape, sha256 of the bytes]} of a state dict's tensors: what two loads are compared by."""
+    return {k: [str(v.dtype), list(v.shape), hashlib.sha256(v.contiguous().reshape(-1).view(torch.uint8).numpy()).hexdigest()]
+            for k, v in state.items()}
+
+
+def run_ranks(module: str, out: Path, urls: list[str], *args: str) -> list[dict]:
+    """Run `python -m module OUT PORT URL,URL... ARGS...` (one gloo rank per server URL); every rank's report."""
+    from tests.pipes.test_distributed import free_port
+
+    proc = subprocess.run([sys.executable, "-m", module, str(out), str(free_port()), ",".join(urls), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(len(urls))]
+
+
+@dataclass
+class GlooRank:
+    """One rank in the child: its number, the world size, its server (`ServerHandle`), the storage options that
+    read through it, and the report written for the test."""
+
+    rank: int
+    world: int
+    server: Any
+    options: dict
+    report: dict = field(default_factory=dict)
+
+    def measured(self, name: str, call: Callable[[], Any]) -> Any:
+        """`call()` between barriers; report[name] gets what this rank's server sent meanwhile (bytes, list calls,
+        keys scanned). Returns what `call` returned."""
+        import torch.distributed as dist
+
+        dist.barrier()
+        before = self.server.stats()
+        got = call()
+        dist.barrier()
+        after = self.server.stats()
+        self.report[name] = {"bytes": after["bytes_out"] - before["bytes_out"],
+                             "lists": after["requests"].get("list", 0) - before["requests"].get("list", 0),
+                             "keys": after["keys_scanned"] - before["keys_scanned"]}
+        return got
+
+
+def _rank(rank: int, rank_main: Callable[..., None], out: str, port: int, urls: list[str], args: list[str]) -> None:
+    import torch.distributed as dist
+
+    from fluxfs.server import ServerHandle
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=len(urls))
+    me = GlooRank(rank, len(urls), ServerHandle(urls[rank]), {"endpoint_url": urls[rank], "token": "anon"})
+    try:
+        rank_main(me, *args)
+        dist.barrier()
+    finally:
+        with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+            json.dump(me.report, f)
+        dist.destroy_process_group()
+
+
+def start_ranks(rank_main: Callable[..., None]) -> None:
+    """The child module's `__main__`: `OUT PORT URL,URL... ARGS...` from argv, one forked gloo rank per URL."""
+    out, port, urls, *args = sys.argv[1:]
+    endpoints = urls.split(",")
+    torch.multiprocessing.start_processes(_rank, args=(rank_main, out, int(port), endpoints, args),
+                                          nprocs=len(endpoints), start_method="fork")
