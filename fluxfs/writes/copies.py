@@ -41,7 +41,7 @@ class StreamedCopies:
 
 async def copy_streamed(fs: Any, path1: str, path2: str) -> dict:
     """Copy object `path1` to `path2` by reading and writing it (`fs._cat_file` ranges, `upload_stream`)."""
-    src = fs._strip_protocol(path1)
+    src = fs.client.strip_protocol(path1)
     info = await fs._info(src)
     if info.get("type") != "file":
         raise FileNotFoundError(f"cp {path1}: not an object (a directory); copy its objects with recursive=True")
