@@ -243,3 +243,33 @@ def test_zonal_bucket_has_folders_too(flux_server):
     fresh = make_fs(flux_server)
     assert fresh.find(name, withdirs=True) == [f"{name}/b", f"{name}/b/k", f"{name}/empty"]
     assert fresh.cat(f"{name}/b/k") == b"zonal"
+
+
+def test_mv_of_a_folder_to_another_bucket_leaves_no_empty_folders_behind(flux_server, hns_bucket, bucket):
+    fs = make_fs(flux_server)
+    data = {f"{hns_bucket}/d/x": b"1", f"{hns_bucket}/d/b/y": b"22", f"{hns_bucket}/d/b/c/z": b"333"}
+    fs.pipe(data)
+    fs.mkdir(f"{hns_bucket}/d/empty")
+    fs.pipe(f"{hns_bucket}/keep/k", b"k")
+    fs.mv(f"{hns_bucket}/d", f"{bucket}/d", recursive=True)
+    fresh = make_fs(flux_server)
+    assert fresh.cat(f"{bucket}/d", recursive=True) == {p.replace(hns_bucket, bucket): v for p, v in data.items()}
+    # the source directory is gone, folders included (gcsfs leaves them); the folder beside it is kept
+    assert fresh.find(hns_bucket, withdirs=True) == [f"{hns_bucket}/keep", f"{hns_bucket}/keep/k"]
+    assert not fresh.exists(f"{hns_bucket}/d")
+
+
+def test_mv_of_a_folder_into_another_hns_bucket_keeps_its_empty_folders(flux_server, hns_bucket):
+    fs = make_fs(flux_server)
+    other = new_bucket_name()
+    fs.mkdir(other, placement="us-central1-a", location="us-central1")  # zonal: HNS, and no rewrite
+    fs.mkdir(f"{other}/into")
+    fs.pipe(f"{hns_bucket}/d/b/y", b"22")
+    fs.makedirs(f"{hns_bucket}/d/empty/deeper")
+    fs.mv(f"{hns_bucket}/d", f"{other}/into", recursive=True)  # an existing directory: moved inside it
+    fresh = make_fs(flux_server)
+    assert fresh.find(other, withdirs=True) == [f"{other}/into", f"{other}/into/d", f"{other}/into/d/b",
+                                                f"{other}/into/d/b/y", f"{other}/into/d/empty",
+                                                f"{other}/into/d/empty/deeper"]
+    assert fresh.cat(f"{other}/into/d/b/y") == b"22"
+    assert fresh.find(hns_bucket, withdirs=True) == []
