@@ -83,6 +83,10 @@ class HnsFolders:
         """A folder of an HNS bucket moved within it: one atomic rename (gcsfs's RenameFolder), its
         long-running operation waited for; moved elsewhere (recursive): `_mv_tree`; anything else as gcsfs
         (copies and deletes)."""
+        if isinstance(path1, str) and isinstance(path2, str) and has_magic(path1) and recursive and maxdepth is None:
+            bucket1 = self.split_path(self._strip_protocol(path1))[0]  # type: ignore[attr-defined]
+            if await self._is_hns(bucket1):
+                return await self._mv_tree(path1, path2, **kwargs)
         if isinstance(path1, str) and isinstance(path2, str) and not has_magic(path1) and path1 != path2:
             p1 = self._strip_protocol(path1).rstrip("/")  # type: ignore[attr-defined]
             p2 = self._strip_protocol(path2).rstrip("/")  # type: ignore[attr-defined]
@@ -105,16 +109,27 @@ class HnsFolders:
                                  **kwargs)
 
     async def _mv_tree(self, path1: str, path2: str, **kwargs: Any) -> None:
-        """A directory of an HNS bucket moved to another bucket: its objects moved as gcsfs moves them (copy,
-        then delete; an empty folder would fail gcsfs's move), its empty folders made there when that bucket has
-        folders, then its folders deleted, deepest first: nothing is left behind (gcsfs leaves the folders)."""
+        """A directory of an HNS bucket moved to another bucket, or a glob's matches moved (recursive): the
+        objects moved as gcsfs moves them (copy, then delete), to the paths gcsfs gives them (an empty folder
+        would fail gcsfs's move), the empty folders made there when that bucket has folders, then the moved
+        directories' folders deleted, deepest first: nothing is left behind (gcsfs leaves the folders)."""
         p1 = self._strip_protocol(path1).rstrip("/")  # type: ignore[attr-defined]
         dest = self._strip_protocol(path2)  # type: ignore[attr-defined]
-        found = await self._find(p1, withdirs=True, detail=True)  # type: ignore[attr-defined]
-        found.setdefault(p1, {"type": "directory"})
+        if has_magic(p1):
+            found = dict(await self._glob(p1, detail=True))  # type: ignore[attr-defined]
+            roots = [m for m, info in found.items() if info.get("type") == "directory"]
+            for m in roots:
+                found.update(await self._find(m, withdirs=True, detail=True))  # type: ignore[attr-defined]
+            exists = len(found) == 1  # as gcsfs's mv: one file matched goes into path2
+        else:
+            found = await self._find(p1, withdirs=True, detail=True)  # type: ignore[attr-defined]
+            found.setdefault(p1, {"type": "directory"})
+            roots = [p1]
+            exists = not trailing_sep(path1) and (trailing_sep(path2) or await self._isdir(dest))  # type: ignore
+        if not found:
+            raise FileNotFoundError(path1)
         paths1 = sorted(found)
-        into = trailing_sep(path2) or await self._isdir(dest)  # type: ignore[attr-defined]
-        paths2 = other_paths(paths1, dest, exists=into and not trailing_sep(path1))
+        paths2 = other_paths(paths1, dest, exists=exists)
         files = [(a, b) for a, b in zip(paths1, paths2) if found[a].get("type") != "directory"]
         if files:
             await super()._mv([a for a, _ in files], [b for _, b in files], **kwargs)  # type: ignore[misc]
@@ -124,8 +139,9 @@ class HnsFolders:
             bucket, key, _ = self.split_path(b)  # type: ignore[attr-defined]
             if key and await self._is_hns(bucket):
                 await self._make_folder(b, bucket, key, True, exist_ok=True)
-        bucket1, key1, _ = self.split_path(p1)  # type: ignore[attr-defined]
-        await self._delete_folders(p1, bucket1, key1, keep_filled=True)
+        for root in roots:
+            bucket, key, _ = self.split_path(root)  # type: ignore[attr-defined]
+            await self._delete_folders(root, bucket, key, keep_filled=True)
         self.invalidate_cache(dest)  # type: ignore[attr-defined]
 
     async def _delete_folders(self, path: str, bucket: str, key: str, keep_filled: bool = False) -> int:
@@ -146,24 +162,42 @@ class HnsFolders:
         return removed
 
     async def _rm(self, path: Any, recursive: bool = False, maxdepth: Any = None, batchsize: int = 100) -> Any:
-        """gcsfs's; a recursive rm of a directory of an HNS bucket then deletes its folders too, deepest
-        first, as gcsfs does (otherwise the emptied folders would still be listed)."""
-        dirs = []
+        """gcsfs's, then on an HNS bucket the folders, as gcsfs's ExtendedGcsFileSystem deletes them: a recursive
+        rm of a directory, or of a glob's directories, deletes its folders too, deepest first (otherwise the
+        emptied folders would still be listed); an rm of a folder alone deletes it when empty (a non-empty one:
+        OSError ENOTEMPTY naming it, nothing deleted)."""
+        dirs, alone = [], []
         for p in [path] if isinstance(path, str) else list(path):
             p = self._strip_protocol(p).rstrip("/")  # type: ignore[attr-defined]
             bucket, key, _ = self.split_path(p)  # type: ignore[attr-defined]
-            if recursive and maxdepth is None and key and not has_magic(p) and await self._is_hns(bucket):
+            if not key or (recursive and maxdepth is not None) or not await self._is_hns(bucket):
+                continue
+            if not recursive:
+                alone += [] if has_magic(p) else [(p, bucket, key)]
+            elif has_magic(p):
+                matched = await self._glob(p, detail=True)  # type: ignore[attr-defined]
+                dirs += [(m, bucket, self.split_path(m)[1]) for m, info in matched.items()  # type: ignore[attr-defined]
+                         if info.get("type") == "directory"]
+            else:
                 dirs.append((p, bucket, key))
         try:
             out = await super()._rm(path, recursive=recursive, maxdepth=maxdepth,  # type: ignore[misc]
                                     batchsize=batchsize)
         except FileNotFoundError:
-            if not dirs:
+            if not dirs and not alone:
                 raise
             out = []
         removed = 0
         for p, bucket, key in dirs:
             removed += await self._delete_folders(p, bucket, key)
+        if not out and not removed:  # nothing deleted: the paths named alone may be folders
+            for p, bucket, key in alone:
+                try:
+                    await folders.delete(self, bucket, key)  # type: ignore[arg-type]
+                except FileNotFoundError:
+                    continue
+                removed += 1
+                _cache_drop(self, p)
         if not out and not removed:
             raise FileNotFoundError(path)
         return out
