@@ -10,14 +10,18 @@ source is deleted only once the destination is complete. A base class of `FluxFi
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import zonal
 from ..errors import ChecksumMismatch
+from ..gcs import http
 from ..gcs.checksums import crc32c, crc32c_combine, crc_from_b64
 from .bodies import DEFAULT_CONTENT_TYPE
 from .fields import FIXED_KEYS, ObjectFields
 from .uploads import upload_stream
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gcs.client import Client
 
 # What a server-side copy carries over besides contentType and metadata (JSON resource names).
 _KEPT = tuple(FIXED_KEYS.values())
@@ -39,13 +43,19 @@ class StreamedCopies:
         return await copy_streamed(self, path1, path2)
 
 
+async def object_resource(client: "Client", path: str) -> dict:
+    """The object's whole resource, asked of the server: a listing's cached entry may lack its metadata (the
+    parallel lister asks for a few fields). A path with no object (a directory) is FileNotFoundError."""
+    bucket, key, generation = client.split_path(path)
+    resp = await http.request(client, "GET", client.json_url("b/{}/o/{}", bucket, key), op="metadata",
+                              what=f"{bucket}/{key}", params={"generation": generation} if generation else None)
+    return client.object_info(bucket, resp.json())
+
+
 async def copy_streamed(fs: Any, path1: str, path2: str) -> dict:
     """Copy object `path1` to `path2` by reading and writing it (`fs._cat_file` ranges, `upload_stream`)."""
-    src = fs.client.strip_protocol(path1)
-    info = await fs._info(src)
-    if info.get("type") != "file":
-        raise FileNotFoundError(f"cp {path1}: not an object (a directory); copy its objects with recursive=True")
-    bucket, key, _ = fs.split_path(src)
+    info = await object_resource(fs.client, path1)
+    bucket, key, _ = fs.client.split_path(path1)
     generation, size = info.get("generation"), int(info["size"])
     expected = crc_from_b64(info.get("crc32c"))
     pos, crc = 0, 0

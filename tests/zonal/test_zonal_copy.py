@@ -69,13 +69,18 @@ def test_cp_between_regional_buckets_is_still_a_rewrite(flux_server, bucket):
     assert fs.cat(f"{bucket}/b.bin") == data
 
 
-def test_cp_recursive_from_zonal_copies_every_object(flux_server, zonal_bucket, bucket):
-    fs = make_fs(flux_server)
+def test_cp_recursive_from_zonal_copies_every_object_and_its_metadata(flux_server, zonal_bucket, bucket):
     data = {f"{zonal_bucket}/d/{n}": os.urandom(50 + i) for i, n in enumerate(["x", "y", "sub/z"])}
-    fs.pipe(data)
+    for path, body in data.items():
+        make_fs(flux_server).pipe_file(path, body, **META)
+    fs = make_fs(flux_server)
+    fs.find(zonal_bucket)  # the listing cache holds entries without metadata (the lister asks for a few fields)
     fs.cp(f"{zonal_bucket}/d", f"{bucket}/out", recursive=True)
-    got = make_fs(flux_server).cat(f"{bucket}/out", recursive=True)
-    assert got == {p.replace(f"{zonal_bucket}/d", f"{bucket}/out"): v for p, v in data.items()}
+    fresh = make_fs(flux_server)
+    assert fresh.cat(f"{bucket}/out", recursive=True) == {p.replace(f"{zonal_bucket}/d", f"{bucket}/out"): v
+                                                          for p, v in data.items()}
+    for path in data:  # each asked of the server (a filesystem whose listing cache is empty)
+        assert _kept(make_fs(flux_server).info(path.replace(f"{zonal_bucket}/d", f"{bucket}/out"))) == KEPT
 
 
 def test_mv_zonal_to_regional_deletes_the_source_after_the_copy(flux_server, zonal_bucket, bucket):
