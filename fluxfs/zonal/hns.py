@@ -167,13 +167,16 @@ class HnsFolders:
         emptied folders would still be listed); an rm of a folder alone deletes it when empty (a non-empty one:
         OSError ENOTEMPTY naming it, nothing deleted)."""
         dirs, alone = [], []
+        missing: FileNotFoundError | None = None
         for p in [path] if isinstance(path, str) else list(path):
             p = self._strip_protocol(p).rstrip("/")  # type: ignore[attr-defined]
             bucket, key, _ = self.split_path(p)  # type: ignore[attr-defined]
-            if not key or (recursive and maxdepth is not None) or not await self._is_hns(bucket):
+            if not key or has_magic(p) and not recursive:
                 continue
             if not recursive:
-                alone += [] if has_magic(p) else [(p, bucket, key)]
+                alone.append((p, bucket, key))  # its layout asked only if gcsfs's rm finds nothing
+            elif maxdepth is not None or not await self._is_hns(bucket):
+                continue
             elif has_magic(p):
                 matched = await self._glob(p, detail=True)  # type: ignore[attr-defined]
                 dirs += [(m, bucket, self.split_path(m)[1]) for m, info in matched.items()  # type: ignore[attr-defined]
@@ -183,15 +186,17 @@ class HnsFolders:
         try:
             out = await super()._rm(path, recursive=recursive, maxdepth=maxdepth,  # type: ignore[misc]
                                     batchsize=batchsize)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
             if not dirs and not alone:
                 raise
-            out = []
+            out, missing = [], exc
         removed = 0
         for p, bucket, key in dirs:
             removed += await self._delete_folders(p, bucket, key)
         if not out and not removed:  # nothing deleted: the paths named alone may be folders
             for p, bucket, key in alone:
+                if not await self._is_hns(bucket):
+                    continue
                 try:
                     await folders.delete(self, bucket, key)  # type: ignore[arg-type]
                 except FileNotFoundError:
@@ -199,7 +204,7 @@ class HnsFolders:
                 removed += 1
                 _cache_drop(self, p)
         if not out and not removed:
-            raise FileNotFoundError(path)
+            raise missing or FileNotFoundError(path)
         return out
 
     async def _list_objects(self, path: str, prefix: str = "", versions: bool = False, **kwargs: Any) -> Any:
