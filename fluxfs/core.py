@@ -21,7 +21,7 @@ from .listing import manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, refuse_unknown_options
 from .reads import batched, direct, handle, into, lookup, stream
 from .reads import ranges as ranged
-from .writes import FluxAppendFile, FluxWriteFile, object_fields, upload_local_file, write_bytes
+from .writes import FluxAppendFile, FluxWriteFile, StreamedCopies, object_fields, upload_local_file, write_bytes
 from .zonal import HnsFolders, ZonalBuckets, hns
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
@@ -30,7 +30,7 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(inherited.GcsfsRequests, HnsFolders, ZonalBuckets, GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalBuckets, GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)

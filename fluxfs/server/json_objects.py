@@ -15,7 +15,7 @@ from .fields import apply_fields, parse_fields
 from .folder_store import folder_prefixes
 from .json_request import (base_url, bool_param, int_param, json_body, meta_from, preconds,
                            resource_reply)
-from .layout import ZONAL_COMPOSE_MESSAGE
+from .layout import ZONAL_COMPOSE_MESSAGE, refuse_zonal_copy
 from .media import media_reply
 from .objects import EXTRA_FIELDS, with_kms_key
 from .objjson import entries_json
@@ -160,9 +160,9 @@ async def move(srv, request: web.Request, q: Dict[str, str], bucket: str, name: 
 async def copy(srv, request: web.Request, q: Dict[str, str], bucket: str, name: str, dbucket: str, dname: str,
                rewrite: bool) -> Reply:
     body = await json_body(srv, request)
+    refuse_zonal_copy("Rewrite" if rewrite else "Copy", {b: srv.store.bucket(b).zonal for b in (bucket, dbucket)})
     src = srv.store.get(bucket, name, int_param(q, "sourceGeneration"))
     check_preconditions(src, **preconds(q, source=True))
-    srv.store.bucket(dbucket)
     if body:
         ctype, md, extra = meta_from(body)
         ctype = ctype or src.content_type

@@ -12,6 +12,10 @@ from .errors import ServerError
 LAYOUT_FIELDS = ("location", "storageClass", "customPlacementConfig", "hierarchicalNamespace", "iamConfiguration")
 _MULTI_REGIONS = {"US", "EU", "ASIA"}
 ZONAL_COMPOSE_MESSAGE = "Compose is not supported for objects in zonal buckets (storage class RAPID)."
+# Rewrite (and copy, its one-call form) reads and writes a whole object server-side, which zonal buckets
+# do not do either way: GCS refuses it when the source or the destination bucket is zonal.
+ZONAL_COPY_MESSAGE = ("{op} is not supported for objects in zonal buckets (storage class RAPID): bucket {bucket} "
+                      "is zonal; read the object and write it instead.")
 
 
 def layout_settings(body: Dict[str, Any]) -> Dict[str, Any]:
@@ -46,6 +50,14 @@ def layout_settings(body: Dict[str, Any]) -> Dict[str, Any]:
 def is_zonal(settings: Dict[str, Any]) -> bool:
     """A zonal bucket: storage class RAPID in one zone."""
     return settings.get("storageClass") == "RAPID"
+
+
+def refuse_zonal_copy(op: str, buckets: Dict[str, bool]) -> None:
+    """400 naming the first zonal bucket of a copy's `buckets` ({name: zonal?}, source first); `op`: "Rewrite",
+    "Copy"."""
+    for name, zonal in buckets.items():
+        if zonal:
+            raise ServerError(400, ZONAL_COPY_MESSAGE.format(op=op, bucket=name), "invalid")
 
 
 def resource_fields(settings: Dict[str, Any]) -> Dict[str, Any]:

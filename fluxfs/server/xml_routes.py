@@ -21,6 +21,7 @@ from ..gcs.chunks import Chunked
 from .copies import put_copy
 from .diskerr import disk_writes
 from .errors import ServerError
+from .layout import refuse_zonal_copy
 from .media import goog_hashes, hash_header, media_reply, object_etag
 from .objects import XML_FIELD_HEADERS, b64, with_kms_key
 from .preconditions import check_preconditions
@@ -164,6 +165,7 @@ async def get_object(srv, request: web.Request, q: Dict[str, str], bucket: str, 
 async def put_object(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     if request.headers.get("x-goog-copy-source"):
         src_b, _, src_k = unquote(request.headers["x-goog-copy-source"].lstrip("/")).partition("/")
+        refuse_zonal_copy("Copy", {b: srv.store.bucket(b).zonal for b in (src_b, bucket)})
         src = srv.store.get(src_b, src_k)
         await srv.body(request)
         obj = put_copy(srv, bucket, key, [src], content_type=src.content_type, metadata=src.metadata,

@@ -8,8 +8,10 @@ Calls go one way: `append` (the "ab" handle: a part composed onto the object by 
 from __future__ import annotations
 
 from .append import FluxAppendFile
+from .copies import StreamedCopies
 from .fields import ObjectFields, object_fields
-from .uploads import upload_local_file, write_bytes
+from .uploads import upload_local_file, upload_stream, write_bytes
 from .write_file import FluxWriteFile
 
-__all__ = ["FluxAppendFile", "FluxWriteFile", "ObjectFields", "object_fields", "upload_local_file", "write_bytes"]
+__all__ = ["FluxAppendFile", "FluxWriteFile", "ObjectFields", "StreamedCopies", "object_fields", "upload_local_file",
+           "upload_stream", "write_bytes"]

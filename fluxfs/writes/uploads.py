@@ -72,6 +72,14 @@ async def _upload_once(client: "Client", path: str, size: int, read: Callable[[i
     return info
 
 
+async def upload_stream(client: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
+                        fields: ObjectFields, create_only: bool = False,
+                        rewind: Callable[[], None] | None = None) -> dict:
+    """Upload `size` bytes that `read(n)` returns part by part (an object being copied); aborts on any failure,
+    starts over once through `rewind()` when the server lost the upload."""
+    return await _upload_chunks(client, path, size, read, create_only=create_only, fields=fields, rewind=rewind)
+
+
 async def write_bytes(client: "Client", path: str, data: Any, *, create_only: bool = False,
                       fields: ObjectFields | None = None) -> dict:
     """Upload `data` (any bytes-like) as one object through the configured strategy; returns its info.

@@ -1,4 +1,5 @@
-"""Zonal (Rapid) and HNS bucket creation as gcsfs's ExtendedGcsFileSystem does it; merge refused on zonal buckets.
+"""Zonal (Rapid) and HNS bucket creation as gcsfs's ExtendedGcsFileSystem does it; merge refused on zonal buckets;
+a bucket made or deleted has its learned layout forgotten (`layout.forget`).
 
 `fs.mkdir(bucket, placement=ZONE, location=REGION)` sends `customPlacementConfig.dataLocations=[ZONE]`,
 `storageClass=RAPID`, `hierarchicalNamespace.enabled` and uniform bucket-level access (which HNS requires,
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .layout import is_zonal, unsupported
+from .layout import forget, is_zonal, unsupported
 
 
 class ZonalBuckets:
@@ -26,8 +27,20 @@ class ZonalBuckets:
             kwargs.update(hierarchicalNamespace={"enabled": True},
                           iamConfiguration={"uniformBucketLevelAccess": {"enabled": True}},
                           acl=None, default_acl=None)  # uniform access: no ACLs may be sent
-        return await super()._mkdir(path, create_parents=create_parents,  # type: ignore[misc]
-                                    location=location, **kwargs)
+        out = await super()._mkdir(path, create_parents=create_parents,  # type: ignore[misc]
+                                   location=location, **kwargs)
+        bucket, key, _ = self.split_path(self._strip_protocol(path))  # type: ignore[attr-defined]
+        if not key or create_parents:  # a bucket made: whatever was learned of an earlier one of its name is void
+            forget(self.client, bucket)  # type: ignore[attr-defined]
+        return out
+
+    async def _rmdir(self, path: str) -> Any:
+        """gcsfs's; a bucket deleted is forgotten (its layout learned here and shared in the process)."""
+        out = await super()._rmdir(path)  # type: ignore[misc]
+        bucket, key, _ = self.split_path(self._strip_protocol(path).rstrip("/"))  # type: ignore[attr-defined]
+        if not key:
+            forget(self.client, bucket)  # type: ignore[attr-defined]
+        return out
 
     async def _merge(self, path: str, paths: list, acl: Any = None) -> Any:
         """gcsfs's merge (a compose); on a zonal bucket, where GCS has no compose, ZonalUnsupported naming it."""

@@ -5,10 +5,13 @@ method is gcsfs's own, after one cached layout lookup (`layout.py`) where the bu
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 from typing import Any
 
 from fsspec.asyn import has_magic
+from fsspec.implementations.local import trailing_sep
+from fsspec.utils import other_paths
 
 from ..errors import HttpError
 from ..gcs.redact import get_logger
@@ -76,16 +79,23 @@ class HnsFolders:
             raise FileNotFoundError(f"rmdir {path}: no such folder ({exc})") from None
         _cache_drop(self, path)
 
-    async def _mv(self, path1: Any, path2: Any, **kwargs: Any) -> Any:
+    async def _mv(self, path1: Any, path2: Any, recursive: bool = False, maxdepth: Any = None, **kwargs: Any) -> Any:
         """A folder of an HNS bucket moved within it: one atomic rename (gcsfs's RenameFolder), its
-        long-running operation waited for; anything else as gcsfs (copies and deletes)."""
+        long-running operation waited for; moved elsewhere (recursive): `_mv_tree`; anything else as gcsfs
+        (copies and deletes)."""
+        if isinstance(path1, str) and isinstance(path2, str) and has_magic(path1) and recursive and maxdepth is None:
+            bucket1 = self.split_path(self._strip_protocol(path1))[0]  # type: ignore[attr-defined]
+            if await self._is_hns(bucket1):
+                return await self._mv_tree(path1, path2, **kwargs)
         if isinstance(path1, str) and isinstance(path2, str) and not has_magic(path1) and path1 != path2:
             p1 = self._strip_protocol(path1).rstrip("/")  # type: ignore[attr-defined]
             p2 = self._strip_protocol(path2).rstrip("/")  # type: ignore[attr-defined]
             bucket1, key1, _ = self.split_path(p1)  # type: ignore[attr-defined]
             bucket2, key2, _ = self.split_path(p2)  # type: ignore[attr-defined]
-            if key1 and bucket1 == bucket2 and await self._is_hns(bucket1):
+            if key1 and (bucket1 == bucket2 or recursive and maxdepth is None) and await self._is_hns(bucket1):
                 info = await self._info(p1)  # type: ignore[attr-defined]
+                if info.get("type") == "directory" and bucket1 != bucket2:
+                    return await self._mv_tree(path1, path2, **kwargs)
                 if info.get("type") == "directory":
                     dst = key2 or key1.rsplit("/", 1)[-1]
                     try:
@@ -95,36 +105,106 @@ class HnsFolders:
                         _cache_drop(self, f"{bucket1}/{dst}")
                     _cache_upsert(self, folders.directory_entry(bucket1, dst))
                     return None
-        return await super()._mv(path1, path2, **kwargs)  # type: ignore[misc]
+        return await super()._mv(path1, path2, recursive=recursive, maxdepth=maxdepth,  # type: ignore[misc]
+                                 **kwargs)
+
+    async def _mv_tree(self, path1: str, path2: str, **kwargs: Any) -> None:
+        """A directory of an HNS bucket moved to another bucket, or a glob's matches moved (recursive): the
+        objects moved as gcsfs moves them (copy, then delete), to the paths gcsfs gives them (an empty folder
+        would fail gcsfs's move), the empty folders made there when that bucket has folders, then the moved
+        directories' folders deleted, deepest first: nothing is left behind (gcsfs leaves the folders)."""
+        p1 = self._strip_protocol(path1).rstrip("/")  # type: ignore[attr-defined]
+        dest = self._strip_protocol(path2)  # type: ignore[attr-defined]
+        if has_magic(p1):
+            found = dict(await self._glob(p1, detail=True))  # type: ignore[attr-defined]
+            roots = [m for m, info in found.items() if info.get("type") == "directory"]
+            for m in roots:
+                found.update(await self._find(m, withdirs=True, detail=True))  # type: ignore[attr-defined]
+            exists = len(found) == 1  # as gcsfs's mv: one file matched goes into path2
+        else:
+            found = await self._find(p1, withdirs=True, detail=True)  # type: ignore[attr-defined]
+            found.setdefault(p1, {"type": "directory"})
+            roots = [p1]
+            exists = not trailing_sep(path1) and (trailing_sep(path2) or await self._isdir(dest))  # type: ignore
+        if not found:
+            raise FileNotFoundError(path1)
+        paths1 = sorted(found)
+        paths2 = other_paths(paths1, dest, exists=exists)
+        files = [(a, b) for a, b in zip(paths1, paths2) if found[a].get("type") != "directory"]
+        if files:
+            await super()._mv([a for a, _ in files], [b for _, b in files], **kwargs)  # type: ignore[misc]
+        empty = [b for a, b in zip(paths1, paths2)
+                 if found[a].get("type") == "directory" and not any(p.startswith(a + "/") for p in paths1)]
+        for b in empty:
+            bucket, key, _ = self.split_path(b)  # type: ignore[attr-defined]
+            if key and await self._is_hns(bucket):
+                await self._make_folder(b, bucket, key, True, exist_ok=True)
+        for root in roots:
+            bucket, key, _ = self.split_path(root)  # type: ignore[attr-defined]
+            await self._delete_folders(root, bucket, key, keep_filled=True)
+        self.invalidate_cache(dest)  # type: ignore[attr-defined]
+
+    async def _delete_folders(self, path: str, bucket: str, key: str, keep_filled: bool = False) -> int:
+        """Delete the folder `key` and every folder below it, deepest first; how many were deleted. A folder
+        that is gone is skipped; one still holding something is kept with `keep_filled`, else OSError."""
+        removed = 0
+        below = await folders.list_all(self, bucket, folders.folder_id(key))  # type: ignore[arg-type]
+        for res in sorted(below, key=lambda r: (-r["name"].count("/"), r["name"])):
+            try:
+                await folders.delete(self, bucket, res["name"])  # type: ignore[arg-type]
+                removed += 1
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                if not (keep_filled and exc.errno == errno.ENOTEMPTY):
+                    raise
+        _cache_drop(self, path)
+        return removed
 
     async def _rm(self, path: Any, recursive: bool = False, maxdepth: Any = None, batchsize: int = 100) -> Any:
-        """gcsfs's; a recursive rm of a directory of an HNS bucket then deletes its folders too, deepest
-        first, as gcsfs does (otherwise the emptied folders would still be listed)."""
-        dirs = []
+        """gcsfs's, then on an HNS bucket the folders, as gcsfs's ExtendedGcsFileSystem deletes them: a recursive
+        rm of a directory, or of a glob's directories, deletes its folders too, deepest first (otherwise the
+        emptied folders would still be listed); an rm of a folder alone deletes it when empty (a non-empty one:
+        OSError ENOTEMPTY naming it, nothing deleted)."""
+        dirs, alone = [], []
+        missing: FileNotFoundError | None = None
         for p in [path] if isinstance(path, str) else list(path):
             p = self._strip_protocol(p).rstrip("/")  # type: ignore[attr-defined]
             bucket, key, _ = self.split_path(p)  # type: ignore[attr-defined]
-            if recursive and maxdepth is None and key and not has_magic(p) and await self._is_hns(bucket):
+            if not key or has_magic(p) and not recursive:
+                continue
+            if not recursive:
+                alone.append((p, bucket, key))  # its layout asked only if gcsfs's rm finds nothing
+            elif maxdepth is not None or not await self._is_hns(bucket):
+                continue
+            elif has_magic(p):
+                matched = await self._glob(p, detail=True)  # type: ignore[attr-defined]
+                dirs += [(m, bucket, self.split_path(m)[1]) for m, info in matched.items()  # type: ignore[attr-defined]
+                         if info.get("type") == "directory"]
+            else:
                 dirs.append((p, bucket, key))
         try:
             out = await super()._rm(path, recursive=recursive, maxdepth=maxdepth,  # type: ignore[misc]
                                     batchsize=batchsize)
-        except FileNotFoundError:
-            if not dirs:
+        except FileNotFoundError as exc:
+            if not dirs and not alone:
                 raise
-            out = []
+            out, missing = [], exc
         removed = 0
         for p, bucket, key in dirs:
-            below = await folders.list_all(self, bucket, folders.folder_id(key))  # type: ignore[arg-type]
-            for res in sorted(below, key=lambda r: (-r["name"].count("/"), r["name"])):
+            removed += await self._delete_folders(p, bucket, key)
+        if not out and not removed:  # nothing deleted: the paths named alone may be folders
+            for p, bucket, key in alone:
+                if not await self._is_hns(bucket):
+                    continue
                 try:
-                    await folders.delete(self, bucket, res["name"])  # type: ignore[arg-type]
-                    removed += 1
+                    await folders.delete(self, bucket, key)  # type: ignore[arg-type]
                 except FileNotFoundError:
-                    pass
-            _cache_drop(self, p)
+                    continue
+                removed += 1
+                _cache_drop(self, p)
         if not out and not removed:
-            raise FileNotFoundError(path)
+            raise missing or FileNotFoundError(path)
         return out
 
     async def _list_objects(self, path: str, prefix: str = "", versions: bool = False, **kwargs: Any) -> Any:

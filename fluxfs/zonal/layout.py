@@ -1,4 +1,4 @@
-"""What kind of bucket a path is in (standard, hierarchical namespace, zonal), learned once per bucket per filesystem.
+"""What kind of bucket a path is in (standard, hierarchical namespace, zonal), learned once per bucket per process.
 
 GCS documents the layout on the JSON API (`GET /storage/v1/b/BUCKET/storageLayout`: `locationType`
 "zone" is a zonal, Rapid, bucket; `hierarchicalNamespace.enabled` an HNS one), needing only
@@ -7,10 +7,17 @@ over the same HTTP session as every other request: no gRPC channel, no stall aga
 without the route (fake-gcs-server) is asked for the bucket resource instead (same fields). The lookup is
 lazy (only where a zonal or HNS bucket behaves differently: compose, folders), bounded by `LOOKUP_DEADLINE`, and
 `bucket_types` declares layouts so that no request is made at all.
+
+A filesystem keeps what it learned for its life. What the server answered about a bucket is also shared by
+every filesystem of the process on the same endpoint (each DataLoader worker's, `skip_instance_cache=True`
+ones), for `SHARED_TTL`: a bucket's layout never changes after creation, but a bucket can be deleted and
+made again under the same name, elsewhere, with another layout. A forked child keeps the parent's answers
+(facts, not connections). A "denied" answer (these credentials) or an unanswered lookup is not shared.
 """
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -29,6 +36,11 @@ STANDARD, HNS, ZONAL = "standard", "hns", "zonal"
 # as standard (and remembered as such): gcsfs's gRPC lookup waits 47-110 s for an emulator.
 LOOKUP_DEADLINE = 2.0
 _RETRY = RetryPolicy(deadline=LOOKUP_DEADLINE)
+# How long an answer is shared with other filesystems of the process, and how many (endpoint, bucket) are kept.
+SHARED_TTL = 3600.0
+SHARED_MAX = 4096
+_SHARED_SOURCES = frozenset({"storageLayout", "bucket"})  # the server's answer about the bucket itself
+_shared: dict[tuple[str, str], tuple[float, "BucketLayout"]] = {}
 
 
 class ZonalUnsupported(NotImplementedError):
@@ -63,8 +75,20 @@ def declared(client: "Client", bucket: str) -> Optional[BucketLayout]:
 
 
 def known(client: "Client", bucket: str) -> Optional[BucketLayout]:
-    """The layout without a request: declared, or learned before by this filesystem; None if neither."""
-    return declared(client, bucket) or _learned(client).get(bucket)
+    """The layout without a request: declared, learned before by this filesystem, or by another filesystem of
+    the process on the same endpoint within `SHARED_TTL`; None if none."""
+    found = declared(client, bucket) or _learned(client).get(bucket)
+    if found is None:
+        found = _shared_get(client, bucket)
+        if found is not None:
+            _learned(client)[bucket] = found
+    return found
+
+
+def forget(client: "Client", bucket: str) -> None:
+    """Drop what this filesystem and the process learned of `bucket` (it was just deleted or made)."""
+    _learned(client).pop(bucket, None)
+    _shared.pop(_key(client, bucket), None)
 
 
 async def layout(client: "Client", bucket: str) -> BucketLayout:
@@ -81,6 +105,7 @@ async def layout(client: "Client", bucket: str) -> BucketLayout:
     got = await asyncio.shield(task)
     if got.source != "missing":  # a missing bucket may yet be created: asked again next time
         _learned(client)[bucket] = got
+        _share(client, bucket, got)
     return got
 
 
@@ -108,6 +133,31 @@ def unsupported(bucket: str, what: str) -> ZonalUnsupported:
 
 def _learned(client: "Client") -> dict:
     return client.layouts
+
+
+def _key(client: "Client", bucket: str) -> tuple[str, str]:
+    return client.endpoints.location.rstrip("/"), bucket
+
+
+def _shared_get(client: "Client", bucket: str) -> Optional[BucketLayout]:
+    key = _key(client, bucket)
+    got = _shared.get(key)
+    if got is None:
+        return None
+    if time.monotonic() - got[0] > SHARED_TTL:
+        _shared.pop(key, None)
+        return None
+    return got[1]
+
+
+def _share(client: "Client", bucket: str, lay: BucketLayout) -> None:
+    if lay.source not in _SHARED_SOURCES:
+        return
+    key = _key(client, bucket)
+    _shared.pop(key, None)
+    while len(_shared) >= SHARED_MAX:  # the oldest answer first (insertion order)
+        _shared.pop(next(iter(_shared)), None)
+    _shared[key] = (time.monotonic(), lay)
 
 
 async def _look_up(client: "Client", bucket: str) -> BucketLayout:

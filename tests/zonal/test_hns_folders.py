@@ -243,3 +243,67 @@ def test_zonal_bucket_has_folders_too(flux_server):
     fresh = make_fs(flux_server)
     assert fresh.find(name, withdirs=True) == [f"{name}/b", f"{name}/b/k", f"{name}/empty"]
     assert fresh.cat(f"{name}/b/k") == b"zonal"
+
+
+def test_mv_of_a_folder_to_another_bucket_leaves_no_empty_folders_behind(flux_server, hns_bucket, bucket):
+    fs = make_fs(flux_server)
+    data = {f"{hns_bucket}/d/x": b"1", f"{hns_bucket}/d/b/y": b"22", f"{hns_bucket}/d/b/c/z": b"333"}
+    fs.pipe(data)
+    fs.mkdir(f"{hns_bucket}/d/empty")
+    fs.pipe(f"{hns_bucket}/keep/k", b"k")
+    fs.mv(f"{hns_bucket}/d", f"{bucket}/d", recursive=True)
+    fresh = make_fs(flux_server)
+    assert fresh.cat(f"{bucket}/d", recursive=True) == {p.replace(hns_bucket, bucket): v for p, v in data.items()}
+    # the source directory is gone, folders included (gcsfs leaves them); the folder beside it is kept
+    assert fresh.find(hns_bucket, withdirs=True) == [f"{hns_bucket}/keep", f"{hns_bucket}/keep/k"]
+    assert not fresh.exists(f"{hns_bucket}/d")
+
+
+def test_mv_of_a_folder_into_another_hns_bucket_keeps_its_empty_folders(flux_server, hns_bucket):
+    fs = make_fs(flux_server)
+    other = new_bucket_name()
+    fs.mkdir(other, placement="us-central1-a", location="us-central1")  # zonal: HNS, and no rewrite
+    fs.mkdir(f"{other}/into")
+    fs.pipe(f"{hns_bucket}/d/b/y", b"22")
+    fs.makedirs(f"{hns_bucket}/d/empty/deeper")
+    fs.mv(f"{hns_bucket}/d", f"{other}/into", recursive=True)  # an existing directory: moved inside it
+    fresh = make_fs(flux_server)
+    assert fresh.find(other, withdirs=True) == [f"{other}/into", f"{other}/into/d", f"{other}/into/d/b",
+                                                f"{other}/into/d/b/y", f"{other}/into/d/empty",
+                                                f"{other}/into/d/empty/deeper"]
+    assert fresh.cat(f"{other}/into/d/b/y") == b"22"
+    assert fresh.find(hns_bucket, withdirs=True) == []
+
+
+def test_rm_of_a_glob_recursive_deletes_the_matched_folders(flux_server, hns_bucket):
+    fs = make_fs(flux_server)
+    fs.pipe({f"{hns_bucket}/a/x": b"1", f"{hns_bucket}/a/b/y": b"2", f"{hns_bucket}/keep/k": b"3"})
+    fs.makedirs(f"{hns_bucket}/a/e/f")
+    fs.rm(f"{hns_bucket}/a/*", recursive=True)
+    assert make_fs(flux_server).find(hns_bucket, withdirs=True) == [f"{hns_bucket}/a", f"{hns_bucket}/keep",
+                                                                     f"{hns_bucket}/keep/k"]
+
+
+def test_rm_of_a_folder_alone_deletes_it_when_empty(flux_server, hns_bucket):
+    fs = make_fs(flux_server)
+    fs.mkdir(f"{hns_bucket}/empty")
+    fs.pipe(f"{hns_bucket}/full/k", b"1")
+    fs.rm(f"{hns_bucket}/empty")  # gcsfs's ExtendedGcsFileSystem deletes it too
+    assert not make_fs(flux_server).exists(f"{hns_bucket}/empty")
+    with pytest.raises(OSError) as err:
+        fs.rm(f"{hns_bucket}/full")
+    assert err.value.errno == errno.ENOTEMPTY and f"{hns_bucket}/full" in str(err.value)
+    assert make_fs(flux_server).cat(f"{hns_bucket}/full/k") == b"1"
+    with pytest.raises(FileNotFoundError):
+        fs.rm(f"{hns_bucket}/never")
+
+
+def test_mv_of_a_glob_recursive_moves_empty_folders_too(flux_server, hns_bucket):
+    fs = make_fs(flux_server)
+    fs.pipe({f"{hns_bucket}/q/x": b"1", f"{hns_bucket}/q/s/y": b"2"})
+    fs.makedirs(f"{hns_bucket}/q/e")
+    fs.mv(f"{hns_bucket}/q/*", f"{hns_bucket}/q3/", recursive=True)  # gcsfs: FileNotFoundError on q/e, half moved
+    assert make_fs(flux_server).find(hns_bucket, withdirs=True) == [
+        f"{hns_bucket}/q", f"{hns_bucket}/q3", f"{hns_bucket}/q3/e", f"{hns_bucket}/q3/s", f"{hns_bucket}/q3/s/y",
+        f"{hns_bucket}/q3/x"]
+    assert make_fs(flux_server).cat(f"{hns_bucket}/q3/s/y") == b"2"
