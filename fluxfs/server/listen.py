@@ -24,7 +24,7 @@ class Listening:
         runner = web.AppRunner(srv.app(), access_log=None, handle_signals=False)
         await runner.setup()
         grpc = GrpcEndpoint(srv)
-        site = OnePortSite(runner, host, port, grpc.path, backlog=1024)
+        site = OnePortSite(runner, host, port, grpc, backlog=1024)
         try:
             await site.start()
         except BaseException:

@@ -22,6 +22,7 @@ class GrpcEndpoint:
         self._server: Any = None
         self._dir: Optional[str] = None
         self._remove: Any = None
+        self.told_tls = False  # a TLS gRPC connection was refused and logged (front.py), once per server
 
     async def path(self) -> str:
         """The unix socket path of the running gRPC server (started by the first caller)."""

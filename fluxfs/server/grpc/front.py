@@ -12,6 +12,9 @@ from aiohttp import web
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 _LOG = logging.getLogger("fluxfs.server")
+# A TLS ClientHello's ALPN extension (type 16) offering only "h2": what gRPC clients send (browsers and curl
+# offer http/1.1 too, and keep getting aiohttp's "use an http:// URL" line).
+_ALPN_H2_ONLY = b"\x00\x10\x00\x05\x00\x03\x02h2"
 # Reading from one side of a pipe pauses while the other side's send buffer holds more than this.
 _HIGH_WATER = 1 << 20
 
@@ -52,9 +55,9 @@ class FrontProtocol(asyncio.Protocol):
 
     __slots__ = ("_http", "_grpc", "_transport", "_head", "_pipe", "_queued")
 
-    def __init__(self, http_factory: Callable[[], asyncio.Protocol], grpc_endpoint: Callable[[], Any]):
+    def __init__(self, http_factory: Callable[[], asyncio.Protocol], grpc_endpoint: Any):
         self._http = http_factory
-        self._grpc = grpc_endpoint  # async () -> unix socket path of the gRPC server (started on first use)
+        self._grpc = grpc_endpoint  # endpoint.GrpcEndpoint: `await path()` starts the gRPC server on first use
         self._transport: Optional[asyncio.Transport] = None
         self._head = b""
         self._pipe: Optional[_Pipe] = None
@@ -73,7 +76,10 @@ class FrontProtocol(asyncio.Protocol):
         head = self._head + data
         n = min(len(head), len(PREFACE))
         if head[:n] != PREFACE[:n]:  # not gRPC, decided at the first byte that differs: HTTP as ever
-            self._to_http(head)
+            if head.startswith(b"\x16\x03") and _ALPN_H2_ONLY in head:
+                self._refuse_tls_grpc()
+            else:
+                self._to_http(head)
         elif len(head) >= len(PREFACE):
             self._to_grpc(head)
         else:
@@ -86,6 +92,16 @@ class FrontProtocol(asyncio.Protocol):
         proto.connection_made(transport)
         proto.data_received(head)
 
+    def _refuse_tls_grpc(self) -> None:
+        """A TLS ClientHello offering only h2 (a gRPC client): closed at once (the client fails fast), said once per server."""
+        if not self._grpc.told_tls:
+            self._grpc.told_tls = True
+            peer = self._transport.get_extra_info("peername")
+            _LOG.warning("fluxfs server: refused a TLS gRPC connection from %s: this server speaks gRPC in plaintext "
+                         "only, on its http:// port (gcsfs's storage-control client always uses TLS: give gcsfs the "
+                         "bucket's type instead, see docs/architecture.md)", peer[0] if peer else "?")
+        self._transport.abort()
+
     def _to_grpc(self, head: bytes) -> None:
         self._transport.set_write_buffer_limits(high=_HIGH_WATER)
         self._pipe = _Pipe(self._transport)
@@ -95,7 +111,7 @@ class FrontProtocol(asyncio.Protocol):
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            path = await self._grpc()
+            path = await self._grpc.path()
             await loop.create_unix_connection(lambda: self._pipe, path)
         except Exception as e:  # the gRPC server could not start: say why once, drop this connection
             _LOG.warning("fluxfs server: gRPC connection dropped: %s: %s", type(e).__name__, e)
@@ -130,7 +146,7 @@ class FrontProtocol(asyncio.Protocol):
 class OnePortSite(web.TCPSite):
     """aiohttp's TCP site with `FrontProtocol` on its socket: HTTP and gRPC on one host:port."""
 
-    def __init__(self, runner: web.AppRunner, host: str, port: int, grpc_endpoint: Callable[[], Any],
+    def __init__(self, runner: web.AppRunner, host: str, port: int, grpc_endpoint: Any,
                  backlog: int = 1024):
         super().__init__(runner, host, port, backlog=backlog)
         self._grpc_endpoint = grpc_endpoint
