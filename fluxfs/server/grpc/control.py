@@ -117,7 +117,7 @@ async def rename_folder(srv: Any, request: Any, context: Any) -> Any:
     rec, src, dst, op_id, done_at = folders.rename_now(srv, bucket, src, request.destination_folder_id)
     op = operations_pb2.Operation(name=f"projects/_/buckets/{bucket}/operations/{op_id}", done=True)
     meta = RenameFolderMetadata(source_folder_id=src, destination_folder_id=dst)
-    meta.common_metadata.type = "rename-folder"
+    meta.common_metadata.type_ = "rename-folder"
     meta.common_metadata.create_time.GetCurrentTime()
     op.metadata.Pack(meta)
     op.response.Pack(_folder(bucket, dst, rec))

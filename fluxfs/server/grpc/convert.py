@@ -22,9 +22,9 @@ def object_pb(bucket: Any, obj: Obj, finalized: bool = True) -> Any:
     o.create_time.FromNanoseconds(int(obj.created * 1e9))
     o.update_time.FromNanoseconds(int(obj.updated * 1e9))
     o.update_storage_class_time.FromNanoseconds(int(obj.created * 1e9))
+    o.checksums.crc32c = obj.crc32c_int  # of the persisted bytes while appendable
     if finalized:
         o.finalize_time.FromNanoseconds(int(obj.updated * 1e9))
-        o.checksums.crc32c = obj.crc32c_int
         md5 = obj.md5
         if md5:
             o.checksums.md5_hash = base64.b64decode(md5)

@@ -114,8 +114,8 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
                 raise RpcError(grpc.StatusCode.OUT_OF_RANGE,
                                f"write_offset {message.write_offset} of {rec.bucket}/{rec.name} is not where its "
                                f"data ends ({received} bytes received, {rec.size} persisted).")
-            if data.HasField("crc32c") and data.crc32c != crc32c(data.content):
-                raise RpcError(grpc.StatusCode.INVALID_ARGUMENT,
+            if data.HasField("crc32c") and data.crc32c != crc32c(data.content):  # as Google's testbench answers
+                raise RpcError(grpc.StatusCode.FAILED_PRECONDITION,
                                f"Provided CRC32C {data.crc32c} of the data at offset {message.write_offset} of "
                                f"{rec.bucket}/{rec.name} doesn't match calculated CRC32C {crc32c(data.content)}.")
             pending.append(data.content)
