@@ -31,6 +31,11 @@ class Pacer:
         self.t0 = self.loop.time()
         self.sent = 0
 
+    def restart(self) -> None:
+        """Time spent waiting (first-byte latency, an idle stream) is no bandwidth saved up for a burst."""
+        if self.bw:
+            self.t0 = self.loop.time() - self.sent / (self.bw * 1e6)
+
     async def pace(self, n: int) -> None:
         self.sent += n
         if self.bw:
@@ -114,7 +119,8 @@ async def _serve_range(srv: Any, context: grpc.aio.ServicerContext, obj: Obj, rr
     start, end = span(obj, rr.read_offset, rr.read_length, f"read_id {rr.read_id}")
     stop = start + (end - start) // 2 if cut else end
     await latency(srv)
-    async for pos, content in pieces(obj, start, stop if cut else end):
+    pacer.restart()
+    async for pos, content in pieces(obj, start, stop):
         out = BidiReadResponse()
         piece = out.object_data_ranges.add()
         piece.checksummed_data.content = content
