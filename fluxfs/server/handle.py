@@ -136,6 +136,7 @@ def _start_in_process(host: str, port: int, root: Optional[str], settings: Dict[
 
     h = ServerHandle(f"http://{url_host(host)}:{box['port']}", closer)
     h.server = srv  # in-process only: direct access for debugging
+    h.listening = box["listening"]  # in-process only: the port's HTTP and gRPC sides (listen.Listening)
     return h
 
 
