@@ -81,7 +81,7 @@ def test_missing_bucket_is_not_found_naming_it(srv):
 
 def test_offset_past_the_end_is_out_of_range_naming_it(srv, stored):
     bucket, name, _ = stored
-    with pytest.raises(exceptions.OutOfRange, match=f"read offset {SIZE + 1} is past the end of {name} "
+    with pytest.raises(exceptions.OutOfRange, match=f"read offset {SIZE + 1} is past the end of {bucket}/{name} "
                                                     f"\\({SIZE} bytes\\)"):
         arun(_ranges(srv.url, bucket, name, [(SIZE + 1, 10)]))
 

@@ -53,7 +53,7 @@ class _Pipe(asyncio.Protocol):
 class FrontProtocol(asyncio.Protocol):
     """The listening socket's protocol: peek, then hand the connection to aiohttp or pipe it to gRPC."""
 
-    __slots__ = ("_http", "_grpc", "_transport", "_head", "_pipe", "_queued")
+    __slots__ = ("_http", "_grpc", "_transport", "_head", "_pipe", "_queued", "_connecting")
 
     def __init__(self, http_factory: Callable[[], asyncio.Protocol], grpc_endpoint: Any):
         self._http = http_factory
@@ -62,6 +62,7 @@ class FrontProtocol(asyncio.Protocol):
         self._head = b""
         self._pipe: Optional[_Pipe] = None
         self._queued: list = []
+        self._connecting: Optional[asyncio.Future] = None  # held: a task only the loop refers to may vanish
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
@@ -93,7 +94,8 @@ class FrontProtocol(asyncio.Protocol):
         proto.data_received(head)
 
     def _refuse_tls_grpc(self) -> None:
-        """A TLS ClientHello offering only h2 (a gRPC client): closed at once (the client fails fast), said once per server."""
+        """A TLS ClientHello offering only h2 (a gRPC client): closed at once (the client fails fast), said once
+        per server."""
         if not self._grpc.told_tls:
             self._grpc.told_tls = True
             peer = self._transport.get_extra_info("peername")
@@ -106,14 +108,14 @@ class FrontProtocol(asyncio.Protocol):
         self._transport.set_write_buffer_limits(high=_HIGH_WATER)
         self._pipe = _Pipe(self._transport)
         self._queued.append(head)
-        asyncio.ensure_future(self._connect())
+        self._connecting = asyncio.ensure_future(self._connect())
 
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
         try:
             path = await self._grpc.path()
             await loop.create_unix_connection(lambda: self._pipe, path)
-        except Exception as e:  # the gRPC server could not start: say why once, drop this connection
+        except Exception as e:  # the gRPC server could not start: say why, drop this connection
             _LOG.warning("fluxfs server: gRPC connection dropped: %s: %s", type(e).__name__, e)
             self._transport.abort()
             return

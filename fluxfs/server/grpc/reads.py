@@ -62,7 +62,7 @@ def open_object(srv: Any, spec: Any) -> Tuple[Any, Obj]:
     return b, obj
 
 
-def span(obj: Obj, offset: int, length: int, what: str) -> Tuple[int, int]:
+def span(obj: Obj, offset: int, length: int, what: str, where: str) -> Tuple[int, int]:
     """[start, end) of a range (a negative offset counts from the end, length 0 = to the end): OUT_OF_RANGE
     past the end, INVALID_ARGUMENT for a negative length."""
     size = obj.size
@@ -71,7 +71,7 @@ def span(obj: Obj, offset: int, length: int, what: str) -> Tuple[int, int]:
     start = max(0, size + offset) if offset < 0 else offset
     if start > size:
         raise RpcError(grpc.StatusCode.OUT_OF_RANGE, f"{what}: read offset {offset} is past the end of "
-                                                     f"{obj.name} ({size} bytes).")
+                                                     f"{where} ({size} bytes).")
     return start, size if length == 0 else min(size, start + length)
 
 
@@ -107,16 +107,16 @@ async def bidi_read_object(srv: Any, requests: AsyncIterator[Any], context: grpc
     message: Optional[Any] = first
     while message is not None:
         for rr in message.read_ranges:
-            async for out in _serve_range(srv, context, obj, rr, pacer):
+            async for out in _serve_range(srv, context, f"{b.name}/{obj.name}", obj, rr, pacer):
                 yield out
         message = None
         async for message in requests:
             break
 
 
-async def _serve_range(srv: Any, context: grpc.aio.ServicerContext, obj: Obj, rr: Any, pacer: Pacer):
+async def _serve_range(srv: Any, context: grpc.aio.ServicerContext, where: str, obj: Obj, rr: Any, pacer: Pacer):
     cut = gate(srv, context, "read", data=True)
-    start, end = span(obj, rr.read_offset, rr.read_length, f"read_id {rr.read_id}")
+    start, end = span(obj, rr.read_offset, rr.read_length, f"read_id {rr.read_id}", where)
     stop = start + (end - start) // 2 if cut else end
     await latency(srv)
     pacer.restart()
@@ -144,7 +144,8 @@ async def read_object(srv: Any, request: Any, context: grpc.aio.ServicerContext)
     b, obj = open_object(srv, request)
     if request.read_limit < 0:
         raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, f"Negative read_limit {request.read_limit}.")
-    start, end = span(obj, request.read_offset, request.read_limit, obj.name)
+    where = f"{b.name}/{obj.name}"
+    start, end = span(obj, request.read_offset, request.read_limit, where, where)
     await latency(srv)
     pacer, first = Pacer(srv), True
     stop = start + (end - start) // 2 if cut else end
