@@ -125,3 +125,22 @@ def test_rate_limit_answers_resource_exhausted(srv, stored):
     with pytest.raises(exceptions.TooManyRequests, match="rate of requests exceeds the limit"):
         arun(twice())
     assert srv.stats()["faults"]["metadata"] >= 1
+
+
+def test_required_token_and_denied_ops_apply_to_grpc(srv, stored):
+    bucket, name, _ = stored
+
+    async def get(metadata=()):
+        client = storage(srv.url)
+        try:
+            return await client.get_object(bucket, name, retry=None, metadata=metadata)
+        finally:
+            await client.grpc_client.transport.close()
+
+    srv.configure(require_token="s3cret")
+    with pytest.raises(exceptions.Unauthenticated, match="missing or wrong bearer token"):
+        arun(get())
+    assert arun(get((("authorization", "Bearer s3cret"),))).size == SIZE
+    srv.configure(profile="local", deny_ops="metadata")
+    with pytest.raises(exceptions.PermissionDenied, match="permission for 'metadata' operations"):
+        arun(get())
