@@ -144,3 +144,24 @@ def test_required_token_and_denied_ops_apply_to_grpc(srv, stored):
     srv.configure(profile="local", deny_ops="metadata")
     with pytest.raises(exceptions.PermissionDenied, match="permission for 'metadata' operations"):
         arun(get())
+
+
+def test_read_object_streams_one_range_with_the_objects_metadata(srv, stored):
+    bucket, name, data = stored
+    from google.cloud import _storage_v2 as v2
+
+    async def go():
+        client = storage(srv.url)
+        try:
+            stream = await client.grpc_client.read_object(request=v2.ReadObjectRequest(
+                bucket=f"projects/_/buckets/{bucket}", object_=name, read_offset=100, read_limit=3_000_000))
+            return [r async for r in stream]
+        finally:
+            await client.grpc_client.transport.close()
+
+    parts = arun(go())
+    assert b"".join(p.checksummed_data.content for p in parts) == data[100:3_000_100]
+    assert all(p.checksummed_data.crc32c == google_crc32c.value(p.checksummed_data.content) for p in parts)
+    first = parts[0]
+    assert (first.metadata.size, first.content_range.start, first.content_range.end) == (SIZE, 100, 3_000_100)
+    assert first.object_checksums.crc32c == google_crc32c.value(data)
