@@ -110,6 +110,17 @@ def test_latency_and_bandwidth_cap_apply_per_range(srv, stored):
     assert took >= 0.15 * 2 + 2_000_000 / 20e6  # first byte of the stream and of the range, then 0.1 s of body
 
 
+def test_ranges_sent_together_wait_one_latency_not_one_each(srv, stored):
+    bucket, name, data = stored
+    srv.configure(latency_ms=200)
+    ranges = [(i * 1000, 100) for i in range(10)]
+    t0 = time.monotonic()
+    _, got = arun(_ranges(srv.url, bucket, name, ranges))
+    took = time.monotonic() - t0
+    assert got == [data[o:o + n] for o, n in ranges]
+    assert 0.4 <= took < 1.5  # the stream's and the batch's first byte (one range after another: 2.2 s)
+
+
 def test_rate_limit_answers_resource_exhausted(srv, stored):
     bucket, name, _ = stored
     srv.configure(rate_limit=1)

@@ -3,7 +3,6 @@ preface is gRPC, anything else is HTTP as before), a gRPC client over TLS is ref
 socket is removed when the server stops."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket

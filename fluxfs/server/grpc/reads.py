@@ -4,7 +4,7 @@ a read handle in the first response, 2 MiB crc32c-checksummed pieces, range_end 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Optional, Tuple
+from typing import Any, AsyncIterator, Tuple
 
 import grpc
 from google.cloud._storage_v2 import types as v2
@@ -103,22 +103,48 @@ async def bidi_read_object(srv: Any, requests: AsyncIterator[Any], context: grpc
     head.metadata.CopyFrom(object_pb(b, obj, not is_unfinalized(srv, b.name, obj)))
     head.read_handle.handle = f"{b.name}/{obj.name}#{obj.generation}".encode("utf-8", "surrogateescape")
     yield head
-    pacer = Pacer(srv)
-    message: Optional[Any] = first
-    while message is not None:
+    # Ranges are served in the order they arrive; each one's first byte is due a latency after it arrived,
+    # so ranges sent together wait once, as parallel requests would (a reader task notes the arrivals).
+    loop = asyncio.get_running_loop()
+    arrived: asyncio.Queue = asyncio.Queue()
+
+    def note(message: Any) -> None:
+        due = loop.time() + srv.profile.s["latency_ms"] / 1000.0
         for rr in message.read_ranges:
-            async for out in _serve_range(srv, context, f"{b.name}/{obj.name}", obj, rr, pacer):
+            arrived.put_nowait((due, rr))
+
+    async def take() -> None:
+        try:
+            async for message in requests:
+                note(message)
+        except Exception:  # the client went away: nothing more to serve
+            pass
+        finally:
+            arrived.put_nowait(None)
+
+    note(first)
+    reader = asyncio.ensure_future(take())
+    pacer = Pacer(srv)
+    try:
+        while True:
+            item = await arrived.get()
+            if item is None:
+                return
+            async for out in _serve_range(srv, context, f"{b.name}/{obj.name}", obj, item, pacer):
                 yield out
-        message = None
-        async for message in requests:
-            break
+    finally:
+        reader.cancel()
 
 
-async def _serve_range(srv: Any, context: grpc.aio.ServicerContext, where: str, obj: Obj, rr: Any, pacer: Pacer):
+async def _serve_range(srv: Any, context: grpc.aio.ServicerContext, where: str, obj: Obj, item: Tuple[float, Any],
+                       pacer: Pacer):
+    due, rr = item
     cut = gate(srv, context, "read", data=True)
     start, end = span(obj, rr.read_offset, rr.read_length, f"read_id {rr.read_id}", where)
     stop = start + (end - start) // 2 if cut else end
-    await latency(srv)
+    wait = due - asyncio.get_running_loop().time()
+    if wait > 0:  # the profile's first-byte latency, counted from the range's arrival
+        await asyncio.sleep(wait)
     pacer.restart()
     async for pos, content in pieces(obj, start, stop):
         out = BidiReadResponse()
