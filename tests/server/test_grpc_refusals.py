@@ -163,3 +163,31 @@ def test_unknown_operation_is_not_found(srv, zbkt):
     got = _unary(srv.url, "google.longrunning.Operations", "GetOperation",
                  operations_pb2.GetOperationRequest(name=name), operations_pb2.Operation.FromString)
     assert got == (grpc.StatusCode.NOT_FOUND, f"No such operation: {name}")
+
+
+def test_unflushed_bytes_of_a_writer_taken_over_are_dropped_when_it_closes(srv, zbkt):
+    async def go():
+        async with grpc.aio.insecure_channel(endpoint(srv.url)) as ch:
+            call = ch.stream_stream("/google.storage.v2.Storage/BidiWriteObject",
+                                    request_serializer=v2.BidiWriteObjectRequest.serialize,
+                                    response_deserializer=v2.BidiWriteObjectResponse.deserialize)
+            first = call()
+            await first.write(_spec(zbkt, "dropped"))
+            opened = await first.read()
+            await first.write(v2.BidiWriteObjectRequest(write_offset=0, checksummed_data=v2.ChecksummedData(
+                content=b"unflushed")))
+            await asyncio.sleep(0.2)  # taken in by the server (not persisted: no flush) before the takeover
+            second = call()
+            await second.write(v2.BidiWriteObjectRequest(append_object_spec=v2.AppendObjectSpec(
+                bucket=f"projects/_/buckets/{zbkt}", object_="dropped", generation=opened.resource.generation)))
+            await second.read()
+            await second.write(_data(0, b"new"))
+            await second.read()
+            await first.done_writing()
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await first.read()
+            await second.done_writing()
+            return err.value.code()
+
+    assert arun(go()) == grpc.StatusCode.ABORTED
+    assert raw.request(srv.url, "GET", raw.obj_path(zbkt, "dropped"), params={"alt": "media"}).body == b"new"

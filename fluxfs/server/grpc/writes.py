@@ -97,17 +97,17 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
                 break
             else:
                 message = None
-            if message is None:  # the client closed its side: what it sent is kept
-                if not finished:
-                    persist(srv, rec, pending)
-                    yield _response(srv, rec)
-                return
+        if rec.epoch != epoch and not finished:  # its unflushed bytes would land where the new writer's are
+            raise RpcError(grpc.StatusCode.ABORTED, f"{rec.bucket}/{rec.name} was taken over by another writer "
+                                                    "(append_object_spec on a newer stream).")
+        if message is None:  # the client closed its side: what it sent is kept
+            if not finished:
+                persist(srv, rec, pending)
+                yield _response(srv, rec)
+            return
         if finished:
             raise RpcError(grpc.StatusCode.FAILED_PRECONDITION,
                            f"{rec.bucket}/{rec.name} is finalized: nothing more may be sent on its stream.")
-        if rec.epoch != epoch:
-            raise RpcError(grpc.StatusCode.ABORTED, f"{rec.bucket}/{rec.name} was taken over by another writer "
-                                                    "(append_object_spec on a newer stream).")
         if message.HasField("checksummed_data"):
             data = message.checksummed_data
             if message.write_offset != received:
