@@ -89,3 +89,12 @@ def test_folder_calls_on_a_bucket_without_hierarchical_namespace_are_refused(srv
     b = make_bucket(srv.url, location="US")
     with pytest.raises(exceptions.InvalidArgument, match=f"does not have hierarchical namespace enabled: {b}"):
         arun(_call(srv.url, "create_folder", parent=f"projects/_/buckets/{b}", folder_id="x/"))
+
+
+def test_list_folders_pages_and_prefix(srv):
+    b = make_bucket(srv.url)
+    parent = f"projects/_/buckets/{b}"
+    for name in ("a/", "b/", "b/c/", "bb/", "c/"):
+        arun(_call(srv.url, "create_folder", parent=parent, folder_id=name))
+    pages = arun(_call(srv.url, "list_folders", request={"parent": parent, "page_size": 2, "prefix": "b"}))
+    assert pages == [f"{parent}/folders/{n}" for n in ("b/", "b/c/", "bb/")]

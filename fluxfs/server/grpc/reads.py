@@ -14,7 +14,7 @@ from ..objects import Obj
 from ..preconditions import check_preconditions
 from .appendable import is_unfinalized
 from .convert import object_pb
-from .status import RpcError, bucket_name, cut_status, gate, optional
+from .status import RpcError, bucket_name, cut_status, gate, in_flight, optional
 
 PIECE = 2 * 1024 * 1024  # content per message, as GCS sends it
 BidiReadResponse = v2.BidiReadObjectResponse.pb()
@@ -130,8 +130,9 @@ async def bidi_read_object(srv: Any, requests: AsyncIterator[Any], context: grpc
             item = await arrived.get()
             if item is None:
                 return
-            async for out in _serve_range(srv, context, f"{b.name}/{obj.name}", obj, item, pacer):
-                yield out
+            with in_flight(srv, "read"):
+                async for out in _serve_range(srv, context, f"{b.name}/{obj.name}", obj, item, pacer):
+                    yield out
     finally:
         reader.cancel()
 

@@ -2,7 +2,8 @@
 limit, injected faults), counted in the same stats as HTTP requests."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional, Tuple
 
 import grpc
 
@@ -83,6 +84,18 @@ def gate(srv: Any, context: grpc.aio.ServicerContext, op: str, data: bool = Fals
     if reset:
         srv.faults[op] += 1
     return reset
+
+
+@contextmanager
+def in_flight(srv: Any, op: str) -> Iterator[None]:
+    """Count `op` as being served (stats' peak_in_flight, as for HTTP requests) while the block runs."""
+    srv.in_flight[op] += 1
+    if srv.in_flight[op] > srv.peak_in_flight[op]:
+        srv.peak_in_flight[op] = srv.in_flight[op]
+    try:
+        yield
+    finally:
+        srv.in_flight[op] -= 1
 
 
 def cut_status() -> Tuple[grpc.StatusCode, str]:
