@@ -67,6 +67,7 @@ def test_pipes_imports_from_built_wheel(tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         assert "fluxfs/pipes/__init__.py" in names and "fluxfs/server/__init__.py" in names
+        assert "fluxfs/server/grpc/services.py" in names  # every subpackage listed in setup.cfg
         assert not any(n.startswith("pipes/") for n in names)  # never a top-level `pipes` (stdlib clash)
         zf.extractall(site)
         (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]

@@ -8,6 +8,12 @@ bandwidth, rate limit), seeded fault injection and optional persistence (``root=
         srv.configure(profile="cloud", fail_rate=0.01, fail_ops={"read"})
         ... use srv.url as endpoint_url / STORAGE_EMULATOR_HOST ...
 
+The same URL's host:port also answers the gRPC a zonal (Rapid) bucket needs (``BidiReadObject``, appendable
+``BidiWriteObject``, ``GetStorageLayout``, folders; plaintext, see ``fluxfs/server/grpc/``)::
+
+    AsyncGrpcClient(credentials=AnonymousCredentials(),
+                    client_options=ClientOptions(api_endpoint=srv.url.split("://")[1]))
+
 Command line: ``python -m fluxfs.server --port 0`` or ``fluxfs serve`` (URL on the first stdout line).
 """
 from .handle import ServerHandle, run

@@ -55,9 +55,9 @@ def settings_from(args: argparse.Namespace) -> dict:
 
 def serve(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM; the URL is the first line printed on stdout."""
-    from aiohttp import web
     from .app import Server
     from .handle import url_host
+    from .listen import Listening
 
     try:
         srv = Server(args.root, **settings_from(args))
@@ -70,17 +70,13 @@ def serve(args: argparse.Namespace) -> int:
         return 2
 
     async def main():
-        runner = web.AppRunner(srv.app(), access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, args.host, args.port, backlog=1024)
         try:
-            await site.start()
+            listening = await Listening.start(srv, args.host, args.port)
         except OSError as exc:
-            await runner.cleanup()
             print(f"fluxfs serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc} "
                   "(another server there? pick one with --port N, or --port 0 for a free one)", file=sys.stderr)
             return 1
-        port = site._server.sockets[0].getsockname()[1]
+        port = listening.port
         url = f"http://{url_host(args.host)}:{port}"
         print(url, flush=True)
         if not args.parent_pid:  # a person started it (not run(in_process=False)): say how to use it
@@ -95,7 +91,7 @@ def serve(args: argparse.Namespace) -> int:
         await stop.wait()
         if watch is not None:
             watch.cancel()
-        await runner.cleanup()
+        await listening.close()
         return 0
 
     return asyncio.run(main())

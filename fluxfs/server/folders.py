@@ -96,6 +96,23 @@ async def folder_delete(srv, request: web.Request, q: Dict[str, str], bucket: st
 
 async def folder_rename(srv, request: web.Request, q: Dict[str, str], bucket: str, src: str, dst: str) -> Reply:
     """folders.rename: the folder and everything below it at once; the operation is returned done."""
+    rec, src, dst, op_id, done_at = rename_now(srv, bucket, src, dst)
+    base = base_url(request)
+    op = {"kind": "storage#operation", "name": f"projects/_/buckets/{bucket}/operations/{op_id}",
+          "selfLink": f"{base}/storage/v1/b/{bucket}/operations/{op_id}", "done": True,
+          "metadata": {"@type": "type.googleapis.com/google.storage.control.v2.RenameFolderMetadata",
+                       "sourceFolderId": src, "destinationFolderId": dst,
+                       "commonMetadata": {"type": "rename-folder", "createTime": rfc3339(time.time())}},
+          "response": {"@type": "type.googleapis.com/google.storage.control.v2.Folder",
+                       **resource(base, bucket, dst, rec)}}
+    operations(srv)[(bucket, op_id)] = (op, done_at)
+    return json_reply(_as_of_now(op, done_at))
+
+
+def rename_now(srv, bucket: str, src: str, dst: str) -> Tuple[Dict[str, Any], str, str, str, float]:
+    """Rename folder `src` to `dst` with everything below it, now (the JSON and gRPC APIs both): (the new
+    folder's record, src, dst as folder names, a new operation id, when its operation reports done: at
+    once, or after the configured latency, so clients must poll)."""
 
     def move_object(old: str, new: str) -> None:
         obj = srv.store.get(bucket, old)
@@ -104,20 +121,14 @@ async def folder_rename(srv, request: web.Request, q: Dict[str, str], bucket: st
         srv.store.delete(bucket, old, generation=obj.generation)
 
     rec = folder_store.rename(srv.store, bucket, src, dst, move_object)
-    src, dst = folder_store.folder_name(src), folder_store.folder_name(dst)
     op_id = f"rename-{next(_OPERATION_IDS)}-{int(time.time())}"
-    base = base_url(request)
-    # Applied at once; with a latency configured, reported done only that long after (clients must poll).
-    delay = srv.profile.s["latency_ms"] / 1000.0
-    op = {"kind": "storage#operation", "name": f"projects/_/buckets/{bucket}/operations/{op_id}",
-          "selfLink": f"{base}/storage/v1/b/{bucket}/operations/{op_id}", "done": True,
-          "metadata": {"@type": "type.googleapis.com/google.storage.control.v2.RenameFolderMetadata",
-                       "sourceFolderId": src, "destinationFolderId": dst,
-                       "commonMetadata": {"type": "rename-folder", "createTime": rfc3339(time.time())}},
-          "response": {"@type": "type.googleapis.com/google.storage.control.v2.Folder",
-                       **resource(base, bucket, dst, rec)}}
-    srv.__dict__.setdefault("_folder_operations", {})[(bucket, op_id)] = (op, time.monotonic() + delay)
-    return json_reply(_as_of_now(op, time.monotonic() + delay))
+    done_at = time.monotonic() + srv.profile.s["latency_ms"] / 1000.0
+    return rec, folder_store.folder_name(src), folder_store.folder_name(dst), op_id, done_at
+
+
+def operations(srv) -> Dict[Tuple[str, str], Any]:
+    """The server's folder operations: (bucket, operation id) -> (what operations.get answers, done at)."""
+    return srv.__dict__.setdefault("_folder_operations", {})
 
 
 def _as_of_now(op: Dict[str, Any], done_at: float) -> Dict[str, Any]:
@@ -130,7 +141,7 @@ def _as_of_now(op: Dict[str, Any], done_at: float) -> Dict[str, Any]:
 async def operation_get(srv, request: web.Request, q: Dict[str, str], bucket: str, op_id: str) -> Reply:
     """operations.get: a folder rename's operation (done once its configured latency has passed)."""
     srv.store.bucket(bucket)
-    found = srv.__dict__.get("_folder_operations", {}).get((bucket, op_id))
+    found = operations(srv).get((bucket, op_id))
     if found is None:
         raise ServerError(404, f"No such operation: {bucket}/{op_id}", "notFound")
     return json_reply(_as_of_now(*found))

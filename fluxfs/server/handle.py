@@ -103,8 +103,8 @@ class ServerHandle:
 
 
 def _start_in_process(host: str, port: int, root: Optional[str], settings: Dict[str, Any]) -> ServerHandle:
-    from aiohttp import web
     from .app import Server
+    from .listen import Listening
 
     srv = Server(root, **settings)  # validates settings in the caller's thread
     loop = asyncio.new_event_loop()
@@ -112,12 +112,8 @@ def _start_in_process(host: str, port: int, root: Optional[str], settings: Dict[
     box: Dict[str, Any] = {}
 
     async def start():
-        runner = web.AppRunner(srv.app(), access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        await site.start()
-        box["runner"] = runner
-        box["port"] = site._server.sockets[0].getsockname()[1]
+        box["listening"] = await Listening.start(srv, host, port)
+        box["port"] = box["listening"].port
 
     def main():
         asyncio.set_event_loop(loop)
@@ -129,7 +125,7 @@ def _start_in_process(host: str, port: int, root: Optional[str], settings: Dict[
             return
         started.set()
         loop.run_forever()
-        loop.run_until_complete(box["runner"].cleanup())
+        loop.run_until_complete(box["listening"].close())
         loop.close()
 
     t = threading.Thread(target=main, name="fluxfs-server", daemon=True)
@@ -144,6 +140,7 @@ def _start_in_process(host: str, port: int, root: Optional[str], settings: Dict[
 
     h = ServerHandle(f"http://{url_host(host)}:{box['port']}", closer)
     h.server = srv  # in-process only: direct access for debugging
+    h.listening = box["listening"]  # in-process only: the port's HTTP and gRPC sides (listen.Listening)
     return h
 
 

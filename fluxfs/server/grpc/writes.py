@@ -1,0 +1,167 @@
+"""`BidiWriteObject`: appendable objects (`appendable=true` in the WriteObjectSpec makes one, visible at once
+with size 0; `append_object_spec` takes an unfinalized one over by generation), data persisted on `flush`,
+on `finish_write` (which finalizes) and when the client ends its side; `state_lookup` answered with the
+persisted size. A non-appendable spec is a one-shot upload stored at `finish_write`."""
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, List, Optional
+
+import grpc
+from google.cloud._storage_v2 import types as v2
+
+from ...gcs.checksums import crc32c, crc_to_b64
+from ..preconditions import check_preconditions
+from .appendable import Appendable, current, finalize, persist, registry
+from .convert import object_pb
+from .reads import Pacer
+from .status import RpcError, bucket_name, gate, optional
+
+Response = v2.BidiWriteObjectResponse.pb()
+
+
+def _response(srv: Any, rec: Appendable, resource: bool = False, finalized: bool = False) -> Any:
+    out = Response()
+    if resource:
+        b = srv.store.bucket(rec.bucket)
+        out.resource.CopyFrom(object_pb(b, current(srv, rec) if not finalized else b.lookup(rec.name), finalized))
+    else:
+        out.persisted_size = rec.size
+    out.write_handle.handle = rec.handle
+    return out
+
+
+def _create(srv: Any, spec: Any) -> Appendable:
+    """A new appendable object (replacing the live one unless the preconditions say otherwise)."""
+    res = spec.resource
+    bucket = bucket_name(res.bucket)
+    obj = srv.store.put(bucket, res.name, b"", content_type=res.content_type or None,
+                        metadata=dict(res.metadata) or None, with_md5=False,
+                        preconditions={"if_gen": optional(spec, "if_generation_match"),
+                                       "if_gen_not": optional(spec, "if_generation_not_match"),
+                                       "if_meta": optional(spec, "if_metageneration_match"),
+                                       "if_meta_not": optional(spec, "if_metageneration_not_match")})
+    rec = Appendable(bucket, res.name, obj.generation)
+    registry(srv)[(bucket, res.name)] = rec
+    return rec
+
+
+def _take_over(srv: Any, spec: Any) -> Appendable:
+    """An unfinalized appendable object named by generation: NOT_FOUND if that generation is not live,
+    FAILED_PRECONDITION if it is already finalized."""
+    bucket = bucket_name(spec.bucket)
+    name = spec.object_
+    obj = srv.store.get(bucket, name)
+    if obj.generation != spec.generation:
+        raise RpcError(grpc.StatusCode.NOT_FOUND, f"No live generation {spec.generation} of {bucket}/{name} "
+                                                  f"(the live one is {obj.generation}).")
+    check_preconditions(obj, if_meta=optional(spec, "if_metageneration_match"),
+                        if_meta_not=optional(spec, "if_metageneration_not_match"))
+    rec = registry(srv).get((bucket, name))
+    if rec is None or rec.generation != obj.generation:
+        raise RpcError(grpc.StatusCode.FAILED_PRECONDITION,
+                       f"{bucket}/{name} generation {obj.generation} is finalized: no more appends.")
+    rec.epoch += 1
+    return rec
+
+
+async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext):
+    """The write stream: first message opens (or takes over) the object, then data, flushes, lookups, finish."""
+    first = None
+    async for first in requests:
+        break
+    if first is None:
+        return
+    gate(srv, context, "write")
+    if first.HasField("append_object_spec"):
+        rec = _take_over(srv, first.append_object_spec)
+    elif first.HasField("write_object_spec"):
+        if not first.write_object_spec.appendable:
+            async for out in _one_shot(srv, first, requests):
+                yield out
+            return
+        rec = _create(srv, first.write_object_spec)
+    else:
+        raise RpcError(grpc.StatusCode.UNIMPLEMENTED if first.upload_id else grpc.StatusCode.INVALID_ARGUMENT,
+                       "The first BidiWriteObjectRequest must carry write_object_spec or append_object_spec "
+                       "(resumable upload_id streams are not served).")
+    epoch = rec.epoch
+    yield _response(srv, rec, resource=True)
+    pending: List[bytes] = []
+    received = rec.size
+    finished = False
+    pacer = Pacer(srv)
+    message: Optional[Any] = first
+    while True:
+        if message is None:
+            async for message in requests:
+                break
+            else:
+                message = None
+        if rec.epoch != epoch and not finished:  # its unflushed bytes would land where the new writer's are
+            raise RpcError(grpc.StatusCode.ABORTED, f"{rec.bucket}/{rec.name} was taken over by another writer "
+                                                    "(append_object_spec on a newer stream).")
+        if message is None:  # the client closed its side: what it sent is kept
+            if not finished:
+                persist(srv, rec, pending)
+                yield _response(srv, rec)
+            return
+        if finished:
+            raise RpcError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"{rec.bucket}/{rec.name} is finalized: nothing more may be sent on its stream.")
+        if message.HasField("checksummed_data"):
+            data = message.checksummed_data
+            if message.write_offset != received:
+                raise RpcError(grpc.StatusCode.OUT_OF_RANGE,
+                               f"write_offset {message.write_offset} of {rec.bucket}/{rec.name} is not where its "
+                               f"data ends ({received} bytes received, {rec.size} persisted).")
+            if data.HasField("crc32c") and data.crc32c != crc32c(data.content):  # as Google's testbench answers
+                raise RpcError(grpc.StatusCode.FAILED_PRECONDITION,
+                               f"Provided CRC32C {data.crc32c} of the data at offset {message.write_offset} of "
+                               f"{rec.bucket}/{rec.name} doesn't match calculated CRC32C {crc32c(data.content)}.")
+            pending.append(data.content)
+            received += len(data.content)
+            srv.bytes_in += len(data.content)
+            await pacer.pace(len(data.content))
+        if message.flush or message.finish_write:
+            persist(srv, rec, pending)
+            pending = []
+        if message.finish_write:
+            expect = optional(message.object_checksums, "crc32c") if message.HasField("object_checksums") else None
+            finalize(srv, rec, expect)
+            finished = True
+            yield _response(srv, rec, resource=True, finalized=True)
+        elif message.state_lookup:
+            yield _response(srv, rec)
+        message = None
+
+
+async def _one_shot(srv: Any, first: Any, requests: AsyncIterator[Any]):
+    """A non-appendable BidiWriteObject: every byte, then `finish_write` stores the object at once."""
+    spec = first.write_object_spec
+    res = spec.resource
+    bucket = bucket_name(res.bucket)
+    parts: List[bytes] = []
+    message: Optional[Any] = first
+    while message is not None:
+        if message.HasField("checksummed_data"):
+            if message.write_offset != sum(map(len, parts)):
+                raise RpcError(grpc.StatusCode.OUT_OF_RANGE, f"write_offset {message.write_offset} of "
+                                                             f"{bucket}/{res.name} is not where its data ends.")
+            parts.append(message.checksummed_data.content)
+            srv.bytes_in += len(parts[-1])
+        if message.finish_write:
+            expect = optional(message.object_checksums, "crc32c") if message.HasField("object_checksums") else None
+            obj = srv.store.put(bucket, res.name, b"".join(parts), content_type=res.content_type or None,
+                                metadata=dict(res.metadata) or None,
+                                expect_crc=crc_to_b64(expect) if expect is not None else None,
+                                preconditions={"if_gen": optional(spec, "if_generation_match"),
+                                               "if_meta": optional(spec, "if_metageneration_match")})
+            out = Response()
+            out.resource.CopyFrom(object_pb(srv.store.bucket(bucket), obj))
+            yield out
+            return
+        message = None
+        async for message in requests:
+            break
+    raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, f"The write of {bucket}/{res.name} ended without "
+                                                     "finish_write: nothing was stored.")
