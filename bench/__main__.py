@@ -17,7 +17,7 @@ from pathlib import Path
 from .common import add_common_args
 
 SCENARIOS = ("server", "listing", "reads", "checkpoint", "dcp", "weights", "collective", "training", "shards",
-             "pack", "cache", "chaos")
+             "pack", "cache", "zonal", "chaos")
 
 
 def scenario_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
