@@ -21,7 +21,7 @@ import os
 import sqlite3
 from typing import Iterator, Optional
 
-from . import index, packs
+from . import body, index, packs
 from .entry import USAGE, parse_name
 from .lock import FileLock
 
@@ -131,10 +131,13 @@ def _counted(directory: str) -> Optional[int]:
 
 
 def _count(directory: str, used: int) -> None:
-    tmp = os.path.join(directory, f"{USAGE}.{os.getpid()}.{os.urandom(4).hex()}")
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "w") as f:
-        f.write(str(used))
-    os.replace(tmp, os.path.join(directory, USAGE))
+    """The counter, rewritten in place under the directory lock: a fixed-width number (no file created and
+    renamed per fill: that cost ~1 ms on a busy disk), read whole or not at all (`_counted` then scans)."""
+    fd = os.open(os.path.join(directory, USAGE), os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        body.write_all(fd, b"%020d" % used, 0)
+    finally:
+        os.close(fd)
 
 
 def make_room(directory: str, need: int, limit: Optional[int], skip: Optional[str] = None) -> bool:

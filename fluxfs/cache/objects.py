@@ -134,7 +134,7 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
             with index.write(db):
                 index.claim(db, pack.name, rows)
         try:
-            pack.write(b"".join(t[5] for t in todo))
+            pack.write([t[5] for t in todo])
             index.complete(db, pack.name)
             pack.done = True
         finally:

@@ -39,15 +39,21 @@ class NewPack:
     """A pack being filled: created (never an existing name) and locked exclusively until `close`."""
 
     def __init__(self, directory: str):
-        self.directory, self.name = directory, os.urandom(12).hex()
-        self.path = path_of(directory, self.name)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-        self.done = False
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else knows the name yet
-        except BaseException:
-            self.close()
-            raise
+        self.directory, self.done = directory, False
+        while True:
+            self.name = os.urandom(12).hex()
+            self.path = path_of(directory, self.name)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.fstat(self.fd).st_nlink:
+                    return
+            except BlockingIOError:  # a sweep saw it before we locked it: it removes it, we take another name
+                pass
+            except BaseException:
+                self.close()
+                raise
+            os.close(self.fd)
 
     def allocate(self, n: int) -> None:
         """Take `n` bytes of disk now, as the accounting counted them (ENOSPC raised here, not mid-write)."""
@@ -58,8 +64,16 @@ class NewPack:
                 raise
             os.ftruncate(self.fd, n)
 
-    def write(self, data: bytes) -> None:
-        body.write_all(self.fd, data, 0)
+    def write(self, parts: list[bytes]) -> None:
+        """The objects' bytes end to end from offset 0, without joining them first (`pwritev`)."""
+        at = 0
+        for first in range(0, len(parts), 512):  # below any IOV_MAX
+            group = parts[first:first + 512]
+            size = sum(map(len, group))
+            done = os.pwritev(self.fd, group, at)
+            if done < size:  # a short write: the rest one by one
+                body.write_all(self.fd, b"".join(group)[done:], at + done)
+            at += size
 
     def close(self) -> None:
         """Let go; a pack whose rows never became complete (`done` unset) is removed first."""

@@ -11,13 +11,14 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 from torch.utils.data import DataLoader
 
 from fluxfs.cache import NodeCache, objects as cache_objects
 from fluxfs.pipes import FluxIterableDataset, FluxMapDataset
-from tests.conftest import make_fs
+from tests.conftest import make_fs, mounted_tmpfs
 
 N = 120
 
@@ -76,7 +77,9 @@ def test_a_limit_below_one_epoch_still_yields_every_sample_once(flux_server, obj
     ds = FluxIterableDataset.from_prefix(objects, storage_options=so, transform=key_and_bytes)
     for _ in range(2):
         assert epoch(ds) == EXPECTED
+        cache_objects.flush()
         assert NodeCache(tmp_path / "cache").usage() <= total // 3
+        assert 0 < len(NodeCache(tmp_path / "cache").entries()) < N  # whole packs evicted, the latest kept
 
 
 def test_two_workers_download_each_object_once(flux_server, objects, tmp_path):
@@ -186,8 +189,8 @@ KILLED_FILLER = textwrap.dedent("""
     fs.cat_objects(infos[:60])
     objects.flush()  # the first half: complete entries
 
-    def stalled(self, data):  # the second pack: half written, then killed
-        os.pwrite(self.fd, data[:len(data) // 2], 0)
+    def stalled(self, parts):  # the second pack: half written, then killed
+        os.pwrite(self.fd, b"".join(parts[:len(parts) // 2]), 0)
         print("writing", flush=True)
         time.sleep(60)
 
@@ -282,3 +285,53 @@ def test_eviction_never_removes_a_pack_in_use(flux_server, bucket, objects, tmp_
         cache_objects.flush()
         assert fs.cache.usage() <= 8_000
     assert not os.path.exists(held)
+
+
+def test_a_full_disk_warns_once_and_reads_from_storage(flux_server, bucket, tmp_path):
+    """A 1 MiB disk and 3 MB of objects: one warning, every object's bytes right, what fits still served."""
+    fs = make_fs(flux_server)
+    big = {f"{bucket}/big/{i:02d}": bytes([i]) * 100_000 for i in range(30)}
+    fs.pipe(big)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    with mounted_tmpfs(disk, "1m"):
+        cached = make_fs(flux_server, cache_dir=str(disk / "cache"))
+        infos = sorted(cached.find(f"{bucket}/big/", detail=True).values(), key=lambda i: i["name"])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                for at in range(0, 30, 5):
+                    assert cached.cat_objects(infos[at:at + 5]) == {i["name"]: big[i["name"]] for i in
+                                                                   infos[at:at + 5]}
+                    cache_objects.flush()
+        assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == [
+            f"fluxfs node-local cache {disk / 'cache'}: No space left on device; objects that do not fit are read "
+            "from storage without caching"]
+        kept = NodeCache(disk / "cache").entries()
+        assert 0 < len(kept) < 30
+        flux_server.reset_stats()
+        assert cached.cat_objects(infos) == big
+        assert flux_server.stats()["data_reads"] < 30  # the ones that fit, from the disk
+
+
+def test_a_damaged_index_warns_once_and_reads_from_storage_until_cleared(flux_server, objects, tmp_path):
+    cache = NodeCache(tmp_path / "cache")
+    index = tmp_path / "cache" / ".fluxfs-cache.index"
+    index.write_bytes(b"not a database " * 100)
+    ds = FluxMapDataset.from_prefix(objects, storage_options=opts(flux_server, tmp_path), transform=key_and_bytes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            flux_server.reset_stats()
+            assert epoch(ds) == EXPECTED
+            cache_objects.flush()
+            assert flux_server.stats()["data_reads"] == N
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == [
+        f"fluxfs node-local cache {cache.directory}: its index .fluxfs-cache.index cannot be read (file is not a "
+        "database); small objects are read from storage without caching until `fluxfs cache clear` removes it"]
+    assert index.read_bytes() == b"not a database " * 100 and cache.entries() == []  # nothing lost meanwhile
+    assert cache.clear() == (0, 0, 0)
+    assert epoch(ds) == EXPECTED
+    cache_objects.flush()
+    flux_server.reset_stats()
+    assert epoch(ds) == EXPECTED and flux_server.stats()["data_reads"] == 0
