@@ -43,6 +43,8 @@ _filler: list = [None, 0]  # the filler thread's executor and the pid it belongs
 
 
 def _after_fork() -> None:
+    global _guard
+    _guard = threading.Lock()  # a thread of the parent may have held it at the fork
     _pending[0] = 0
     _filling.clear()
     _queue.clear()
@@ -151,20 +153,36 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
         pack.close()
 
 
+def _packs(items: list[tuple[Entry, bytes]], most: int) -> list[list[tuple[Entry, bytes]]]:
+    """The items cut into packs of at most `most` bytes (an object larger than that alone)."""
+    out: list[list[tuple[Entry, bytes]]] = [[]]
+    size = 0
+    for item in items:
+        if out[-1] and size + len(item[1]) > most:
+            out.append([])
+            size = 0
+        out[-1].append(item)
+        size += len(item[1])
+    return out
+
+
 def _drain(cache: NodeCache) -> None:
-    """The filler thread: whatever is queued for this cache, a pack at a time."""
+    """The filler thread: whatever is queued for this cache, a pack at a time (at most PACK_MAX, and a tenth
+    of the limit: eviction frees whole packs, so a pack must be small beside the limit)."""
+    most = PACK_MAX if cache.limit is None else max(1, min(PACK_MAX, cache.limit // 10))
     while True:
         taken, size = [], 0
         with _guard:
             queue = _queue.get(cache.directory, [])
-            while queue and (not taken or size + sum(len(d) for _, d in queue[0][1]) <= PACK_MAX):
+            while queue and (not taken or size + sum(len(d) for _, d in queue[0][1]) <= most):
                 taken.append(queue.pop(0))
                 size += sum(len(d) for _, d in taken[-1][1])
         if not taken:
             return
         items = [item for _, batch, _ in taken for item in batch]
         try:
-            fill(cache, items)
+            for part in _packs(items, most):
+                fill(cache, part)
         except Exception as exc:  # noqa: BLE001 - the reads succeeded; only caching them failed
             log.warning("fluxfs node-local cache: %d objects not cached: %s", len(items), exc)
         finally:

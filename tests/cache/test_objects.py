@@ -265,7 +265,7 @@ def test_eviction_never_removes_a_pack_in_use(flux_server, bucket, objects, tmp_
     infos = sorted(fs.find(objects, detail=True).values(), key=lambda i: i["name"])
     fs.cat_objects(infos[:8])
     cache_objects.flush()
-    (held,) = {p for p, _, _ in packed(tmp_path / "cache").values()}
+    held = packed(tmp_path / "cache")["o/0000"][0]  # (packs are at most a tenth of the limit: one object here)
     fd = os.open(held, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
@@ -276,7 +276,7 @@ def test_eviction_never_removes_a_pack_in_use(flux_server, bucket, objects, tmp_
             assert fs.cache.usage() <= 8_000 + os.path.getsize(held)
         assert os.path.exists(held)
         flux_server.reset_stats()
-        assert fs.cat_objects(infos[:8]) == {i["name"]: body(int(i["name"][-4:])) for i in infos[:8]}
+        assert fs.cat_objects(infos[:1]) == {infos[0]["name"]: body(0)}
         assert flux_server.stats()["data_reads"] == 0  # still served from it
     finally:
         os.close(fd)
