@@ -14,7 +14,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator
 
 INDEX = ".fluxfs-cache.index"  # with SQLite's -wal and -shm beside it
 SCHEMA = """CREATE TABLE IF NOT EXISTS objects (
