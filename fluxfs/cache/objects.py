@@ -85,14 +85,16 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
 
 
 def _checked(items: list[tuple[Entry, bytes]]) -> list[tuple[str, str, str, int, int, bytes]]:
-    """The batch's objects whose bytes are theirs (size, crc32c when known), once each, with their crc32c."""
+    """The batch's objects whose size is theirs, once each, with the crc32c their reads will be checked against:
+    the listing's (the batched read already checked the bytes against it; a wrong byte written would fail
+    every read of the entry, never be served), else computed here."""
     out, seen = [], set()
     for (bucket, key, generation, size, crc), data in items:
         if (bucket, key, generation) in seen:
             continue
         seen.add((bucket, key, generation))
         meta = Meta(bucket, key, generation, int(size), crc_value(crc), durable=False)
-        value = google_crc32c.value(data)
+        value = google_crc32c.value(data) if meta.crc32c is None else meta.crc32c
         try:
             body.check_sums(len(data), value, meta)
         except ChecksumMismatch as exc:
