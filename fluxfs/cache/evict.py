@@ -83,6 +83,8 @@ def index_db(directory: str) -> Optional[sqlite3.Connection]:
 def sweep_packs(directory: str, on_disk: dict[str, tuple[float, int]], db: Optional[sqlite3.Connection]) -> None:
     """Packs of killed fills (no complete row, nobody holding them), pack files the index does not name, and
     rows of packs gone from the disk."""
+    if db is None and index.exists(directory):
+        return  # the index cannot be read now: which packs are complete is unknown (LRU may still evict them)
     known = index.packs(db) if db is not None else {}
     for pack in set(on_disk) | set(known):
         complete = known.get(pack, (0, False))[0]
