@@ -1,7 +1,9 @@
 """Many objects through the node-local cache: what `fs.cat_objects` / `iter_cat_objects` do when `cache_dir` is set.
 
 Objects named with their generation (a listing's info dicts) are served from complete entries: packed ones
-(packs.py: one index query per call, each pack read once) or whole-object ones (store.py); the rest are
+(packs.py: one index query per call, each pack read once) or whole-object ones (store.py), looked up on
+the event loop's thread for a call of at most `INLINE` bytes (a loader's batch: a hop to a thread and
+back cost more, in GIL waits on a busy worker, than the lookup and preads themselves); the rest are
 read by the usual batched read, one call for all of them. What was read is then written to the cache off
 the read's path, by one filler thread per process that writes whatever is queued (up to `PACK_MAX`) as one
 pack: one file written once, one directory lock and two index transactions per pack, no fsync (every read
@@ -34,6 +36,7 @@ log = logging.getLogger("fluxfs.cache")
 
 BACKLOG = 64 * 2**20    # bytes read and waiting to be written to the cache, per process
 PACK_MAX = 64 * 2**20   # one pack holds at most this much of what is queued (more goes to the next)
+INLINE = 8 * 2**20      # a call asking for at most this much looks its hits up on the event loop's thread
 Entry = tuple[str, str, str, int, Any]  # bucket, key, generation, size, crc32c
 _pending = [0]
 _guard = threading.Lock()
@@ -226,7 +229,10 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
         mine = [f for f in (_filling.get((cache.directory, e)) for _, e in entries) if f is not None]
     if mine:
         await asyncio.gather(*map(asyncio.wrap_future, set(mine)), return_exceptions=True)
-    hits = await loop.run_in_executor(cache._executor(), _hits, cache, entries)
+    if sum(e[3] for _, e in entries) <= INLINE:  # a loader's batch: no hop to a thread and back (GIL waits)
+        hits = _hits(cache, entries)
+    else:
+        hits = await loop.run_in_executor(cache._executor(), _hits, cache, entries)
     if len(hits) == len(infos):
         return {fs.client.strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
     misses = [info for i, info in enumerate(infos) if i not in hits]
