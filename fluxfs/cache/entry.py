@@ -5,6 +5,7 @@ so an overwritten object (a new generation) is a different entry and is never se
 Files of entry `<id>` (40 hex digits): `<id>.data` (the object's bytes; appears complete only by rename),
 `<id>.meta` (JSON sidecar: bucket, key, generation, size, crc32c), `<id>.lock` (flock target, empty) and
 `<id>.<pid>.<nonce>.part` while filling (ignored by lookups, removed once no filler holds the lock).
+Small objects that `fs.cat_objects` caches are packed entries instead (packs.py, index.py), listed as a `Meta`.
 """
 from __future__ import annotations
 

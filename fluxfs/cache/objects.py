@@ -1,51 +1,63 @@
 """Many objects through the node-local cache: what `fs.cat_objects` / `iter_cat_objects` do when `cache_dir` is set.
 
-Objects named with their generation (a listing's info dicts) are served from complete entries (no
-request); the rest are read by the usual batched read, one call for all of them, and each object read
-is then written to the cache on the cache's threads, off the read's path: the call returns as soon as
-the bytes are in, and a fill never delays it. A call's objects are filled as one batch (one directory
-lock, one accounting update) without fsync: every read of an object from the cache checks its crc32c,
-so an entry torn by a power loss is read from storage again, never returned. Fills waiting hold at most
-`BACKLOG` bytes; an object beyond that is not cached this time (it is the next). A process that exits
-finishes its pending fills first (they run on a non-daemon pool); one killed mid-batch leaves temporaries
-that the next fill of those objects removes (their lock files say a fill was under way). Paths without a generation or size
-are read from storage as without a cache: the generation is what keeps an overwritten object from
-being served stale.
+Objects named with their generation (a listing's info dicts) are served from complete entries: packed ones
+(packs.py: one index query per call, each pack read once) or whole-object ones (store.py), looked up on
+the event loop's thread for a call of at most `INLINE` bytes (a loader's batch: a hop to a thread and
+back cost more, in GIL waits on a busy worker, than the lookup and preads themselves); the rest are
+read by the usual batched read, one call for all of them. What was read is then written to the cache off
+the read's path, by one filler thread per process that writes whatever is queued (up to `PACK_MAX`) as one
+pack: one file written once, one directory lock and two index transactions per pack, no fsync (every read
+of an entry checks its crc32c, so an entry torn by a power loss is read from storage again). Fills waiting
+hold at most `BACKLOG` bytes; an object beyond that is not cached this time (it is the next). A process that
+exits finishes its pending fills first (the filler is a non-daemon thread); one killed mid-fill leaves a
+pack whose rows never became complete, removed by the next fill or eviction that meets it. Two processes
+filling the same objects: the first to claim them (rows in the index, under the directory lock) writes
+them, the other skips them. Paths without a generation or size are read from storage as without a cache.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import logging
 import os
+import sqlite3
 import threading
 from typing import Any, Awaitable, Callable, Optional
 
 import google_crc32c
 
-from . import body, evict
+from . import body, evict, index, packs
 from ..errors import ChecksumMismatch
-from .entry import Meta, crc_value, entry_id, temp_name
-from .lock import FileLock
-from .store import NodeCache, _unlink
+from .entry import Meta, crc_value, entry_id
+from .store import NodeCache
 
 log = logging.getLogger("fluxfs.cache")
 
 BACKLOG = 64 * 2**20    # bytes read and waiting to be written to the cache, per process
+PACK_MAX = 64 * 2**20   # one pack holds at most this much of what is queued (more goes to the next)
+INLINE = 8 * 2**20      # a call asking for at most this much looks its hits up on the event loop's thread
+Entry = tuple[str, str, str, int, Any]  # bucket, key, generation, size, crc32c
 _pending = [0]
 _guard = threading.Lock()
 _filling: dict[tuple, concurrent.futures.Future] = {}  # this process's fills not done yet, by entry
+_queue: dict[str, list[tuple[NodeCache, list[tuple[Entry, bytes]], concurrent.futures.Future]]] = {}
+_filler: list = [None, 0]  # the filler thread's executor and the pid it belongs to
 
 
 def _after_fork() -> None:
+    global _guard
+    _guard = threading.Lock()  # a thread of the parent may have held it at the fork
     _pending[0] = 0
     _filling.clear()
+    _queue.clear()
+    _filler[:] = [None, 0]
 
 
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def _cacheable(fs: Any, info: Any) -> Optional[tuple[str, str, str, int, Any]]:
+def _cacheable(fs: Any, info: Any) -> Optional[Entry]:
     """(bucket, key, generation, size, crc32c) of an info dict that names a generation and a size, else None."""
     if not isinstance(info, dict) or not info.get("generation") or info.get("size") is None:
         return None
@@ -53,13 +65,17 @@ def _cacheable(fs: Any, info: Any) -> Optional[tuple[str, str, str, int, Any]]:
     return bucket, key, str(info["generation"]), int(info["size"]), info.get("crc32c")
 
 
-def _hits(cache: NodeCache, wanted: list[tuple[int, tuple]]) -> dict[int, bytes]:
+def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]:
     """{position: bytes} of the wanted objects that have a complete entry (read on a cache thread)."""
-    out = {}
+    try:
+        out = packs.read_batch(cache.directory, [(i, e[:4]) for i, e in wanted])
+    except sqlite3.Error as exc:
+        cache.warn_index(exc)
+        out = {}
     for i, (bucket, key, generation, size, _) in wanted:
-        if not os.path.exists(cache._path(entry_id(bucket, key, generation), "data")):
-            continue  # a miss, told without making its lock file (a file creation: ~1 ms on a busy disk)
-        held = cache.lookup(bucket, key, generation, size, checked_by_caller=True)
+        if i in out or not os.path.exists(cache._path(entry_id(bucket, key, generation), "data")):
+            continue  # a miss, told without making a file (a file creation: ~1 ms on a busy disk)
+        held = cache.lookup(bucket, key, generation, size, checked_by_caller=True)  # a whole-object entry
         if held is not None:
             try:
                 data = held.read()
@@ -67,79 +83,139 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, tuple]]) -> dict[int, bytes]
             finally:
                 held.release()
             if meta is not None and meta.crc32c is not None and google_crc32c.value(data) == meta.crc32c:
-                out[i] = data  # (filled without fsync: every read is checked; a torn entry is read again)
+                out[i] = data
     return out
 
 
-def _fill(cache: NodeCache, items: list[tuple[tuple, bytes]]) -> None:
-    """Write a batch of read objects to the cache: each entry nobody else is filling or holds, checked (size,
-    crc32c), counted in and renamed into place under one directory lock for the whole batch (one accounting
-    update and no fsync: a fill per object with its own lock and fsync managed ~250 objects/s)."""
-    todo, locks = [], []
+def _checked(items: list[tuple[Entry, bytes]]) -> list[tuple[str, str, str, int, int, bytes]]:
+    """The batch's objects whose size is theirs, once each, with the crc32c their reads will be checked against:
+    the listing's (the batched read already checked the bytes against it; a wrong byte written would fail
+    every read of the entry, never be served), else computed here."""
+    out, seen = [], set()
+    for (bucket, key, generation, size, crc), data in items:
+        if (bucket, key, generation) in seen:
+            continue
+        seen.add((bucket, key, generation))
+        meta = Meta(bucket, key, generation, int(size), crc_value(crc), durable=False)
+        value = google_crc32c.value(data) if meta.crc32c is None else meta.crc32c
+        try:
+            body.check_sums(len(data), value, meta)
+        except ChecksumMismatch as exc:
+            log.warning("fluxfs node-local cache: %s", exc)
+            continue
+        out.append((bucket, key, generation, int(size), value, data))
+    return out
+
+
+def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
+    """Write read objects to the cache as one pack: the objects nobody has (or is filling) claimed in the
+    index and their room counted in under the directory lock (never over the limit, even while written),
+    the pack written once, then its rows marked complete."""
+    todo = _checked(items)
+    if not todo:
+        return
     try:
-        for (bucket, key, generation, size, crc), data in items:
-            eid = entry_id(bucket, key, generation)
-            lock = FileLock(cache._path(eid, "lock"))
-            try:
-                if not lock.try_acquire(shared=False):
-                    continue  # being read or filled: nothing to do
-            except OSError:
-                continue
-            locks.append(lock)
-            if cache._complete(eid, bucket, key, generation, size):
-                continue
-            if lock.was_filling():
-                evict.remove_entry(cache.directory, eid, include_data=False)  # a killed filler's leftovers
-            meta = Meta(bucket, key, str(generation), int(size), crc_value(crc), durable=False)  # no fsync
-            try:
-                body.check(data, meta)
-            except ChecksumMismatch as exc:
-                log.warning("fluxfs node-local cache: %s", exc)
-                continue
-            lock.mark_filling(True)  # a worker killed mid-batch (a DataLoader's SIGTERM): its next filler sweeps
-            todo.append((eid, meta, data))
-        if todo:
-            _write_batch(cache, todo)
-    except Exception as exc:  # noqa: BLE001 - the reads succeeded; only caching them failed
-        log.warning("fluxfs node-local cache: %d objects not cached: %s", len(items), exc)
+        pack = packs.NewPack(cache.directory)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        cache._warn_full(exc)
+        return
+    try:
+        with cache._dir_locked():
+            db = index.connect(cache.directory)
+            have = index.lookup(db, [t[:3] for t in todo], complete=False)
+            for dead in {row[0] for row, done in have.values() if not done}:  # claimed by a fill: alive?
+                if packs.remove(cache.directory, db, dead, only_if_dead=True) is not None:
+                    have = {k: v for k, v in have.items() if v[0][0] != dead}
+            todo = [t for t in todo if t[:3] not in have  # nor one with a whole-object entry (store.py)
+                    and not os.path.exists(cache._path(entry_id(*t[:3]), "data"))]
+            need = sum(t[3] for t in todo)
+            if not todo or not evict.make_room(cache.directory, need, cache.limit):
+                return  # all there already, or no room (entries in use fill it): read from storage next time
+            pack.allocate(need)
+            rows, at = [], 0
+            for bucket, key, generation, size, crc, _ in todo:
+                rows.append((bucket, key, generation, at, size, crc))
+                at += size
+            with index.write(db):
+                index.claim(db, pack.name, rows)
+        try:
+            pack.write([t[5] for t in todo])
+            index.complete(db, pack.name)
+            pack.done = True
+        finally:
+            if not pack.done:
+                with cache._dir_locked():
+                    index.drop_pack(db, pack.name)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        cache._warn_full(exc)
+    except sqlite3.Error as exc:
+        cache.warn_index(exc)
     finally:
-        for lock in locks:
-            lock.release()
+        pack.close()
+
+
+def _packs(items: list[tuple[Entry, bytes]], most: int) -> list[list[tuple[Entry, bytes]]]:
+    """The items cut into packs of at most `most` bytes (an object larger than that alone)."""
+    out: list[list[tuple[Entry, bytes]]] = [[]]
+    size = 0
+    for item in items:
+        if out[-1] and size + len(item[1]) > most:
+            out.append([])
+            size = 0
+        out[-1].append(item)
+        size += len(item[1])
+    return out
+
+
+def _drain(cache: NodeCache) -> None:
+    """The filler thread: whatever is queued for this cache, a pack at a time (at most PACK_MAX, and a tenth
+    of the limit: eviction frees whole packs, so a pack must be small beside the limit)."""
+    most = PACK_MAX if cache.limit is None else max(1, min(PACK_MAX, cache.limit // 10))
+    while True:
+        taken, size = [], 0
         with _guard:
-            _pending[0] -= sum(len(d) for _, d in items)
-            for entry, _ in items:
-                _filling.pop((cache.directory, entry), None)
+            queue = _queue.get(cache.directory, [])
+            while queue and (not taken or size + sum(len(d) for _, d in queue[0][1]) <= most):
+                taken.append(queue.pop(0))
+                size += sum(len(d) for _, d in taken[-1][1])
+        if not taken:
+            return
+        items = [item for _, batch, _ in taken for item in batch]
+        try:
+            for part in _packs(items, most):
+                fill(cache, part)
+        except Exception as exc:  # noqa: BLE001 - the reads succeeded; only caching them failed
+            log.warning("fluxfs node-local cache: %d objects not cached: %s", len(items), exc)
+        finally:
+            with _guard:
+                _pending[0] -= size
+                for entry, _ in items:
+                    _filling.pop((cache.directory, entry), None)
+            for _, _, done in taken:
+                done.set_result(None)
 
 
-def _write_batch(cache: NodeCache, todo: list[tuple[str, Meta, bytes]]) -> None:
-    """Room for the batch counted in, its temporaries allocated and sidecars written (directory lock: the cache
-    is never over its limit, even while they are written), the data written, then (the lock again) each renamed
-    into place. A sidecar without its data is no entry (lookups need both), so it goes straight to its name."""
-    files: list[tuple[str, int]] = []  # (temporary, descriptor) of each object's data
-    done = 0
-    try:
-        need = sum(len(d) + len(m.to_bytes()) for _, m, d in todo)
-        with cache._dir_locked():
-            if not evict.make_room(cache.directory, need, cache.limit):
-                return  # no room (entries in use fill it): these are read from storage next time too
-            for eid, meta, data in todo:
-                tmp = os.path.join(cache.directory, temp_name(eid))
-                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-                files.append((tmp, fd))
-                os.ftruncate(fd, len(data))  # counted as taken now, as the accounting says
-                with open(cache._path(eid, "meta"), "wb") as m:
-                    m.write(meta.to_bytes())
-        for (_, _, data), (_, fd) in zip(todo, files):
-            body.write_all(fd, data, 0)
-        with cache._dir_locked():
-            for (eid, _, _), (tmp, _) in zip(todo, files):
-                os.replace(tmp, cache._path(eid, "data"))  # the entry appears complete only now
-                done += 1
-    finally:
-        for n, (tmp, fd) in enumerate(files):
-            os.close(fd)
-            if n >= done:
-                _unlink(tmp)
+def _enqueue(cache: NodeCache, batch: list[tuple[Entry, bytes]]) -> None:
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    with _guard:
+        _queue.setdefault(cache.directory, []).append((cache, batch, done))
+        for entry, _ in batch:
+            _filling[(cache.directory, entry)] = done
+        if _filler[0] is None or _filler[1] != os.getpid():
+            _filler[:] = [concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fluxfs-cache-fill"),
+                          os.getpid()]
+        _filler[0].submit(_drain, cache)
+
+
+def flush() -> None:
+    """Wait until this process's queued fills are written (tests, benchmarks)."""
+    with _guard:
+        waiting = list(_filling.values())
+    concurrent.futures.wait(waiting)
 
 
 async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
@@ -152,8 +228,11 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
     with _guard:  # an object this process is still writing to the cache: wait for it rather than read it again
         mine = [f for f in (_filling.get((cache.directory, e)) for _, e in entries) if f is not None]
     if mine:
-        await asyncio.gather(*map(asyncio.wrap_future, mine), return_exceptions=True)
-    hits = await loop.run_in_executor(cache._executor(), _hits, cache, entries)
+        await asyncio.gather(*map(asyncio.wrap_future, set(mine)), return_exceptions=True)
+    if sum(e[3] for _, e in entries) <= INLINE:  # a loader's batch: no hop to a thread and back (GIL waits)
+        hits = _hits(cache, entries)
+    else:
+        hits = await loop.run_in_executor(cache._executor(), _hits, cache, entries)
     if len(hits) == len(infos):
         return {fs.client.strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
     misses = [info for i, info in enumerate(infos) if i not in hits]
@@ -171,10 +250,7 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
             _pending[0] += len(data)
         batch.append((entry, bytes(data)))
     if batch:
-        with _guard:
-            job = cache._executor().submit(_fill, cache, batch)
-            for entry, _ in batch:
-                _filling[(cache.directory, entry)] = job
+        _enqueue(cache, batch)
     out = {}
     for i, info in enumerate(infos):  # the order asked, as the uncached read answers
         name = fs.client.strip_protocol(info["name"] if isinstance(info, dict) else info)

@@ -5,7 +5,8 @@ and a `fetch` that reads it from storage. A complete entry of that generation is
 otherwise one process fills it (an exclusive flock on the entry) while the others wait on a shared lock
 and then read the entry. A fill is written to a temporary name, checked (size and crc32c) and renamed
 into place: nothing half-written ever looks complete. An object that cannot fit under the limit, or a
-full disk, is streamed through from storage without caching (a full disk warns once per cache).
+full disk, is streamed through from storage without caching (a full disk warns once per cache). Small
+objects that `fs.cat_objects` cached live in packs (packs.py, objects.py): `get` serves them from there too.
 """
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ import inspect
 import io
 import logging
 import os
+import sqlite3
 import threading
 import warnings
 from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, Optional, Union
 
 import google_crc32c
 
-from . import body, evict
+from . import body, evict, index, packs
 from .entry import DIR_LOCK, Meta, crc_value, entry_id, temp_name, write_tag
 from .limit import parse_limit
 from .lock import FileLock
@@ -78,7 +80,7 @@ class NodeCache:
         self.limit = parse_limit(limit)
         os.makedirs(self.directory, mode=0o700, exist_ok=True)  # made here: this user's only (a shared one is yours)
         write_tag(self.directory)
-        self._warned = False
+        self._warned = self._warned_index = False
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._pool_pid = 0
         self._guard = threading.Lock()
@@ -154,6 +156,13 @@ class NodeCache:
             raise ValueError(f"the node-local cache needs the generation of {bucket}/{key}: the bytes of an "
                              "object overwritten since would otherwise be served")
         crc = crc_value(crc32c)
+        try:  # packed by fs.cat_objects: checked as it is read (a torn one is dropped and filled again)
+            packed = packs.read_batch(self.directory, [(0, (bucket, key, str(generation), int(size)))])
+        except sqlite3.Error as exc:
+            self.warn_index(exc)
+            packed = {}
+        if packed:
+            return Held(None, packed[0], None)
         eid = entry_id(bucket, key, generation)
         meta = Meta(bucket, key, str(generation), int(size), crc, durable)
         need = int(size) + len(meta.to_bytes())
@@ -311,15 +320,33 @@ class NodeCache:
             log.warning(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=4)
 
+    def warn_index(self, exc: sqlite3.Error) -> None:
+        """The index of packed entries failed: a full disk warns as one; a damaged index warns once."""
+        if "full" in str(exc):
+            return self._warn_full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        if isinstance(exc, sqlite3.OperationalError):
+            log.warning("fluxfs node-local cache %s: index: %s", self.directory, exc)  # locked too long, ...
+        elif not self._warned_index:
+            self._warned_index = True
+            msg = (f"fluxfs node-local cache {self.directory}: its index {index.INDEX} cannot be read ({exc}); "
+                   "small objects are read from storage without caching until `fluxfs cache clear` removes it")
+            log.warning(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=4)
+        return None
+
     # -- the directory as a whole -----------------------------------------------------------
 
     def entries(self) -> list[tuple[Meta, float]]:
-        """Complete entries (sidecar, last use as a Unix time), least recently used first."""
-        out = []
-        for eid, (mtime, _nbytes) in evict.scan(self.directory).complete.items():
+        """Complete entries, whole and packed (what they are, last use as a Unix time), least recently used first."""
+        out, now = [], evict.scan(self.directory)
+        for eid, (mtime, _nbytes) in now.complete.items():
             meta = Meta.read(self._path(eid, "meta"))
             if meta is not None:
                 out.append((meta, mtime))
+        db = evict.index_db(self.directory)
+        for bucket, key, generation, size, crc, pack in index.entries(db) if db is not None else ():
+            if pack in now.packs:  # packed objects: last used when their pack was
+                out.append((Meta(bucket, key, generation, size, crc, durable=False), now.packs[pack][0]))
         return sorted(out, key=lambda e: e[1])
 
     def usage(self) -> int:

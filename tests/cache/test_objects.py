@@ -3,15 +3,22 @@ with the same samples; an overwritten object is read anew; a limit below one epo
 sample once; two DataLoader workers download each object once. On the embedded server."""
 from __future__ import annotations
 
+import fcntl
+import glob
 import os
-import time
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import warnings
 
 import pytest
 from torch.utils.data import DataLoader
 
-from fluxfs.cache import NodeCache
+from fluxfs.cache import NodeCache, objects as cache_objects
 from fluxfs.pipes import FluxIterableDataset, FluxMapDataset
-from tests.conftest import make_fs
+from tests.conftest import make_fs, mounted_tmpfs
 
 N = 120
 
@@ -70,7 +77,9 @@ def test_a_limit_below_one_epoch_still_yields_every_sample_once(flux_server, obj
     ds = FluxIterableDataset.from_prefix(objects, storage_options=so, transform=key_and_bytes)
     for _ in range(2):
         assert epoch(ds) == EXPECTED
+        cache_objects.flush()
         assert NodeCache(tmp_path / "cache").usage() <= total // 3
+        assert 0 < len(NodeCache(tmp_path / "cache").entries()) < N  # whole packs evicted, the latest kept
 
 
 def test_two_workers_download_each_object_once(flux_server, objects, tmp_path):
@@ -84,38 +93,62 @@ def test_two_workers_download_each_object_once(flux_server, objects, tmp_path):
     assert flux_server.stats()["data_reads"] == 0
 
 
-def filled_then_torn(flux_server, objects, tmp_path, count: int) -> FluxMapDataset:
-    """A map dataset whose epoch filled the cache, then `count` of its entries torn as a power loss before the
-    data reached the disk leaves them: their size, zeros."""
+def packed(cache_dir) -> dict[str, tuple[str, int, int]]:
+    """{key: (pack file, offset, size)} of the complete packed entries, as the index says."""
+    db = sqlite3.connect(os.path.join(cache_dir, ".fluxfs-cache.index"))
+    try:
+        return {key: (os.path.join(cache_dir, f"{pack}.pack"), offset, size) for key, pack, offset, size in
+                db.execute("SELECT key, pack, offset, size FROM objects WHERE complete = 1")}
+    finally:
+        db.close()
+
+
+def tear(cache_dir, keys) -> None:
+    """What a power loss before the data reached the disk leaves of those entries: their size, zeros."""
+    where = packed(cache_dir)
+    for key in keys:
+        path, offset, size = where[key]
+        with open(path, "r+b") as f:
+            f.seek(offset)
+            f.write(b"\0" * size)
+
+
+def filled(flux_server, objects, tmp_path) -> FluxMapDataset:
+    """A map dataset whose epoch filled the cache (its fills done)."""
     ds = FluxMapDataset.from_prefix(objects, storage_options=opts(flux_server, tmp_path), transform=key_and_bytes)
     assert epoch(ds) == EXPECTED
-    cache = NodeCache(tmp_path / "cache")
-    for _ in range(100):  # the fills run off the read path
-        if len(cache.entries()) == N:
-            break
-        time.sleep(0.05)
-    for path in [os.path.join(cache.directory, n) for n in sorted(os.listdir(cache.directory))
-                 if n.endswith(".data")][:count]:
-        with open(path, "r+b") as f:
-            f.write(b"\0" * os.path.getsize(path))
+    cache_objects.flush()
+    assert len(NodeCache(tmp_path / "cache").entries()) == N
     return ds
 
 
 def test_a_torn_entry_is_read_from_storage_not_returned(flux_server, objects, tmp_path):
-    ds = filled_then_torn(flux_server, objects, tmp_path, 3)
+    ds = filled(flux_server, objects, tmp_path)
+    tear(tmp_path / "cache", ["o/0003", "o/0050", "o/0111"])
     flux_server.reset_stats()
     assert epoch(ds) == EXPECTED
-    assert flux_server.stats()["data_reads"] == 3
+    assert flux_server.stats()["data_reads"] == 3  # the torn ones, from storage; never the zeros
+    cache_objects.flush()
+    flux_server.reset_stats()
+    assert epoch(ds) == EXPECTED
+    assert flux_server.stats()["data_reads"] == 0  # filled again
+    assert len(NodeCache(tmp_path / "cache").entries()) == N
 
 
 def test_a_torn_object_entry_is_not_served_by_the_other_read_paths(flux_server, objects, tmp_path):
-    """Object entries are renamed into place without an fsync: a ranged read or cat_file of the same object
-    (paths that trust a complete entry) checks such an entry's crc32c first and reads storage when torn."""
-    filled_then_torn(flux_server, objects, tmp_path, N)
+    """Packed entries are never fsynced: cat_file of a packed object checks its crc32c and reads storage when
+    torn; a ranged read does not use packed entries. Untorn, cat_file is served from the pack (no data GET)."""
+    filled(flux_server, objects, tmp_path)
+    tear(tmp_path / "cache", [f"o/{i:04d}" for i in range(N) if i != 9])
     fs = make_fs(flux_server, cache_dir=str(tmp_path / "cache"))
     path = objects.removeprefix("flux://") + "0007"
     assert fs.read_ranges(path, [(0, 10), (20, 40)]) == [body(7)[0:10], body(7)[20:40]]
-    assert fs.cat_file(path) == body(7)
+    flux_server.reset_stats()
+    assert fs.cat_file(objects.removeprefix("flux://") + "0008") == body(8)
+    assert flux_server.stats()["data_reads"] == 1
+    flux_server.reset_stats()
+    assert fs.cat_file(objects.removeprefix("flux://") + "0009") == body(9)
+    assert flux_server.stats()["data_reads"] == 0
 
 
 def test_read_objects_node_second_pass_makes_no_data_get(flux_server, objects, tmp_path):
@@ -139,7 +172,6 @@ def test_read_objects_node_second_pass_makes_no_data_get(flux_server, objects, t
 def test_a_miss_makes_no_file_in_the_cache_directory(flux_server, objects, tmp_path, monkeypatch):
     """Looking an object up makes no lock file when it has no entry (a file creation costs ~1 ms on a busy
     disk, on the read's path): with nothing cached (no room in the backlog), the directory stays empty."""
-    from fluxfs.cache import objects as cache_objects
     monkeypatch.setattr(cache_objects, "BACKLOG", 0)
     ds = FluxMapDataset.from_prefix(objects, storage_options=opts(flux_server, tmp_path), transform=key_and_bytes)
     assert epoch(ds) == EXPECTED
@@ -147,24 +179,159 @@ def test_a_miss_makes_no_file_in_the_cache_directory(flux_server, objects, tmp_p
     assert left == []
 
 
-def test_a_fill_killed_mid_batch_leaves_nothing_once_refilled(tmp_path):
-    """A worker killed while writing a batch (DataLoader terminates one slow to exit) leaves temporaries and
-    sidecars; the next fill of those objects removes them, and the entries are complete and exact."""
-    import google_crc32c
+KILLED_FILLER = textwrap.dedent("""
+    import os, sys, time
+    from fluxfs import FluxFileSystem
+    from fluxfs.cache import objects, packs
+    url, cache_dir, bucket = sys.argv[1:4]
+    fs = FluxFileSystem(endpoint_url=url, token="anon", cache_dir=cache_dir, skip_instance_cache=True)
+    infos = sorted(fs.find(f"{bucket}/o/", detail=True).values(), key=lambda i: i["name"])
+    fs.cat_objects(infos[:60])
+    objects.flush()  # the first half: complete entries
 
-    from fluxfs.cache import body as cache_body, objects as cache_objects
+    def stalled(self, parts):  # the second pack: half written, then killed
+        os.pwrite(self.fd, b"".join(parts[:len(parts) // 2]), 0)
+        print("writing", flush=True)
+        time.sleep(60)
+
+    packs.NewPack.write = stalled
+    fs.cat_objects(infos[60:])
+    objects.flush()
+""")
+
+
+def test_a_filler_killed_mid_pack_leaves_nothing_complete_and_the_next_run_reuses_the_rest(
+        flux_server, bucket, objects, tmp_path):
+    """A real SIGKILL while a pack is half written: its objects do not look cached, the first half's entries are
+    reused (no GET for them), the dead pack and its claims are removed by the fill that meets them."""
+    cache_dir = str(tmp_path / "cache")
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_FILLER, flux_server.url, cache_dir, bucket],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "writing\n"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        proc.kill()
+    cache = NodeCache(cache_dir)
+    assert sorted(m.key for m, _ in cache.entries()) == [f"o/{i:04d}" for i in range(60)]
+    assert len(glob.glob(os.path.join(cache_dir, "*.pack"))) == 2  # the complete one and the dead one
+    ds = FluxMapDataset.from_prefix(objects, storage_options=opts(flux_server, tmp_path), transform=key_and_bytes)
+    flux_server.reset_stats()
+    assert epoch(ds) == EXPECTED
+    assert flux_server.stats()["data_reads"] == N - 60
+    cache_objects.flush()
+    assert len(cache.entries()) == N
+    assert sorted(packed(cache_dir).values()) == sorted(packed(cache_dir).values())
+    assert {p for p, _, _ in packed(cache_dir).values()} == set(glob.glob(os.path.join(cache_dir, "*.pack")))
+    assert cache.usage() == sum(len(body(i)) for i in range(N))  # the dead pack's bytes are gone
+
+
+TWO_FILLERS = textwrap.dedent("""
+    import sys
+    from fluxfs import FluxFileSystem
+    from fluxfs.cache import objects
+    url, cache_dir, bucket = sys.argv[1:4]
+    fs = FluxFileSystem(endpoint_url=url, token="anon", cache_dir=cache_dir, skip_instance_cache=True)
+    plain = FluxFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True)
+    infos = sorted(fs.find(f"{bucket}/o/", detail=True).values(), key=lambda i: i["name"])
+    for at in range(0, len(infos), 8):
+        got = fs.cat_objects(infos[at:at + 8])
+        assert [got[i["name"]] for i in infos[at:at + 8]] == [plain.cat_file(i["name"]) for i in infos[at:at + 8]]
+    objects.flush()
+""")
+
+
+def test_two_processes_filling_the_same_objects_write_each_once(flux_server, bucket, objects, tmp_path):
+    """Two processes reading the same objects at once: each object is one entry, its bytes in one pack once
+    (the first to claim it writes it, the other skips it); the next read makes no data GET."""
+    cache_dir = str(tmp_path / "cache")
+    procs = [subprocess.Popen([sys.executable, "-c", TWO_FILLERS, flux_server.url, cache_dir, bucket],
+                              stderr=subprocess.PIPE) for _ in range(2)]
+    errors = [p.communicate(timeout=120)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    cache = NodeCache(cache_dir)
+    assert sorted(m.key for m, _ in cache.entries()) == [f"o/{i:04d}" for i in range(N)]
+    assert cache.usage() == sum(len(body(i)) for i in range(N))  # no object written twice
+    flux_server.reset_stats()
+    ds = FluxMapDataset.from_prefix(objects, storage_options=opts(flux_server, tmp_path), transform=key_and_bytes)
+    assert epoch(ds) == EXPECTED and flux_server.stats()["data_reads"] == 0
+
+
+def test_eviction_never_removes_a_pack_in_use(flux_server, bucket, objects, tmp_path):
+    """A pack being read (its shared lock, as a reader holds it) survives fills far past the limit, which stays
+    kept; released, it is the least recently used and goes."""
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "cache"), cache_limit=8_000)
+    infos = sorted(fs.find(objects, detail=True).values(), key=lambda i: i["name"])
+    fs.cat_objects(infos[:8])
+    cache_objects.flush()
+    held = packed(tmp_path / "cache")["o/0000"][0]  # (packs are at most a tenth of the limit: one object here)
+    fd = os.open(held, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        for at in range(8, 64, 8):
+            assert fs.cat_objects(infos[at:at + 8]) == {i["name"]: body(int(i["name"][-4:])) for i in
+                                                       infos[at:at + 8]}
+            cache_objects.flush()
+            assert fs.cache.usage() <= 8_000 + os.path.getsize(held)
+        assert os.path.exists(held)
+        flux_server.reset_stats()
+        assert fs.cat_objects(infos[:1]) == {infos[0]["name"]: body(0)}
+        assert flux_server.stats()["data_reads"] == 0  # still served from it
+    finally:
+        os.close(fd)
+    for at in range(64, 96, 8):
+        fs.cat_objects(infos[at:at + 8])
+        cache_objects.flush()
+        assert fs.cache.usage() <= 8_000
+    assert not os.path.exists(held)
+
+
+def test_a_full_disk_warns_once_and_reads_from_storage(flux_server, bucket, tmp_path):
+    """A 1 MiB disk and 3 MB of objects: one warning, every object's bytes right, what fits still served."""
+    fs = make_fs(flux_server)
+    big = {f"{bucket}/big/{i:02d}": bytes([i]) * 100_000 for i in range(30)}
+    fs.pipe(big)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    with mounted_tmpfs(disk, "1m"):
+        cached = make_fs(flux_server, cache_dir=str(disk / "cache"))
+        infos = sorted(cached.find(f"{bucket}/big/", detail=True).values(), key=lambda i: i["name"])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                for at in range(0, 30, 5):
+                    assert cached.cat_objects(infos[at:at + 5]) == {i["name"]: big[i["name"]] for i in
+                                                                   infos[at:at + 5]}
+                    cache_objects.flush()
+        assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == [
+            f"fluxfs node-local cache {disk / 'cache'}: No space left on device; objects that do not fit are read "
+            "from storage without caching"]
+        kept = NodeCache(disk / "cache").entries()
+        assert 0 < len(kept) < 30
+        flux_server.reset_stats()
+        assert cached.cat_objects(infos) == big
+        assert flux_server.stats()["data_reads"] < 30  # the ones that fit, from the disk
+
+
+def test_a_damaged_index_warns_once_and_reads_from_storage_until_cleared(flux_server, objects, tmp_path):
     cache = NodeCache(tmp_path / "cache")
-    datas = [body(i) for i in range(5)]
-    items = [(("b", f"o/{i}", "1", len(d), google_crc32c.value(d)), d) for i, d in enumerate(datas)]
-    pid = os.fork()
-    if pid == 0:  # the worker: killed in the middle of writing its batch
-        cache_body.write_all = lambda fd, chunk, offset: os._exit(0)
-        cache_objects._fill(cache, items)
-        os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert any(n.endswith(".part") for n in os.listdir(cache.directory))
-    cache_objects._fill(cache, items)
-    left = sorted(n.rsplit(".", 1)[-1] for n in os.listdir(cache.directory) if not n.startswith((".", "CACHEDIR")))
-    assert left == ["data"] * 5 + ["lock"] * 5 + ["meta"] * 5
-    assert [cache.get("b", f"o/{i}", "1", len(d), None, lambda: b"") for i, d in enumerate(datas)] == datas
+    index = tmp_path / "cache" / ".fluxfs-cache.index"
+    index.write_bytes(b"not a database " * 100)
+    ds = FluxMapDataset.from_prefix(objects, storage_options=opts(flux_server, tmp_path), transform=key_and_bytes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            flux_server.reset_stats()
+            assert epoch(ds) == EXPECTED
+            cache_objects.flush()
+            assert flux_server.stats()["data_reads"] == N
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == [
+        f"fluxfs node-local cache {cache.directory}: its index .fluxfs-cache.index cannot be read (file is not a "
+        "database); small objects are read from storage without caching until `fluxfs cache clear` removes it"]
+    assert index.read_bytes() == b"not a database " * 100 and cache.entries() == []  # nothing lost meanwhile
+    assert cache.clear() == (0, 0, 0)
+    assert epoch(ds) == EXPECTED
+    cache_objects.flush()
+    flux_server.reset_stats()
+    assert epoch(ds) == EXPECTED and flux_server.stats()["data_reads"] == 0

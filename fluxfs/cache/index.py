@@ -1,0 +1,150 @@
+"""The index of packed object entries: one SQLite database (WAL) in the cache directory, shared by the node's processes.
+
+A row is one object generation in a pack: (bucket, key, generation) -> (pack, offset, size, crc32c, complete).
+A fill claims its objects (rows not complete) under the directory lock before it writes their pack, and marks
+them complete once the pack holds their bytes: a process killed in between leaves rows that never look complete,
+whose pack nobody holds locked (see packs.py), removed by the next fill that meets them or by eviction. WAL lets
+readers look a batch up (one query) while another process writes; commits are not fsynced
+(`synchronous=NORMAL`): a power loss may lose the last rows (their packs are then swept) or leave a pack's
+bytes torn, which the crc32c every read checks catches. The index is bookkeeping, not counted in `cache_limit`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from typing import Iterable, Iterator
+
+INDEX = ".fluxfs-cache.index"  # with SQLite's -wal and -shm beside it
+SCHEMA = """CREATE TABLE IF NOT EXISTS objects (
+    bucket TEXT NOT NULL, key TEXT NOT NULL, generation TEXT NOT NULL,
+    pack TEXT NOT NULL, offset INTEGER NOT NULL, size INTEGER NOT NULL, crc32c INTEGER NOT NULL,
+    complete INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (bucket, key, generation)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS objects_by_pack ON objects (pack);"""
+Row = tuple[str, int, int, int]  # pack, offset, size, crc32c
+
+_local = threading.local()  # this thread's connections, by directory (a forked child opens its own)
+_inherited: list = []  # a parent's connections in a forked child: kept, never used nor closed (SQLite's rule)
+
+
+def path_of(directory: str) -> str:
+    return os.path.join(directory, INDEX)
+
+
+def exists(directory: str) -> bool:
+    """True once some fill made the index (a lookup before that makes no file)."""
+    return os.path.exists(path_of(directory))
+
+
+def connect(directory: str) -> sqlite3.Connection:
+    """This thread's connection to the directory's index, made (and the schema with it) on first use."""
+    conns = getattr(_local, "conns", None)
+    if conns is None or _local.pid != os.getpid():
+        _inherited.append(conns)
+        conns = _local.conns = {}
+        _local.pid = os.getpid()
+    path = path_of(directory)
+    db, ino = conns.get(directory, (None, None))
+    if db is not None:
+        try:
+            same = os.stat(path).st_ino == ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # removed (a damaged one cleared) since: connect to the file there now
+            db.close()
+            db = None
+    if db is None:
+        db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA busy_timeout=60000")
+            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                db.execute("PRAGMA journal_mode=WAL")  # persistent: set once for the file
+            db.execute("PRAGMA synchronous=NORMAL")
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'objects'").fetchone() is None:
+                with write(db):
+                    for statement in SCHEMA.split(";"):
+                        db.execute(statement)
+        except BaseException:
+            db.close()
+            raise
+        conns[directory] = (db, os.stat(path).st_ino)
+    return db
+
+
+@contextlib.contextmanager
+def write(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction (taken at once: BEGIN IMMEDIATE), committed on success, rolled back on error."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def lookup(db: sqlite3.Connection, wanted: Iterable[tuple[str, str, str]], complete: bool = True
+           ) -> dict[tuple[str, str, str], tuple[Row, bool]]:
+    """{(bucket, key, generation): ((pack, offset, size, crc32c), complete)} of the wanted objects that have a
+    row (only complete ones with `complete=True`): one query per bucket and 500 keys."""
+    by_bucket: dict[str, set[str]] = {}
+    for bucket, key, _ in wanted:
+        by_bucket.setdefault(bucket, set()).add(key)
+    out = {}
+    cond = " AND complete = 1" if complete else ""
+    for bucket, keys in by_bucket.items():
+        keys_ = list(keys)
+        for at in range(0, len(keys_), 500):
+            part = keys_[at:at + 500]
+            q = (f"SELECT key, generation, pack, offset, size, crc32c, complete FROM objects WHERE bucket = ? "
+                 f"AND key IN ({','.join('?' * len(part))}){cond}")
+            for key, gen, pack, off, size, crc, done in db.execute(q, [bucket, *part]):
+                out[(bucket, key, gen)] = ((pack, off, size, crc), bool(done))
+    return out
+
+
+def claim(db: sqlite3.Connection, pack: str, rows: list[tuple[str, str, str, int, int, int]]) -> None:
+    """Rows (bucket, key, generation, offset, size, crc32c) of `pack`, not complete yet (in a write transaction)."""
+    db.executemany("INSERT OR REPLACE INTO objects (bucket, key, generation, pack, offset, size, crc32c, complete) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, 0)", [(b, k, g, pack, o, s, c) for b, k, g, o, s, c in rows])
+
+
+def complete(db: sqlite3.Connection, pack: str) -> None:
+    """The pack holds its rows' bytes: they are entries now."""
+    with write(db):
+        db.execute("UPDATE objects SET complete = 1 WHERE pack = ?", (pack,))
+
+
+def drop_pack(db: sqlite3.Connection, pack: str) -> int:
+    """Remove the pack's rows; how many were complete."""
+    with write(db):
+        n = db.execute("SELECT count(*) FROM objects WHERE pack = ? AND complete = 1", (pack,)).fetchone()[0]
+        db.execute("DELETE FROM objects WHERE pack = ?", (pack,))
+    return n
+
+
+def drop_rows(db: sqlite3.Connection, rows: list[tuple[str, str, str, str]]) -> None:
+    """Remove rows (bucket, key, generation, pack) whose bytes failed their check (torn): read again next time."""
+    with write(db):
+        db.executemany("DELETE FROM objects WHERE bucket = ? AND key = ? AND generation = ? AND pack = ?", rows)
+
+
+def packs(db: sqlite3.Connection) -> dict[str, tuple[int, bool]]:
+    """{pack: (complete rows, any row not complete)} of every pack the index names."""
+    return {p: (n, bool(pending)) for p, n, pending in db.execute(
+        "SELECT pack, sum(complete), sum(1 - complete) FROM objects GROUP BY pack")}
+
+
+def entries(db: sqlite3.Connection) -> list[tuple[str, str, str, int, int, str]]:
+    """(bucket, key, generation, size, crc32c, pack) of every complete row."""
+    return list(db.execute("SELECT bucket, key, generation, size, crc32c, pack FROM objects WHERE complete = 1"))
+
+
+def close_all() -> None:
+    """Close this thread's connections (tests; a directory about to be removed)."""
+    for db, _ in (getattr(_local, "conns", None) or {}).values():
+        db.close()
+    _local.conns, _local.pid = {}, os.getpid()
+

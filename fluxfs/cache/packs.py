@@ -1,0 +1,172 @@
+"""Pack files: many small object entries in one file, written once by one fill and read with `pread`.
+
+`<24 hex>.pack` holds the bytes of a fill batch end to end; the index (index.py) says where each object lies
+and its crc32c. Its filler holds an exclusive `flock` on the pack from its creation until its rows are
+complete; readers hold a shared one while they read it, and eviction takes it exclusively without waiting,
+so a pack being filled or read is never removed, and a filler killed mid-fill (the kernel drops its lock)
+leaves a pack that nobody holds and whose rows never became complete: `remove_if_unused` sweeps it.
+Packs are not fsynced: every read checks each object's crc32c and a torn one is read from storage again.
+A pack's recency for LRU eviction is its mtime, which every read touches.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import sqlite3
+from typing import Optional
+
+import google_crc32c
+
+from . import body, index
+
+PACK = re.compile(r"^(?P<id>[0-9a-f]{24})\.pack$")
+Wanted = tuple[str, str, str, int]  # bucket, key, generation, size
+
+
+def path_of(directory: str, pack: str) -> str:
+    return os.path.join(directory, f"{pack}.pack")
+
+
+def parse_pack(name: str) -> Optional[str]:
+    """The pack id of a pack file's name, else None."""
+    m = PACK.match(name)
+    return m.group("id") if m else None
+
+
+class NewPack:
+    """A pack being filled: created (never an existing name) and locked exclusively until `close`."""
+
+    def __init__(self, directory: str):
+        self.directory, self.done = directory, False
+        while True:
+            self.name = os.urandom(12).hex()
+            self.path = path_of(directory, self.name)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.fstat(self.fd).st_nlink:
+                    return
+            except BlockingIOError:  # a sweep saw it before we locked it: it removes it, we take another name
+                pass
+            except BaseException:
+                self.close()
+                raise
+            os.close(self.fd)
+
+    def allocate(self, n: int) -> None:
+        """Take `n` bytes of disk now, as the accounting counted them (ENOSPC raised here, not mid-write)."""
+        try:
+            os.posix_fallocate(self.fd, 0, n)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.ftruncate(self.fd, n)
+
+    def write(self, parts: list[bytes]) -> None:
+        """The objects' bytes end to end from offset 0, without joining them first (`pwritev`)."""
+        at = 0
+        for first in range(0, len(parts), 512):  # below any IOV_MAX
+            group = parts[first:first + 512]
+            size = sum(map(len, group))
+            done = os.pwritev(self.fd, group, at)
+            if done < size:  # a short write: the rest one by one
+                body.write_all(self.fd, b"".join(group)[done:], at + done)
+            at += size
+
+    def close(self) -> None:
+        """Let go; a pack whose rows never became complete (`done` unset) is removed first."""
+        if self.fd < 0:
+            return
+        try:
+            if not self.done:
+                try:
+                    os.unlink(self.path)
+                except FileNotFoundError:
+                    pass
+        finally:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+
+def read(directory: str, pack: str, items: list[tuple[int, int, int, int]]) -> tuple[dict[int, bytes], list[int]]:
+    """({i: bytes} of the items (i, offset, size, crc32c) whose bytes in `pack` pass their crc32c, [i failing]),
+    under a shared lock. A pack gone (evicted or removed by hand) fails every item."""
+    try:
+        fd = os.open(path_of(directory, pack), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return {}, [i for i, *_ in items]
+    got, bad = {}, []
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits only for an evictor's brief exclusive hold
+        if os.fstat(fd).st_nlink == 0:
+            return {}, [i for i, *_ in items]  # evicted between the lookup and the lock
+        for i, offset, size, crc in items:
+            data = os.pread(fd, size, offset)
+            if len(data) == size and google_crc32c.value(data) == crc:
+                got[i] = data
+            else:
+                bad.append(i)  # torn (never fsynced) or changed: read from storage again
+        try:
+            os.utime(fd)  # recency for LRU eviction
+        except OSError:
+            pass
+    finally:
+        os.close(fd)
+    return got, bad
+
+
+def read_batch(directory: str, wanted: list[tuple[int, Wanted]]) -> dict[int, bytes]:
+    """{i: bytes} of the wanted objects that have a complete packed entry: one index query, then each pack
+    read once; entries that fail their check are dropped from the index (filled again)."""
+    if not wanted or not index.exists(directory):
+        return {}
+    db = index.connect(directory)
+    rows = index.lookup(db, [w[:3] for _, w in wanted])
+    groups: dict[str, list[tuple[int, int, int, int]]] = {}
+    names: dict[int, tuple[str, str, str, str]] = {}
+    for i, (bucket, key, generation, size) in wanted:
+        found = rows.get((bucket, key, generation))
+        if found is not None and found[0][2] == size:
+            pack, offset, n, crc = found[0]
+            groups.setdefault(pack, []).append((i, offset, n, crc))
+            names[i] = (bucket, key, generation, pack)
+    out: dict[int, bytes] = {}
+    bad: list[int] = []
+    for pack, items in groups.items():
+        got, failed = read(directory, pack, items)
+        out.update(got)
+        bad += failed
+    if bad:
+        index.drop_rows(db, [names[i] for i in bad])
+    return out
+
+
+def remove(directory: str, db: Optional[sqlite3.Connection], pack: str, only_if_dead: bool = False
+           ) -> Optional[tuple[int, int]]:
+    """Remove a pack nobody holds, its rows first: (bytes freed, complete entries removed), or None when it is
+    in use. `only_if_dead`: only a pack with no complete row (a killed fill's leftovers). A pack file already
+    gone has its rows removed. Call with the directory lock held."""
+    try:
+        fd = os.open(path_of(directory, pack), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        fd = -1
+    try:
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return None  # being filled or read: never removed
+        if only_if_dead and db is not None and db.execute(
+                "SELECT 1 FROM objects WHERE pack = ? AND complete = 1 LIMIT 1", (pack,)).fetchone():
+            return None
+        entries = index.drop_pack(db, pack) if db is not None else 0
+        if fd < 0:
+            return 0, entries
+        size = os.fstat(fd).st_size
+        os.unlink(path_of(directory, pack))
+        return size, entries
+    finally:
+        if fd >= 0:
+            os.close(fd)
