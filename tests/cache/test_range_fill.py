@@ -1,0 +1,109 @@
+"""A node-local cache entry filled alongside ranged reads (`fluxfs/cache/ranges.py`, `fill.py`): the reads of
+one process in flight at once share one download of each part (as a shard stream's 4 ranges in flight do),
+a read cancelled does not break the others waiting for its part, and the entry completes, checked, with the
+object's bytes. On the embedded server."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import google_crc32c
+import pytest
+
+from fluxfs.cache import NodeCache
+from fluxfs.cache.crc import combine
+from tests.conftest import make_fs
+
+PART = 32 * 1024
+PARTS = 6
+
+
+@pytest.fixture
+def part_size(monkeypatch):
+    from fluxfs.cache import ranges
+    monkeypatch.setattr(ranges, "PART", PART)
+
+
+def put(fs, path: str, n: int) -> bytes:
+    data = os.urandom(n)
+    fs.pipe_file(path, data)
+    return data
+
+
+def complete(cache_dir, key: str) -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the rename happens on the cache's threads after the last part
+        if any(m.key == key for m, _ in NodeCache(cache_dir).entries()):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def run(fs, coro):
+    return asyncio.run_coroutine_threadsafe(coro, fs.loop).result(30)
+
+
+def test_reads_in_flight_together_download_each_part_once(flux_server, bucket, tmp_path, part_size):
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "c"))
+    path = f"{bucket}/obj"
+    data = put(fs, path, PARTS * PART - 100)  # the last part short
+    gen = fs.info(path)["generation"]
+    spans = [(i * PART, min((i + 1) * PART, len(data))) for i in range(4)]  # 4 in flight, as a shard stream
+    flux_server.reset_stats()
+
+    async def together():
+        return await asyncio.gather(*(fs._read_ranges(path, [s], generation=gen, max_gap=0) for s in spans))
+
+    got = run(fs, together())
+    assert [g[0] for g in got] == [data[s:e] for s, e in spans]
+    assert complete(tmp_path / "c", "obj")
+    stats = flux_server.stats()
+    assert stats["data_reads"] == PARTS  # each part once: none read again around the fill
+    assert stats["bytes_out"] <= len(data) + 4096
+    flux_server.reset_stats()
+    assert fs.read_ranges(path, [(5, PARTS * PART)], generation=gen) == [data[5:]]
+    assert flux_server.stats()["data_reads"] == 0
+
+
+def test_a_span_across_parts_and_a_read_into_buffers(flux_server, bucket, tmp_path, part_size):
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "c"))
+    path = f"{bucket}/obj"
+    data = put(fs, path, 3 * PART + 7)
+    gen = fs.info(path)["generation"]
+    assert fs.read_ranges(path, [(PART - 10, 2 * PART + 10), (3 * PART, 4 * PART)], generation=gen) == [
+        data[PART - 10:2 * PART + 10], data[3 * PART:]]  # the second comes back short, as from storage
+    buf = bytearray(PART + 3)
+    fs.read_ranges(path, [(10, PART + 13)], generation=gen, into=[buf])
+    assert bytes(buf) == data[10:PART + 13]
+    assert complete(tmp_path / "c", "obj")
+    with pytest.raises(ValueError):  # past the end: refused by the read from storage, as without a cache
+        fs.read_ranges(path, [(4 * PART, 4 * PART + 5)], generation=gen)
+
+
+def test_a_cancelled_read_leaves_the_others_waiting_for_its_part_served(flux_server, bucket, tmp_path, part_size):
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "c"))
+    path = f"{bucket}/obj"
+    data = put(fs, path, 2 * PART)
+    gen = fs.info(path)["generation"]
+    flux_server.configure(latency_ms=300)
+    try:
+        async def one_cancelled():
+            first = asyncio.ensure_future(fs._read_ranges(path, [(0, 100)], generation=gen))
+            second = asyncio.ensure_future(fs._read_ranges(path, [(50, 150)], generation=gen))
+            await asyncio.sleep(0.1)  # both wait for part 0
+            first.cancel()
+            return await second, first.cancelled()
+
+        got, cancelled = run(fs, one_cancelled())
+    finally:
+        flux_server.configure(latency_ms=0)
+    assert cancelled and got == [data[50:150]]
+    assert complete(tmp_path / "c", "obj")
+    assert fs.read_ranges(path, [(0, 2 * PART)], generation=gen) == [data]
+
+
+def test_crc32c_combined_from_parts_is_the_whole_objects():
+    for a, b in [(0, 5), (5, 0), (1, 1), (100, PART), (PART, 12345), (8 * 2**20, 3)]:
+        x, y = os.urandom(a), os.urandom(b)
+        assert combine(google_crc32c.value(x), google_crc32c.value(y), b) == google_crc32c.value(x + y)
