@@ -4,9 +4,9 @@ The object is fetched in parts of `part` bytes, each part once per process: the 
 asking for a part share its one GET and are answered from its bytes in memory; the part is written to
 the entry's reserved temporary file and checksummed on the cache's threads, off the reads' path. The
 entry's size and crc32c come with the first part's answer, so every read starts its parts at once (no
-GET ahead of the others). Parts no read asked for are fetched in the background only while no read of
-this process waits on storage, so they use idle time instead of competing with the reads an epoch
-waits on. With every part on disk the parts' crc32c are combined and checked against the object's,
+GET ahead of the others). Parts no read asked for are fetched in the background when no read of this
+process waits on storage (or after `BACKGROUND_MAX_WAIT`), so they use idle time instead of competing
+with the reads an epoch waits on. With every part on disk the parts' crc32c are combined and checked against the object's,
 the file is fsynced and renamed into place: only then does the entry look complete. Any failure
 leaves no entry (the temporary and the lock file go); the reads then go to storage themselves.
 """
@@ -30,6 +30,7 @@ log = logging.getLogger("fluxfs.cache")
 
 BACKGROUND_PARTS = 2      # parts no read asked for, in flight at once per process (all fills together)
 IDLE_WAIT = 0.02          # seconds without a read waiting on storage before a background part starts
+BACKGROUND_MAX_WAIT = 0.5  # ... or this long at most (reads that never pause still let a fill complete)
 FILLS: dict[tuple[str, str], "Fill"] = {}  # fills this process is doing, by (cache directory, entry id)
 _LOOP_STATE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # per loop: see `_state`
 
@@ -173,7 +174,7 @@ class Fill:
         asyncio.ensure_future(self._rest())
 
     async def _rest(self) -> None:
-        """The parts no read asked for, when no read of this process waits on storage."""
+        """The parts no read asked for, when no read of this process waits on storage (or after a while)."""
         state = _state()
         for p in range(self.count):
             if self.closed:
@@ -181,8 +182,15 @@ class Fill:
             if p in self.parts:
                 continue
             async with state["sem"]:
+                give_up = asyncio.get_running_loop().time() + BACKGROUND_MAX_WAIT
                 while state["waiting"] and not self.closed:
-                    await state["idle"].wait()
+                    left = give_up - asyncio.get_running_loop().time()
+                    if left <= 0:
+                        break
+                    try:
+                        await asyncio.wait_for(state["idle"].wait(), left)
+                    except asyncio.TimeoutError:
+                        break
                     await asyncio.sleep(IDLE_WAIT)  # a stream's next read follows its last at once
                 if self.closed or p in self.parts:
                     continue

@@ -71,14 +71,17 @@ def test_a_span_across_parts_and_a_read_into_buffers(flux_server, bucket, tmp_pa
     path = f"{bucket}/obj"
     data = put(fs, path, 3 * PART + 7)
     gen = fs.info(path)["generation"]
+    with pytest.raises(ValueError, match=f"range {4 * PART}-.* not satisfiable for {path}"):
+        fs.read_ranges(path, [(4 * PART, 4 * PART + 5)], generation=gen)  # the first read: a fill of unknown size
     assert fs.read_ranges(path, [(PART - 10, 2 * PART + 10), (3 * PART, 4 * PART)], generation=gen) == [
         data[PART - 10:2 * PART + 10], data[3 * PART:]]  # the second comes back short, as from storage
     buf = bytearray(PART + 3)
     fs.read_ranges(path, [(10, PART + 13)], generation=gen, into=[buf])
     assert bytes(buf) == data[10:PART + 13]
     assert complete(tmp_path / "c", "obj")
-    with pytest.raises(ValueError):  # past the end: refused by the read from storage, as without a cache
+    with pytest.raises(ValueError, match="not satisfiable"):  # from storage, as without a cache
         fs.read_ranges(path, [(4 * PART, 4 * PART + 5)], generation=gen)
+    assert fs.read_ranges(path, [(0, 4 * PART)], generation=gen) == [data]
 
 
 def test_a_cancelled_read_leaves_the_others_waiting_for_its_part_served(flux_server, bucket, tmp_path, part_size):
