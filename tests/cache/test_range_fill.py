@@ -1,11 +1,15 @@
 """A node-local cache entry filled alongside ranged reads (`fluxfs/cache/ranges.py`, `fill.py`): the reads of
 one process in flight at once share one download of each part (as a shard stream's 4 ranges in flight do),
-a read cancelled does not break the others waiting for its part, and the entry completes, checked, with the
-object's bytes. On the embedded server."""
+a read cancelled does not break the others waiting for its part, the entry completes, checked, with the
+object's bytes, and a filler killed mid-fill leaves nothing that looks complete. On the embedded server."""
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import google_crc32c
@@ -110,3 +114,40 @@ def test_crc32c_combined_from_parts_is_the_whole_objects():
     for a, b in [(0, 5), (5, 0), (1, 1), (100, PART), (PART, 12345), (8 * 2**20, 3)]:
         x, y = os.urandom(a), os.urandom(b)
         assert combine(google_crc32c.value(x), google_crc32c.value(y), b) == google_crc32c.value(x + y)
+
+
+KILLED = textwrap.dedent("""
+    import sys, time
+    from fluxfs import FluxFileSystem
+    from fluxfs.cache import ranges
+    ranges.PART = int(sys.argv[4])
+    fs = FluxFileSystem(endpoint_url=sys.argv[1], token="anon", cache_dir=sys.argv[2])
+    data = fs.read_ranges(sys.argv[3], [(0, 10)], generation=sys.argv[5])[0]
+    print(data.hex(), flush=True)  # part 0 in; the others still coming (slowly) in the background
+    time.sleep(60)
+""")
+
+
+def test_a_range_filler_killed_mid_fill_leaves_nothing_complete_and_the_next_one_fills(flux_server, bucket,
+                                                                                     tmp_path, part_size):
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "c"))
+    path = f"{bucket}/obj"
+    data = put(fs, path, PARTS * PART)
+    gen = fs.info(path)["generation"]
+    flux_server.configure(latency_ms=400)
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", KILLED, flux_server.url, str(tmp_path / "c"), path, str(PART),
+                                 gen], stdout=subprocess.PIPE)
+        assert proc.stdout.readline().strip() == data[:10].hex().encode()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        flux_server.configure(latency_ms=0)
+    assert [f for f in os.listdir(tmp_path / "c") if f.endswith(".part")]  # killed mid-fill: its temporary is left
+    assert NodeCache(tmp_path / "c").entries() == []  # and nothing looks complete
+    assert fs.read_ranges(path, [(0, PARTS * PART)], generation=gen) == [data]  # the next filler starts anew
+    assert complete(tmp_path / "c", "obj")
+    assert not [f for f in os.listdir(tmp_path / "c") if f.endswith(".part")]  # the killed fill's leftovers gone
+    flux_server.reset_stats()
+    assert fs.read_ranges(path, [(PART, 2 * PART)], generation=gen) == [data[PART:2 * PART]]
+    assert flux_server.stats()["data_reads"] == 0
