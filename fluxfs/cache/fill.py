@@ -2,7 +2,8 @@
 
 The object is fetched in parts of `part` bytes, each part once per process: the reads of this process
 asking for a part share its one GET and are answered from its bytes in memory; the part is written to
-the entry's reserved temporary file and checksummed on the cache's threads, off the reads' path. The
+the entry's reserved temporary file and checksummed on the fills' threads (`jobs.py`: a process that
+exits completes the fills under way first), off the reads' path. The
 entry's size and crc32c come with the first part's answer, so every read starts its parts at once (no
 GET ahead of the others). Parts no read asked for are fetched in the background when no read of this
 process waits on storage (or after `BACKGROUND_MAX_WAIT`), so they use idle time instead of competing
@@ -21,7 +22,7 @@ from typing import Any, Optional
 
 import google_crc32c
 
-from . import crc as crcs
+from . import crc as crcs, jobs
 from .entry import Meta, temp_name
 from .lock import FileLock
 from .store import NodeCache, _unlink
@@ -32,6 +33,7 @@ BACKGROUND_PARTS = 2      # parts no read asked for, in flight at once per proce
 IDLE_WAIT = 0.02          # seconds without a read waiting on storage before a background part starts
 BACKGROUND_MAX_WAIT = 0.5  # ... or this long at most (reads that never pause still let a fill complete)
 FILLS: dict[tuple[str, str], "Fill"] = {}  # fills this process is doing, by (cache directory, entry id)
+TOO_LARGE: set[tuple[str, str]] = set()   # entries larger than their cache's limit: read from storage as asked
 _LOOP_STATE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # per loop: see `_state`
 
 
@@ -41,6 +43,10 @@ def _after_fork() -> None:  # a forked worker does not own its parent's fills
 
 
 os.register_at_fork(after_in_child=_after_fork)
+
+
+def _busy() -> bool:
+    return bool(FILLS)
 
 
 def _state() -> dict:
@@ -121,8 +127,7 @@ class Fill:
         """Part `p` into the file and checksummed, on the cache's threads; every part in: `finish`."""
         self.writing += 1
         try:
-            self.crcs[p] = await asyncio.get_running_loop().run_in_executor(
-                self.cache._executor(), _write_part, self.fd, data, p * self.part)
+            self.crcs[p] = await jobs.run(_write_part, self.fd, data, p * self.part, busy=_busy)
         except BaseException as exc:  # noqa: BLE001 - the reads were served from memory; nothing is cached
             self.writing -= 1
             if self.closed:
@@ -151,10 +156,13 @@ class Fill:
         assert self.meta is not None
         need = self.meta.size + len(self.meta.to_bytes())
         tmp = None
+        if self.cache.limit is not None and need > self.cache.limit:
+            if len(TOO_LARGE) > 10_000:
+                TOO_LARGE.clear()
+            TOO_LARGE.add((self.cache.directory, self.eid))  # never fits: no fill is tried for it again
         try:
             if self.cache.limit is None or need <= self.cache.limit:
-                tmp = await asyncio.get_running_loop().run_in_executor(
-                    self.cache._executor(), self.cache._reserve, self.eid, need)
+                tmp = await jobs.run(self.cache._reserve, self.eid, need, busy=_busy)
             if tmp is not None and not self.closed:
                 self.fd = os.open(tmp, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
         except BaseException as exc:  # noqa: BLE001 - not cached; the reads go on
@@ -210,8 +218,7 @@ class Fill:
             if self.meta.crc32c is not None and whole != self.meta.crc32c:
                 raise ValueError(f"crc32c mismatch filling {self.bucket}/{self.key}#{self.generation} "
                                  "(the bytes received differ from the object)")
-            await asyncio.get_running_loop().run_in_executor(
-                self.cache._executor(), self.cache.commit, self.fd, self.tmp, meta_tmp, self.eid, self.meta)
+            await jobs.run(self.cache.commit, self.fd, self.tmp, meta_tmp, self.eid, self.meta, busy=_busy)
         except BaseException as exc:  # noqa: BLE001 - a fill that fails leaves nothing; the reads were served
             _unlink(meta_tmp)
             self._failed(exc)

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from . import evict
 from .entry import Meta, crc_value, entry_id
-from .fill import FILLS, Fill
+from .fill import FILLS, TOO_LARGE, Fill
 from .lock import FileLock
 from .store import NodeCache
 
@@ -60,6 +60,8 @@ async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[in
     eid = entry_id(bucket, key, generation)
     if size is not None and any(s > size for s, _ in spans):
         return None  # the uncached read names the mistake
+    if (cache.directory, eid) in TOO_LARGE:
+        return None  # larger than the limit: its ranges from storage, as asked
     for attempt in range(2):
         fill = FILLS.get((cache.directory, eid))
         if fill is None:

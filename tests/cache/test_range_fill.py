@@ -151,3 +151,70 @@ def test_a_range_filler_killed_mid_fill_leaves_nothing_complete_and_the_next_one
     flux_server.reset_stats()
     assert fs.read_ranges(path, [(PART, 2 * PART)], generation=gen) == [data[PART:2 * PART]]
     assert flux_server.stats()["data_reads"] == 0
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs (needs root, as in CI's container); skipped where mount is not allowed."""
+    from tests.conftest import mounted_tmpfs
+    d = tmp_path / "disk"
+    d.mkdir()
+    with mounted_tmpfs(d, "1m"):
+        yield d
+
+
+def test_a_full_disk_warns_once_and_ranges_are_read_from_storage(flux_server, bucket, small_disk, part_size):
+    fs = make_fs(flux_server, cache_dir=str(small_disk / "cache"))
+    blobs = {f"{bucket}/big{i}": put(fs, f"{bucket}/big{i}", 2 * 2**20 + i) for i in range(2)}  # over the disk
+    with pytest.warns(RuntimeWarning, match="No space left on device") as caught:
+        for path, data in blobs.items():
+            gen = fs.info(path)["generation"]
+            for _ in range(2):
+                assert fs.read_ranges(path, [(0, 10), (PART - 5, 3 * PART)], generation=gen) == [
+                    data[:10], data[PART - 5:3 * PART]]
+    assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1  # once per cache
+    assert NodeCache(small_disk / "cache").entries() == []
+    assert not [f for f in os.listdir(small_disk / "cache") if f.endswith(".part")]
+
+
+def test_an_object_larger_than_the_limit_is_read_as_asked_after_the_first_read(flux_server, bucket, tmp_path,
+                                                                                part_size):
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "c"), cache_limit=2 * PART)
+    path = f"{bucket}/big"
+    data = put(fs, path, 4 * PART)
+    gen = fs.info(path)["generation"]
+    assert fs.read_ranges(path, [(0, 10)], generation=gen) == [data[:10]]  # its size learnt: it never fits
+    flux_server.reset_stats()
+    for _ in range(3):
+        assert fs.read_ranges(path, [(PART + 1, PART + 101)], generation=gen) == [data[PART + 1:PART + 101]]
+    stats = flux_server.stats()
+    assert stats["data_reads"] == 3 and stats["bytes_out"] < 3 * 100 + 4096  # the 100 bytes asked, not parts
+    assert NodeCache(tmp_path / "c").entries() == []
+    assert not [f for f in os.listdir(tmp_path / "c") if f.endswith((".part", ".lock"))]
+
+
+EXITS = textwrap.dedent("""
+    import sys
+    from fluxfs import FluxFileSystem
+    from fluxfs.cache import ranges
+    ranges.PART = int(sys.argv[4])
+    fs = FluxFileSystem(endpoint_url=sys.argv[1], token="anon", cache_dir=sys.argv[2])
+    n = fs.info(sys.argv[3])["size"]
+    assert len(fs.read_ranges(sys.argv[3], [(0, n)])[0]) == n  # then exits at once: the fill's last steps pending
+""")
+
+
+def test_a_process_exiting_right_after_its_reads_completes_its_fill(flux_server, bucket, tmp_path):
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "c"))
+    part, paths = 4 * 2**20, []  # parts whose writes take a while: the exit begins before the fill's last steps
+    for i in range(3):
+        paths.append(f"{bucket}/obj{i}")
+        put(fs, paths[-1], 3 * part + i)
+    for path in paths:
+        subprocess.run([sys.executable, "-c", EXITS, flux_server.url, str(tmp_path / "c"), path, str(part)],
+                       check=True, timeout=60)
+    assert sorted(m.key for m, _ in NodeCache(tmp_path / "c").entries()) == ["obj0", "obj1", "obj2"]
+    want = fs.cat_file(paths[1], cache=False)
+    flux_server.reset_stats()
+    assert fs.read_ranges(paths[1], [(0, 3 * part + 1)]) == [want]
+    assert flux_server.stats()["data_reads"] == 0
