@@ -15,7 +15,7 @@ import time
 import google_crc32c
 import pytest
 
-from fluxfs.cache import NodeCache
+from fluxfs.cache import NodeCache, fill
 from fluxfs.cache.crc import combine
 from tests.conftest import make_fs
 
@@ -139,6 +139,10 @@ def test_a_range_filler_killed_mid_fill_leaves_nothing_complete_and_the_next_one
         proc = subprocess.Popen([sys.executable, "-c", KILLED, flux_server.url, str(tmp_path / "c"), path, str(PART),
                                  gen], stdout=subprocess.PIPE)
         assert proc.stdout.readline().strip() == data[:10].hex().encode()
+        for _ in range(200):  # its temporary reserved (on the fill's thread), parts still coming
+            if [f for f in os.listdir(tmp_path / "c") if f.endswith(".part")]:
+                break
+            time.sleep(0.01)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
     finally:
@@ -172,6 +176,10 @@ def test_a_full_disk_warns_once_and_ranges_are_read_from_storage(flux_server, bu
             for _ in range(2):
                 assert fs.read_ranges(path, [(0, 10), (PART - 5, 3 * PART)], generation=gen) == [
                     data[:10], data[PART - 5:3 * PART]]
+        for _ in range(200):  # the reads did not wait for the fills' reservations, made on their threads
+            if not fill.FILLS and len(caught):
+                break
+            time.sleep(0.02)
     assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1  # once per cache
     assert NodeCache(small_disk / "cache").entries() == []
     assert not [f for f in os.listdir(small_disk / "cache") if f.endswith(".part")]
