@@ -73,7 +73,7 @@ class Fill:
         self.ready = asyncio.get_running_loop().create_future()  # True: file reserved; False: not cached
         self.tmp: Optional[str] = None
         self.fd: Optional[int] = None
-        self.writing = 0                   # writes on the cache's threads (the file is closed after them)
+        self.writing = 0                   # writes on the fills' threads (the file is closed after them)
         self.closed = False
         FILLS[(cache.directory, eid)] = self
 
@@ -124,7 +124,7 @@ class Fill:
             await self._write(p, data)
 
     async def _write(self, p: int, data: bytes) -> None:
-        """Part `p` into the file and checksummed, on the cache's threads; every part in: `finish`."""
+        """Part `p` into the file and checksummed, on the fills' threads; every part in: `finish`."""
         self.writing += 1
         try:
             self.crcs[p] = await jobs.run(_write_part, self.fd, data, p * self.part, busy=_busy)
@@ -147,7 +147,7 @@ class Fill:
     # -- the entry ----------------------------------------------------------------------------
 
     def known(self, size: int, crc32c: Optional[int]) -> None:
-        """The object's size and crc32c: room is reserved for it (or it is not cached) on the cache's threads."""
+        """The object's size and crc32c: room is reserved for it (or it is not cached) on the fills' threads."""
         self.meta = Meta(self.bucket, self.key, str(self.generation), size, crc32c)
         self.count = max(1, -(-size // self.part))
         asyncio.ensure_future(self._open())
@@ -168,14 +168,16 @@ class Fill:
         except BaseException as exc:  # noqa: BLE001 - not cached; the reads go on
             if tmp is not None:
                 _unlink(tmp)
-            self.ready.set_result(False)
+            if not self.ready.done():
+                self.ready.set_result(False)
             self._failed(exc)
             return
         self.tmp = tmp
         if self.fd is None:  # larger than the limit, no room, or abandoned meanwhile: not cached
             if tmp is not None:
                 _unlink(tmp)
-            self.ready.set_result(False)
+            if not self.ready.done():
+                self.ready.set_result(False)
             self.abort()
             return
         self.ready.set_result(True)
@@ -208,7 +210,7 @@ class Fill:
                     return
 
     async def finish(self) -> None:
-        """Every part is in: the parts' crc32c combined and checked, fsync and rename (on the cache's threads)."""
+        """Every part is in: the parts' crc32c combined and checked, fsync and rename (on the fills' threads)."""
         assert self.meta is not None and self.tmp is not None
         whole = 0
         for p in range(self.count):
