@@ -1,148 +1,26 @@
 """Byte ranges of an object through the node-local cache: what `fs.read_ranges` does when `cache_dir` is set.
 
 A complete entry of the generation serves every range from its local file: no request at all. Otherwise
-this process fills the entry alongside the reads (one download, no second pass): the object is fetched
-in parts of `PART` bytes, each part once, written to the entry's reserved temporary file; a read waits
-for (or fetches first) the parts its ranges cover and is served from that file, and a background task
-fetches the parts no read asked for. With every part in, the file's crc32c is checked against the
-object's and it is fsynced and renamed into place: the entry appears complete only then, and a crc32c
-mismatch leaves nothing cached. Another process filling the same entry, an object larger than the
-limit, a full disk: the ranges are read from storage as without a cache. With no generation given, a
-metadata GET learns the live one first (never a cached older generation).
+this process fills the entry alongside the reads (one download, no second pass; `fill.py`): the reads
+of this process share the parts (`PART` bytes each) their ranges cover, each fetched once, and are
+answered from the parts' bytes as they arrive, while the parts are written to the entry's reserved
+temporary file off their path. Another process filling the same entry, an object larger than the
+limit, a full disk, a failed part: the ranges are read from storage as without a cache. With no
+generation given, a metadata GET learns the live one first (never a cached older generation).
 """
 from __future__ import annotations
 
 import asyncio
-import errno
-import logging
 import os
 from typing import Any, Optional, Sequence
 
-import google_crc32c
-
 from . import evict
-from .entry import Meta, crc_value, entry_id, temp_name
+from .entry import Meta, crc_value, entry_id
+from .fill import FILLS, TOO_LARGE, Fill
 from .lock import FileLock
-from .store import NodeCache, _unlink
-
-log = logging.getLogger("fluxfs.cache")
+from .store import NodeCache
 
 PART = 8 * 2**20          # the fill's unit: one ranged GET (the shard stream's range size)
-BACKGROUND_PARTS = 4      # parts no read asked for, fetched at once per process (all fills together)
-_FILLS: dict[tuple[str, str], "Fill"] = {}  # fills this process is doing, by (cache directory, entry id)
-_SEM: list = []           # the background semaphore of this process's loop (made on it)
-
-
-def _after_fork() -> None:  # a forked worker does not own its parent's fills
-    _FILLS.clear()
-    _SEM.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork)
-
-
-class Fill:
-    """One entry being filled by this process: parts fetched once each, readers served from the file."""
-
-    def __init__(self, fs: Any, cache: NodeCache, path: str, eid: str, meta: Meta, lock: FileLock, tmp: str):
-        self.fs, self.cache, self.path, self.eid, self.meta, self.lock, self.tmp = fs, cache, path, eid, meta, lock, tmp
-        self.count = max(1, -(-meta.size // PART))
-        self.parts: dict[int, asyncio.Future] = {}
-        self.done = 0
-        self.closed = False
-        self.fd = os.open(tmp, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-
-    async def need(self, p: int, data: Optional[bytes] = None) -> None:
-        """Part `p` on disk: fetched by this call unless another has (or is fetching) it; `data`: already fetched."""
-        fut = self.parts.get(p)
-        if fut is None:
-            fut = self.parts[p] = asyncio.get_running_loop().create_future()
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: no "never retrieved"
-            try:
-                if data is None:
-                    lo, hi = p * PART, min((p + 1) * PART, self.meta.size)
-                    got = await self.fs._read_ranges(self.path, [(lo, hi)], generation=self.meta.generation,
-                                                     max_gap=0, cache=False)
-                    data = got[0]
-                if self.closed:  # abandoned while this part was in flight: its descriptor is gone
-                    fut.set_result(None)
-                    return
-                _write_all(self.fd, data, p * PART)
-            except BaseException as exc:
-                fut.set_exception(exc)
-                self.abort()
-                raise
-            fut.set_result(None)
-            self.done += 1
-            if self.done == self.count:
-                asyncio.ensure_future(self.finish())
-        await fut
-
-    async def rest(self) -> None:
-        """The parts no read asked for, `BACKGROUND_PARTS` at a time for the whole process."""
-        if not _SEM:
-            _SEM.append(asyncio.Semaphore(BACKGROUND_PARTS))
-        sem = _SEM[0]
-
-        async def one(p: int) -> None:
-            async with sem:
-                if p not in self.parts and not self.closed:
-                    await self.need(p)
-
-        try:
-            await asyncio.gather(*(one(p) for p in range(self.count)))
-        except BaseException:  # noqa: BLE001 - the fill is abandoned (abort); the readers see their own errors
-            pass
-
-    async def finish(self) -> None:
-        """Every part is in: check, fsync and rename into place (on the cache's threads), then let go."""
-        loop = asyncio.get_running_loop()
-        meta_tmp = os.path.join(self.cache.directory, temp_name(self.eid))
-        try:
-            await loop.run_in_executor(self.cache._executor(), self._commit, meta_tmp)
-        except BaseException as exc:  # noqa: BLE001 - a fill that fails leaves nothing; the reads were served
-            _unlink(meta_tmp)
-            if not (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)):
-                log.warning("fluxfs node-local cache: %s not cached: %s", self.path, exc)
-            self.abort()
-            return
-        self._close()
-        self.lock.mark_filling(False)
-        self.lock.release()
-
-    def _commit(self, meta_tmp: str) -> None:
-        crc, at = 0, 0
-        while at < self.meta.size:
-            chunk = os.pread(self.fd, min(PART, self.meta.size - at), at)
-            if not chunk:
-                break
-            crc, at = google_crc32c.extend(crc, chunk), at + len(chunk)
-        what = f"{self.meta.bucket}/{self.meta.key}#{self.meta.generation}"
-        if at != self.meta.size or (self.meta.crc32c is not None and crc != self.meta.crc32c):
-            raise ValueError(f"crc32c mismatch filling {what} (the file read back differs from the object)")
-        self.cache.commit(self.fd, self.tmp, meta_tmp, self.eid, self.meta)
-
-    def abort(self) -> None:
-        """No entry: the temporary and the lock file go, the lock is let go; later reads start anew."""
-        if self.closed:
-            return
-        self._close()
-        _unlink(self.tmp)
-        if self.lock.shared is False:
-            self.lock.remove()
-        self.lock.release()
-
-    def _close(self) -> None:
-        self.closed = True
-        _FILLS.pop((self.cache.directory, self.eid), None)
-        os.close(self.fd)
-
-
-def _write_all(fd: int, data: Any, offset: int) -> None:
-    view = memoryview(data).cast("B")
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view, offset = view[n:], offset + n
 
 
 def _read_fd(fd: int, spans: Sequence[tuple[int, int]], size: int, buffers: Optional[list]) -> list:
@@ -180,24 +58,70 @@ async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[in
         meta = await head(fs, bucket, key)
         generation, size, crc = str(meta["generation"]), int(meta.get("size") or 0), crc_value(meta.get("crc32c"))
     eid = entry_id(bucket, key, generation)
-    for s, _ in spans:
-        if size is not None and s > size:
-            return None  # the uncached read names the mistake
-    fill = _FILLS.get((cache.directory, eid))
-    if fill is None:
-        got = await _hit(cache, bucket, key, generation, size, spans, into)
-        if got is not None:
+    if size is not None and any(s > size for s, _ in spans):
+        return None  # the uncached read names the mistake
+    if (cache.directory, eid) in TOO_LARGE:
+        return None  # larger than the limit: its ranges from storage, as asked
+    for attempt in range(2):
+        fill = FILLS.get((cache.directory, eid))
+        if fill is None:
+            got = await _hit(cache, bucket, key, generation, size, spans, into)
+            if got is not None:
+                return got
+            fill = FILLS.get((cache.directory, eid)) or _start(fs, cache, path, bucket, key, eid, generation,
+                                                               size, crc)
+            if fill is None:  # filled by another process just now, or not to be cached by this one
+                return await _hit(cache, bucket, key, generation, size, spans, into)
+        got = await _from_fill(fill, spans, into)
+        if got is not _ENDED:
             return got
-        fill = await _start(fs, cache, path, bucket, key, eid, generation, size, crc, spans)
-        if fill is None:  # filled by another process just now, or not to be cached by this one
-            return await _hit(cache, bucket, key, generation, size, spans, into)
-    parts = sorted({p for s, e in spans if e > s for p in range(s // PART, max(s, min(e, fill.meta.size) - 1) // PART + 1)
-                    if p < fill.count})
-    await asyncio.gather(*(fill.need(p) for p in parts))
-    if fill.closed:  # completed (or abandoned) meanwhile: read it as any other entry
-        return await read_ranges(fs, cache, path, spans, generation, into)
-    got = _read_fd(fill.fd, spans, fill.meta.size, into)
-    return got, fill.meta.size, generation, fill.meta.crc32c
+    return None
+
+
+_ENDED = object()  # the fill ended while a read waited: read the entry (or storage) anew
+
+
+async def _from_fill(fill: Fill, spans: list[tuple[int, int]], into: Optional[list]) -> Any:
+    """The spans from the parts of a fill under way (their bytes, or the file for parts written already);
+    None: read from storage (a part failed, or a span starts past the object's end)."""
+    P = fill.part
+    want: set[int] = set()
+    for s, e in spans:
+        if e > s:
+            end = e if fill.meta is None else min(e, fill.meta.size)
+            want.update(range(s // P, max(s, end - 1) // P + 1))
+    ps = sorted(p for p in want if fill.meta is None or p < fill.count)
+    # shielded: a read cancelled must not cancel a part other reads (and the fill) wait for
+    results = await asyncio.gather(*(asyncio.shield(fill.get(p)) for p in ps), return_exceptions=True)
+    meta = fill.meta
+    if meta is None:
+        return None
+    got = dict(zip(ps, results))
+    if any(isinstance(r, BaseException) for p, r in got.items() if p < fill.count):
+        return None  # storage names what went wrong, or the bytes come from there
+    if any(s > meta.size for s, _ in spans):
+        return None  # the uncached read names the mistake
+    if any(r is None for r in got.values()) and fill.fd is None:
+        return _ENDED  # written and the fill completed (or abandoned) meanwhile
+    out = []
+    for i, (s, e) in enumerate(spans):
+        e = min(e, meta.size)
+        pieces, at = [], s
+        while at < e:
+            p = at // P
+            lo, hi = p * P, min(e, p * P + fill.part_len(p))
+            r = got[p]
+            whole = r is not None and at == lo and hi - lo == len(r)
+            pieces.append(fill.read_file(at, hi - at) if r is None else r if whole else memoryview(r)[at - lo:hi - lo])
+            at = hi
+        if into is not None:
+            mv, k = memoryview(into[i]).cast("B"), 0
+            for piece in pieces:
+                mv[k:k + len(piece)] = piece
+                k += len(piece)
+        else:
+            out.append(pieces[0] if len(pieces) == 1 and isinstance(pieces[0], bytes) else b"".join(pieces))
+    return out, meta.size, fill.generation, meta.crc32c
 
 
 async def _hit(cache: NodeCache, bucket: str, key: str, generation: str, size: Optional[int],
@@ -222,9 +146,10 @@ async def _hit(cache: NodeCache, bucket: str, key: str, generation: str, size: O
         held.release()
 
 
-async def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, eid: str, generation: str,
-                 size: Optional[int], crc: Optional[int], spans: list) -> Optional[Fill]:
-    """This process's fill of the entry, its first part fetched (which tells the size and crc32c), or None."""
+def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, eid: str, generation: str,
+           size: Optional[int], crc: Optional[int]) -> Optional[Fill]:
+    """This process's fill of the entry (registered before any await, so its other reads join it), or None:
+    another process fills it, or it was completed just now."""
     lock = FileLock(cache._path(eid, "lock"))
     try:
         if not lock.try_acquire(shared=False):
@@ -232,42 +157,20 @@ async def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, ei
     except OSError:
         return None
     try:
-        first = min(s for s, e in spans if e > s) // PART
-        data = None
-        if size is None:  # one ranged GET: the first part needed, and the object's size and crc32c
-            got = await fs._read_ranges(path, [(first * PART, first * PART + PART)], generation=generation,
-                                        max_gap=0, cache=False)
-            size, crc, data = got.size, got.crc32c, got[0]
         if cache._complete(eid, bucket, key, generation, size):
             lock.release()  # filled by another process just before we locked
             return None
         if lock.was_filling():
             evict.remove_entry(cache.directory, eid, include_data=False)  # a killed filler's leftovers
         lock.mark_filling(True)
-        meta = Meta(bucket, key, str(generation), int(size), crc)
-        need = int(size) + len(meta.to_bytes())
-        if cache.limit is not None and need > cache.limit:
-            raise _NotCached
-        tmp = cache._reserve(eid, need)
-        if tmp is None:
-            raise _NotCached
-    except _NotCached:
-        lock.remove()
-        lock.release()
-        return None
     except BaseException:
         lock.remove()
         lock.release()
         raise
-    fill = _FILLS[(cache.directory, eid)] = Fill(fs, cache, path, eid, meta, lock, tmp)
-    if data is not None and first < fill.count:
-        await fill.need(first, data)
-    asyncio.ensure_future(fill.rest())
+    fill = Fill(fs, cache, path, eid, bucket, key, str(generation), lock, PART)
+    if size is not None:
+        fill.known(size, crc)
     return fill
-
-
-class _NotCached(Exception):
-    """The entry cannot be cached (larger than the limit, no room): read from storage."""
 
 
 async def through_cache(fs: Any, cache: NodeCache, path: str, ranges: Any, kwargs: dict, ranges_type: type,

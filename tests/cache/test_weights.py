@@ -2,6 +2,8 @@
 and gives the same tensors; an overwritten shard is read anew. On the embedded server."""
 from __future__ import annotations
 
+import time
+
 import safetensors.torch as st
 import torch
 
@@ -32,6 +34,10 @@ def test_model_dir_second_load_makes_no_data_get(flux_server, bucket, tmp_path, 
     flux_server.reset_stats()
     assert same(load_model_dir(f"flux://{bucket}/m", storage_options=so), state)
     assert flux_server.stats()["data_reads"] == 0  # (a metadata GET per file: the live generation)
+    for _ in range(200):  # the fills' last parts and renames may still be under way on their threads
+        if len(NodeCache(tmp_path / "cache").entries()) == 4:
+            break
+        time.sleep(0.05)
     assert len(NodeCache(tmp_path / "cache").entries()) == 4  # three shards and the index
 
 
