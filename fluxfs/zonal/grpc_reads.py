@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import logging
 from typing import TYPE_CHECKING, Any, Optional
 
 import google_crc32c
@@ -26,6 +27,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
 
 logger = get_logger(__name__)
+
+
+class _QuietStreamClose(logging.Filter):
+    """Drops the library's log records of what a pooled stream's close and a cancelled read leave behind
+    (a recv loop ending CANCELLED, data for a read no longer waited for); real failures reach the caller."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not (text.startswith("Received data for unregistered read_id") or "499 CANCELLED" in text)
+
+
+logging.getLogger("google.cloud.storage.asyncio._stream_multiplexer").addFilter(_QuietStreamClose())
 
 CHUNK = 8 * 2**20        # ranges of a large read, all sent at once on one stream
 MAX_RANGES = 1000        # the library's bound on one download_ranges call
