@@ -64,7 +64,7 @@ class AppendableUploader(BaseUploader):
             if int(resource.get("size", -1)) != self.had + size:
                 raise OSError(f"append to {self.pw.what}: the object holds {resource.get('size')} bytes after "
                               f"appending {size} to {self.had} (another writer took it over)")
-        self.writer = None
+        self.writer = type(self).taken = None  # nothing keeps the finished stream (and its gRPC call) alive
         await self.client.written(f"{self.pw.bucket}/{self.pw.key}")
         return resource
 
@@ -73,4 +73,5 @@ class AppendableUploader(BaseUploader):
             await asyncio.gather(self._opening, return_exceptions=True)
         if self.writer is not None:
             writer, self.writer = self.writer, None
+            type(self).taken = None
             await grpc_writes.discard(self.client, writer, delete=not self.appending)

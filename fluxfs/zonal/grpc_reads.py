@@ -3,15 +3,14 @@ every range of a read goes out at once on one stream, and open streams are poole
 
 A read stream costs a round trip to open; with it open, any number of ranges are in flight on it (the
 library multiplexes concurrent `download_ranges` calls), so the ranges of one object (a large object's
-8 MiB pieces, `read_ranges`' groups, a read handle's blocks) share the streams already open for its
-generation. A stream cut mid-read is resumed by the library at the byte it had reached (its checks refuse a
+8 MiB pieces, `read_ranges`' groups, a read handle's blocks) share the stream open for its generation,
+which lingers a second after use (a server holds a worker per open stream: none is kept idle long). A stream cut mid-read is resumed by the library at the byte it had reached (its checks refuse a
 chunk at the wrong offset or with the wrong crc32c); a read covering the whole object is checked against
 the object's crc32c. An unpinned read opens a stream of its own (a pooled one may hold an older generation).
 """
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, Optional
@@ -20,7 +19,7 @@ import google_crc32c
 
 from ..errors import ChecksumMismatch
 from ..gcs.redact import get_logger
-from .grpc_client import grpc_client
+from .grpc_client import connect
 from .grpc_errors import async_retry, reraise
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,7 +41,7 @@ logging.getLogger("google.cloud.storage.asyncio._stream_multiplexer").addFilter(
 
 CHUNK = 8 * 2**20        # ranges of a large read, all sent at once on one stream
 MAX_RANGES = 1000        # the library's bound on one download_ranges call
-POOL_LIMIT = 64          # idle read streams kept open per gRPC client, least recently used closed first
+LINGER = 1.0             # seconds an idle pooled stream stays open for the next ranged read of its object
 
 
 @dataclasses.dataclass
@@ -70,50 +69,70 @@ class _Chunks:
 
 
 class StreamPool:
-    """Open read streams by (bucket, key, generation): shared by concurrent reads, idle ones closed past a limit."""
+    """Open read streams by (bucket, key, generation), shared by the reads in flight on that object; an idle one
+    lingers `LINGER` seconds for the next ranged read (a read handle's next block), then closes: the server holds
+    a worker for every open stream, so none is kept idle for long."""
 
-    def __init__(self, limit: int = POOL_LIMIT):
-        self.limit = limit
-        self.open: "collections.OrderedDict[tuple, Any]" = collections.OrderedDict()
+    def __init__(self) -> None:
+        self.open: dict[tuple, Any] = {}
         self.users: dict[int, int] = {}
         self.opening: dict[tuple, asyncio.Future] = {}
+        self.timers: dict[int, asyncio.TimerHandle] = {}
         self.closing: set = set()
 
-    async def acquire(self, client: "Client", bucket: str, key: str, generation: Optional[str]) -> Any:
-        """An open stream of `bucket/key` (of `generation`, else a new one of the live generation)."""
-        if generation:
+    async def acquire(self, client: "Client", bucket: str, key: str, generation: Optional[str],
+                      fresh: bool = False) -> tuple[Any, bool]:
+        """(an open stream of `bucket/key`, whether it was open before); of `generation` when given (shared), else
+        a new one of the live generation; `fresh`: a new one in any case."""
+        if generation and not fresh:
             k = (bucket, key, str(generation))
             mrd = self.open.get(k)
             if mrd is not None and mrd.is_stream_open:
-                self.open.move_to_end(k)
-                self.users[id(mrd)] = self.users.get(id(mrd), 0) + 1
-                return mrd
+                self._use(mrd)
+                return mrd, True
             pending = self.opening.get(k)
             if pending is None:
                 pending = self.opening[k] = asyncio.ensure_future(_open(client, bucket, key, generation))
                 pending.add_done_callback(lambda _f: self.opening.pop(k, None))
             mrd = await asyncio.shield(pending)
         else:
-            mrd = await _open(client, bucket, key, None)
+            mrd = await _open(client, bucket, key, generation)
         k = (bucket, key, str(mrd.generation))
-        if self.open.get(k) is None or not self.open[k].is_stream_open:
+        if k not in self.open or not self.open[k].is_stream_open:
             self.open[k] = mrd
-        self.users[id(mrd)] = self.users.get(id(mrd), 0) + 1
-        return mrd
+        self._use(mrd)
+        return mrd, False
 
-    def release(self, mrd: Any, broken: bool = False) -> None:
-        """Done with `mrd`; a `broken` stream (its read failed) leaves the pool."""
-        self.users[id(mrd)] = left = self.users.get(id(mrd), 1) - 1
-        pooled = [k for k, v in self.open.items() if v is mrd]
-        if broken or not pooled:
-            for k in pooled:
-                del self.open[k]
-            if left <= 0:
-                self._close(mrd)
+    def _use(self, mrd: Any) -> None:
+        self.users[id(mrd)] = self.users.get(id(mrd), 0) + 1
+        timer = self.timers.pop(id(mrd), None)
+        if timer is not None:
+            timer.cancel()
+
+    def release(self, mrd: Any, broken: bool = False, linger: bool = True) -> None:
+        """Done with `mrd`: closed once unused (after `LINGER` s when pooled and `linger`); `broken` leaves the pool."""
+        left = self.users[id(mrd)] = self.users.get(id(mrd), 1) - 1
+        k = (mrd.bucket_name, mrd.object_name, str(mrd.generation))
+        pooled = self.open.get(k) is mrd
+        if broken and pooled:
+            del self.open[k]
+            pooled = False
+        if left > 0:
             return
-        idle = [k for k, v in self.open.items() if self.users.get(id(v), 0) <= 0]
-        for k in idle[:max(0, len(self.open) - self.limit)]:
-            self._close(self.open.pop(k))
+        if pooled and linger:
+            self.timers[id(mrd)] = asyncio.get_running_loop().call_later(LINGER, self._expire, k, mrd)
+            return
+        if pooled:
+            del self.open[k]
+        self._close(mrd)
+
+    def _expire(self, k: tuple, mrd: Any) -> None:
+        self.timers.pop(id(mrd), None)
+        if self.users.get(id(mrd), 0) > 0:
+            return
+        if self.open.get(k) is mrd:
+            del self.open[k]
+        self._close(mrd)
 
     def _close(self, mrd: Any) -> None:
         self.users.pop(id(mrd), None)
@@ -136,7 +155,7 @@ async def _open(client: "Client", bucket: str, key: str, generation: Optional[st
 
     what = f"{bucket}/{key}#{generation}" if generation else f"{bucket}/{key}"
     try:
-        return await AsyncMultiRangeDownloader.create_mrd(grpc_client(client), bucket, key,
+        return await AsyncMultiRangeDownloader.create_mrd(await connect(client), bucket, key,
                                                           generation=int(generation) if generation else None,
                                                           retry_policy=async_retry(client, "read"))
     except Exception as exc:
@@ -144,9 +163,9 @@ async def _open(client: "Client", bucket: str, key: str, generation: Optional[st
         raise
 
 
-def pool_of(client: "Client") -> StreamPool:
+async def pool_of(client: "Client") -> StreamPool:
     """The stream pool of the gRPC client `client` reads through (one per process, loop and endpoint)."""
-    grpc = grpc_client(client)
+    grpc = await connect(client)
     pool = getattr(grpc, "_fluxfs_pool", None)
     if pool is None:
         pool = grpc._fluxfs_pool = StreamPool()
@@ -168,25 +187,34 @@ async def read(client: "Client", bucket: str, key: str, start: Optional[int] = N
     as the HTTP reads answer a 416. FileNotFoundError names the object (and the generation asked for)."""
     what = f"{bucket}/{key}"
     named = f"{what}#{generation}" if generation else what
-    pool = pool_of(client)
-    mrd = await pool.acquire(client, bucket, key, generation)
+    pool = await pool_of(client)
+    whole = not start and end is None  # a one-shot read (cat_objects, cat_file): its stream closes at once
+    mrd, reused = await pool.acquire(client, bucket, key, generation)
     broken = True
     try:
         size, gen = _size(mrd), str(mrd.generation)
         s = start or 0
         stop = size if end is None else min(end, size)
         if s >= size and s > 0:
+            broken = False
             raise ValueError(f"Requested range {s}-{end} not satisfiable for {what} (size {size})")
         spans = [(a, min(a + chunk, stop)) for a in range(s, stop, chunk)]
-        bufs = [_Chunks() for _ in spans]
-        ranges = [(a, b - a, buf) for (a, b), buf in zip(spans, bufs)]
         try:
-            for i in range(0, len(ranges), MAX_RANGES):
-                await mrd.download_ranges(ranges[i:i + MAX_RANGES])
+            bufs = await _download(mrd, spans)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            reraise(exc, named)
+            if not reused:
+                reraise(exc, named)
+            # A pooled stream the server closed meanwhile: once more on a new one.
+            pool.release(mrd, broken=True)
+            mrd, reused = await pool.acquire(client, bucket, key, gen, fresh=True)
+            try:
+                bufs = await _download(mrd, spans)
+            except asyncio.CancelledError:
+                raise
+            except Exception as again:
+                reraise(again, named)
         chunks = [c for buf in bufs for c in buf.chunks]
         for (a, b), buf in zip(spans, bufs):
             if buf.n != b - a:
@@ -201,4 +229,13 @@ async def read(client: "Client", bucket: str, key: str, start: Optional[int] = N
         broken = False
         return Got(chunks, s, size, gen, crc)
     finally:
-        pool.release(mrd, broken=broken)
+        pool.release(mrd, broken=broken, linger=not whole)
+
+
+async def _download(mrd: Any, spans: list) -> list:
+    """Every span of `spans` on `mrd` at once (in calls of at most `MAX_RANGES`), as received chunks."""
+    bufs = [_Chunks() for _ in spans]
+    ranges = [(a, b - a, buf) for (a, b), buf in zip(spans, bufs)]
+    for i in range(0, len(ranges), MAX_RANGES):
+        await mrd.download_ranges(ranges[i:i + MAX_RANGES])
+    return bufs

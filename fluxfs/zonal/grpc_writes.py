@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..gcs.checksums import crc_to_b64
 from ..gcs.redact import get_logger
-from .grpc_client import grpc_client
+from .grpc_client import connect, grpc_client
 from .grpc_errors import async_retry, reraise
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,7 +40,7 @@ async def open_writer(client: "Client", bucket: str, key: str, generation: Optio
     from google.cloud.storage.asyncio.async_appendable_object_writer import AsyncAppendableObjectWriter
 
     what = f"{bucket}/{key}"
-    writer = AsyncAppendableObjectWriter(grpc_client(client), bucket, key, generation=generation)
+    writer = AsyncAppendableObjectWriter(await connect(client), bucket, key, generation=generation)
     if resource:
         writer.blob = _blob(bucket, key, resource)
     try:
