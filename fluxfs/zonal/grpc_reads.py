@@ -187,8 +187,9 @@ async def read(client: "Client", bucket: str, key: str, start: Optional[int] = N
     as the HTTP reads answer a 416. FileNotFoundError names the object (and the generation asked for)."""
     what = f"{bucket}/{key}"
     named = f"{what}#{generation}" if generation else what
+    if start is None and end is None:  # a one-shot read (cat_objects, cat_file): the range goes with the open, one round trip
+        return await read_whole(client, bucket, key, generation)
     pool = await pool_of(client)
-    whole = not start and end is None  # a one-shot read (cat_objects, cat_file): its stream closes at once
     mrd, reused = await pool.acquire(client, bucket, key, generation)
     broken = True
     try:
@@ -229,7 +230,7 @@ async def read(client: "Client", bucket: str, key: str, start: Optional[int] = N
         broken = False
         return Got(chunks, s, size, gen, crc)
     finally:
-        pool.release(mrd, broken=broken, linger=not whole)
+        pool.release(mrd, broken=broken)
 
 
 async def _download(mrd: Any, spans: list) -> list:
@@ -239,3 +240,76 @@ async def _download(mrd: Any, spans: list) -> list:
     for i in range(0, len(ranges), MAX_RANGES):
         await mrd.download_ranges(ranges[i:i + MAX_RANGES])
     return bufs
+
+
+async def read_whole(client: "Client", bucket: str, key: str, generation: Optional[str] = None) -> Got:
+    """A whole object in one round trip: the read range sent with the stream's opening message, the stream
+    closed once it ends (many small objects are many such reads side by side). Chunks at the wrong offset, a
+    chunk or whole-object crc32c mismatch and a short answer are refused; a stream cut, redirected or refused
+    for a retryable reason is read again by the multi-range downloader (which resumes and follows redirects)."""
+    from google.api_core import exceptions as gexc
+    from google.cloud import _storage_v2 as v2
+
+    what = f"{bucket}/{key}"
+    named = f"{what}#{generation}" if generation else what
+    grpc = await connect(client)
+    spec = v2.BidiReadObjectSpec(bucket=f"projects/_/buckets/{bucket}", object_=key,
+                                 generation=int(generation) if generation else 0)
+    request = v2.BidiReadObjectRequest(read_object_spec=spec, read_ranges=[v2.ReadRange(read_offset=0, read_id=1)])
+
+    async def requests():
+        yield request
+
+    chunks: list = []
+    size = crc = gen = stream = None
+    done = False
+    try:
+        stream = await grpc.grpc_client.bidi_read_object(
+            requests=requests(), metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
+        async for resp in stream:
+            pb = type(resp).pb(resp)
+            if pb.HasField("metadata"):
+                meta = pb.metadata
+                size, gen = int(meta.size), str(meta.generation)
+                if meta.HasField("checksums") and meta.checksums.HasField("crc32c") and meta.HasField("finalize_time"):
+                    crc = meta.checksums.crc32c
+            for part in pb.object_data_ranges:
+                data = part.checksummed_data.content
+                at = sum(map(len, chunks))
+                if part.read_range.read_offset != at:
+                    raise ChecksumMismatch(f"reading {what} over gRPC: a chunk at offset "
+                                           f"{part.read_range.read_offset}, expected {at}")
+                if part.checksummed_data.HasField("crc32c") and google_crc32c.value(data) != part.checksummed_data.crc32c:
+                    raise ChecksumMismatch(f"crc32c mismatch reading {what} over gRPC: bytes corrupted in transit")
+                if data:
+                    chunks.append(data)
+                done = done or part.range_end
+            if done:
+                break
+    except asyncio.CancelledError:
+        raise
+    except ChecksumMismatch:
+        raise
+    except (gexc.NotFound, gexc.PermissionDenied, gexc.Unauthenticated, gexc.FailedPrecondition,
+            gexc.OutOfRange, gexc.InvalidArgument) as exc:
+        reraise(exc, named)
+    except Exception as exc:  # noqa: BLE001 - cut, redirected, overloaded: the downloader resumes
+        logger.debug("one-shot gRPC read of %s failed (%s); reading it with the multi-range downloader", what, exc)
+        done = False
+    finally:
+        if stream is not None:
+            stream.cancel()  # ended or abandoned: nothing more is wanted from it
+    if not done or size is None:
+        return await read(client, bucket, key, 0, None, generation or gen)
+    n = sum(map(len, chunks))
+    if crc is None:  # unfinalized: its persisted bytes, however many the server sent
+        size = n
+    elif n != size:
+        raise ConnectionError(f"short read of {what} over gRPC: {n} bytes of {size}")
+    if crc is not None:
+        value = 0
+        for c in chunks:
+            value = google_crc32c.extend(value, c)
+        if value != crc:
+            raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}) over gRPC")
+    return Got(chunks, 0, size, gen, crc)
