@@ -105,7 +105,7 @@ async def _fetch_once(client, bucket, key, req: Request, generation,
                       verify: bool) -> tuple[int, Optional[str], Optional[int]]:
     """One GET of `req`'s range into its pieces; returns (object size, generation, object crc32c)."""
     what = f"{bucket}/{key}"
-    if await grpc_client.uses_grpc(client, bucket):  # a zonal bucket: a bidi read, then scattered
+    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: a bidi read, then scattered
         got = await grpc_reads.read(client, bucket, key, req.start, req.end, generation)
         running, pos, i = 0, 0, 0
         for data in got.chunks:

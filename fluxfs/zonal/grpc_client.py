@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from ..errors import ServerUnreachable
 from ..gcs import fork
 from ..gcs.redact import get_logger
-from .layout import is_zonal
+from .layout import is_zonal, known
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -112,9 +112,22 @@ def endpoint_of(client: "Client") -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-async def uses_grpc(client: "Client", bucket: str) -> bool:
-    """Whether reads and writes of `bucket` go over gRPC: a zonal bucket, unless `zonal_transport="http"`."""
-    if client.options.zonal_transport != GRPC or not await is_zonal(client, bucket):
+async def uses_grpc(client: "Client", bucket: str, wait: bool = True) -> bool:
+    """Whether reads and writes of `bucket` go over gRPC: a zonal bucket, unless `zonal_transport="http"`.
+
+    `wait=False` (reads): a layout not known yet is looked up in the background and this read goes over HTTP,
+    which zonal buckets serve too, so a read of another bucket never waits for the lookup."""
+    if client.options.zonal_transport != GRPC:
+        return False
+    if wait:
+        zonal = await is_zonal(client, bucket)
+    else:
+        found = known(client, bucket)
+        if found is None:
+            _look_up_soon(client, bucket)
+            return False
+        zonal = found.zonal
+    if not zonal:
         return False
     if _CLIENTS.grpc_unusable:
         if not _CLIENTS.warned:
@@ -123,6 +136,12 @@ async def uses_grpc(client: "Client", bucket: str) -> bool:
                            "not be closed first: zonal buckets are read and written over HTTP here")
         return False
     return True
+
+
+def _look_up_soon(client: "Client", bucket: str) -> None:
+    """Start `bucket`'s layout lookup without waiting for it (its failure only leaves the layout unknown)."""
+    task = asyncio.ensure_future(is_zonal(client, bucket))
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
 def grpc_client(client: "Client") -> Any:
