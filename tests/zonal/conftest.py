@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -64,12 +65,16 @@ def _testbench(checkout: str):
                 time.sleep(0.3)
         yield url, f"127.0.0.1:{gport}"
     finally:
-        proc.terminate()
+        # testbench_run.py starts gunicorn (a master and a worker): the whole session it leads is stopped.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")
