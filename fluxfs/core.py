@@ -21,7 +21,7 @@ from .listing import manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, refuse_unknown_options
 from .reads import batched, direct, handle, into, lookup, stream
 from .reads import ranges as ranged
-from .writes import FluxAppendFile, FluxWriteFile, StreamedCopies, object_fields, upload_local_file, write_bytes
+from .writes import FluxWriteFile, StreamedCopies, object_fields, open_append, upload_local_file, write_bytes
 from .zonal import HnsFolders, ZonalBuckets, hns
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
@@ -136,8 +136,8 @@ class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalB
             return handle.FluxReadFile(self, path, mode, block_size=block_size, **kwargs)
         if mode in ("wb", "xb"):
             return FluxWriteFile(self, path, mode, block_size=block_size, **kwargs)
-        if mode == "ab":  # the appended bytes composed onto the object, pinned by generation
-            return FluxAppendFile(self, path, mode, block_size=block_size, **kwargs)
+        if mode == "ab":  # composed onto the object, pinned by generation; a native append on zonal over gRPC
+            return open_append(self, path, mode, block_size=block_size, **kwargs)
         raise ValueError(f"unsupported mode {mode!r} for {path}: use 'rb', 'wb', 'xb' or 'ab'")
 
     # -- node-local cache (cache/): `cache_dir`, `cache_limit` ---------------------------------

@@ -61,6 +61,14 @@ class GcsfsTransport:
     async def info(self, path: str, **kwargs: Any) -> dict:
         return await self.fs._info(path, **kwargs)
 
+    def grpc_credentials(self) -> Any:
+        """gcsfs's google-auth credentials (as gcsfs's ExtendedGcsFileSystem unwraps them); None for "anon"."""
+        creds = self.fs.credentials
+        if getattr(creds, "token", None) == "anon":
+            return None
+        creds.maybe_refresh()  # a gcsfs token given as text becomes google-auth credentials once refreshed
+        return creds.credentials
+
 
 def build_client(fs: "GCSFileSystem", options: "FluxOptions") -> Client:
     """The client of a gcsfs filesystem: its endpoint read once (gcsfs's `_location`)."""

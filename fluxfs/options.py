@@ -68,6 +68,9 @@ LAYOUTS = "layouts"
 # What a bucket is (fluxfs/zonal/layout.py): a flat namespace, a hierarchical namespace (HNS), or zonal
 # (Rapid: a zone as location, always HNS, no compose). `bucket_types` declares them; "*" names every other bucket.
 BUCKET_TYPES = ("standard", "hns", "zonal")
+# How a zonal bucket's objects are read and written (fluxfs/zonal/grpc_client.py): gRPC bidi streams, or HTTP.
+TRANSPORT, ENDPOINT = "transport", "endpoint"
+ZONAL_TRANSPORTS = ("grpc", "http")
 
 
 def parse_size(name: str, value: Any) -> int:
@@ -122,6 +125,21 @@ def _parse_strategy(name: str, value: Any) -> str:
     return text
 
 
+def _parse_transport(name: str, value: Any) -> str:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in ZONAL_TRANSPORTS:
+        raise ValueError(f"{name} must be 'grpc' or 'http' (how zonal buckets are read and written), not {value!r}")
+    return text
+
+
+def _parse_endpoint(name: str, value: Any) -> str:
+    text = value.strip() if isinstance(value, str) else value
+    if not isinstance(text, str) or "://" in text or text.count(":") < 1 or not text.rpartition(":")[2].isdigit():
+        raise ValueError(f"{name} must be host:port (such as 'storage.googleapis.com:443' or '127.0.0.1:9001'), "
+                         f"not {value!r}")
+    return text
+
+
 def _parse_layouts(name: str, value: Any) -> dict[str, str]:
     """{bucket: "standard" | "hns" | "zonal"} from a mapping, "B1=zonal,B2=standard" or one type for every
     bucket ("standard", the same as "*=standard")."""
@@ -144,7 +162,8 @@ def _parse_layouts(name: str, value: Any) -> dict[str, str]:
 
 
 _PARSERS = {BOOL: _parse_bool, LAYOUTS: _parse_layouts, COUNT: parse_count, SIZE: parse_size, SECONDS: _parse_seconds,
-            STRATEGY: _parse_strategy, RETRY: lambda _name, value: resolve_policies(value),
+            STRATEGY: _parse_strategy, TRANSPORT: _parse_transport, ENDPOINT: _parse_endpoint,
+            RETRY: lambda _name, value: resolve_policies(value),
             TEXT: lambda _name, value: value}
 
 
@@ -187,6 +206,8 @@ class FluxOptions:
     cache_limit: Optional[int] = option(None, SIZE, "bytes the node-local cache may hold ('200GiB'); None: the disk's")
     bucket_types: Optional[Mapping[str, str]] = option(
         None, LAYOUTS, "{bucket: 'standard'|'hns'|'zonal'} ('*': any other): no layout lookup; None: looked up once")
+    zonal_transport: str = option("grpc", TRANSPORT, "zonal buckets read and written over 'grpc' (bidi streams) or 'http'")
+    grpc_endpoint: Optional[str] = option(None, ENDPOINT, "host:port of the gRPC endpoint; None: the HTTP endpoint's")
 
     @classmethod
     def from_arguments(cls, **given: Any) -> "FluxOptions":

@@ -75,6 +75,7 @@ class Transport(Protocol):
     def invalidate_cache(self, path: Optional[str] = None) -> None: ...
     async def written(self, path: str) -> None: ...
     async def info(self, path: str, **kwargs: Any) -> dict: ...
+    def grpc_credentials(self) -> Any: ...
 
 
 class Client:
@@ -167,6 +168,10 @@ class Client:
     async def info(self, path: str, **kwargs: Any) -> dict:
         """The filesystem's `info` of a path (listing cache, else a metadata request)."""
         return await self.transport.info(path, **kwargs)
+
+    def grpc_credentials(self) -> Any:
+        """The google-auth credentials gRPC calls take (None: anonymous, `token="anon"`); never logged."""
+        return self.transport.grpc_credentials()
 
 
 def client_of(obj: Any) -> Client:

@@ -24,4 +24,24 @@ def _after_fork_in_child() -> None:
         obj._after_fork()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+# Objects whose state a child cannot take over unless it is let go first (gRPC channels): `_before_fork()` runs
+# in the forking process just before fork, `_after_fork_in_parent()` right after, in the parent.
+_PREPARE: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+
+
+def prepare_fork(obj: Any) -> None:
+    """Call `obj._before_fork()` before every fork while `obj` is alive (and `_after_fork_in_parent()` after)."""
+    _PREPARE[id(obj)] = obj
+
+
+def _before() -> None:
+    for obj in list(_PREPARE.values()):
+        obj._before_fork()
+
+
+def _after_in_parent() -> None:
+    for obj in list(_PREPARE.values()):
+        obj._after_fork_in_parent()
+
+
+os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_after_fork_in_child)

@@ -20,6 +20,7 @@ from ..errors import ChecksumMismatch, raise_for_status
 from ..gcs import http
 from ..gcs.checksums import crc_from_b64
 from ..gcs.tasks import gather_all
+from ..zonal import grpc_client, grpc_reads
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -150,6 +151,9 @@ async def _get_once(client, bucket, key, start, end, generation, check) -> Fetch
 async def get_range(client: "Client", bucket: str, key: str, start: Optional[int] = None,
                     end: Optional[int] = None, generation: Optional[str] = None, check: bool = True) -> Fetched:
     """GET bytes [start, end) (all when both are None) under the read retry policy."""
+    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: one bidi read stream
+        got = await grpc_reads.read(client, bucket, key, start, end, generation)
+        return Fetched(b"".join(got.chunks), got.start, got.size, got.generation, got.crc32c)
     policy = client.retry_policy("read")
     return await policy.run(lambda _attempt: _get_once(client, bucket, key, start, end, generation, check),
                             what=f"read {bucket}/{key}")
@@ -202,6 +206,11 @@ async def get_chunks(client: "Client", bucket: str, key: str, start: int, end: i
     A retry after the headers were seen is pinned to the generation they named, so the
     bytes can never come from two versions.
     """
+    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: one bidi read stream
+        got = await grpc_reads.read(client, bucket, key, start, end, generation)
+        if on_head is not None:
+            on_head(got.size, got.generation, got.crc32c)
+        return Streamed(got.chunks, got.start, got.size, got.generation, got.crc32c)
     seen = {"gen": generation}
 
     def head(size: int, gen: Optional[str], crc: Optional[int]) -> None:
@@ -241,6 +250,9 @@ async def read_object(client: "Client", bucket: str, key: str, *, start: Optiona
     first_end = s + chunk if end is None else min(end, s + chunk)
     if end is not None and first_end <= s:
         return Fetched(b"", s, -1, generation, None)
+    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: every range at once on one stream
+        got = await grpc_reads.read(client, bucket, key, start, end, generation, chunk)
+        return Fetched(b"".join(got.chunks), got.start, got.size, got.generation, got.crc32c)
     first = await get_chunks(client, bucket, key, s, first_end, generation)
     stop = first.size if end is None else min(end, first.size)
     got = sum(map(len, first.chunks))

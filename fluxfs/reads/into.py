@@ -18,6 +18,7 @@ from ..errors import ChecksumMismatch, ObjectChanged, PreconditionFailed, object
 from ..gcs import http
 from ..gcs.tasks import gather_all
 from ..gcs.checksums import crc32c_combine
+from ..zonal import grpc_client, grpc_reads
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _media_params, _object_headers
 from .direct import _range_header, check_ranged_answer, media_url, named
 
@@ -104,6 +105,17 @@ async def _fetch_once(client, bucket, key, req: Request, generation,
                       verify: bool) -> tuple[int, Optional[str], Optional[int]]:
     """One GET of `req`'s range into its pieces; returns (object size, generation, object crc32c)."""
     what = f"{bucket}/{key}"
+    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: a bidi read, then scattered
+        got = await grpc_reads.read(client, bucket, key, req.start, req.end, generation)
+        running, pos, i = 0, 0, 0
+        for data in got.chunks:
+            running = google_crc32c.extend(running, data) if verify else None
+            i = _scatter(data, pos, req.pieces, i)
+            pos += len(data)
+        if pos != req.end - req.start:
+            raise ValueError(f"bytes {req.start}-{req.end - 1} lie past the end of {what}")
+        req.crc32c = running
+        return got.size, got.generation, got.crc32c
     session = await client.session()
     async with http.timeouts_named(client, what), \
             session.get(media_url(client, bucket, key), params=client.params(_media_params(generation)),

@@ -148,6 +148,9 @@ class PartWriter:
         self._check()
         if tail_crc is None:
             tail_crc = crc32c(tail)
+        if self._uploader is None and getattr(self._make_uploader, "whole_writes", False):
+            self._uploader = self._make_uploader(self)  # every write goes through it (zonal: appendable)
+            self._started = asyncio.ensure_future(self._uploader.start())
         if self._uploader is None:
             # Smaller than one part: a single request, nothing to assemble.
             self.size, self.crc, self._tail = len(tail), tail_crc, (tail, tail_crc)
@@ -184,7 +187,7 @@ class PartWriter:
             self._completing = False
             raise
         self._completing = False
-        if self._uploader is not None:
+        if self._uploader is not None and not getattr(self._uploader, "verified", False):
             try:
                 check_crc(resource, self.crc, self.size, self.what)
             except ChecksumMismatch:

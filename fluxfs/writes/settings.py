@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE, XML_MIN_PART_SIZE
+from .appendable_uploader import AppendableUploader
 from .compose import ComposeUploader
 from .fallback import XmlOrComposeUploader, xml_unsupported
 from .resumable import ResumableUploader
@@ -23,7 +24,8 @@ STRATEGIES: dict[str, Callable[["PartWriter"], "Uploader"]] = {
 
 
 def upload_settings(client: "Client", block_size: int | None = None,
-                    fields: "ObjectFields | None" = None, on_zonal: bool = False) -> tuple[int, int, Callable]:
+                    fields: "ObjectFields | None" = None, on_zonal: bool = False,
+                    appendable: bool = False) -> tuple[int, int, Callable]:
     """(part size, concurrency, uploader class) of one write, validated.
 
     The part size is the ``part_size`` option, which must suit the strategy (XML multipart: at least
@@ -34,8 +36,14 @@ def upload_settings(client: "Client", block_size: int | None = None,
     Fields the XML API's headers cannot carry unchanged (non-ASCII metadata values, upper-case
     metadata keys) send an ``xml`` write through one JSON resumable session instead. A server found
     to lack XML multipart upload (`fallback.py`) gets ``compose`` writes instead, except `on_zonal` (the
-    destination is a zonal bucket, where compose does not exist): one resumable session.
+    destination is a zonal bucket, where compose does not exist): one resumable session. `appendable` (a
+    zonal bucket written over gRPC): one appendable object, its parts appended in order (`appendable.py`).
     """
+    if appendable:
+        part = int(block_size or client.options.part_size)
+        if part < 1:
+            raise ValueError(f"{'block_size' if block_size else 'part_size'} must be positive, not {part}")
+        return part, 1, AppendableUploader
     option = client.options.multipart
     strategy = "resumable" if option == "xml" and fields is not None and not fields.xml_safe else option
     if strategy == "xml" and xml_unsupported(client):
@@ -64,6 +72,11 @@ def upload_settings(client: "Client", block_size: int | None = None,
     if strategy == "resumable":
         conc = 1  # one resumable session takes its chunks in order
     return part, conc, STRATEGIES[strategy]
+
+
+def asks_layout(client: "Client") -> bool:
+    """Whether a write depends on its bucket's layout: compose (none on zonal) or gRPC appendable uploads."""
+    return may_compose(client) or client.options.zonal_transport == "grpc"
 
 
 def may_compose(client: "Client") -> bool:

@@ -22,7 +22,7 @@ from .lifecycle import AtomicWriter
 from .parts import PartWriter
 from .schedule import beyond_reach, max_part, reach
 from .schedule import part_size as scheduled_part_size
-from .settings import may_compose, object_path, upload_settings
+from .settings import asks_layout, may_compose, object_path, upload_settings
 from .single import exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,8 +138,12 @@ class FluxWriteFile(AtomicWriter):
 
     def _configure(self, fields: ObjectFields) -> None:
         """Part size and strategy for `fields` (XML headers cannot carry every field); before the upload starts."""
-        on_zonal = may_compose(self.client) and zonal.layout_sync(self.client, self.bucket).zonal  # no compose there
-        self.part_size, self.concurrency, uploader = upload_settings(self.client, self._block_size, fields, on_zonal)
+        zonal_bucket = zonal.layout_sync(self.client, self.bucket).zonal if asks_layout(self.client) else False
+        on_zonal = may_compose(self.client) and zonal_bucket  # no compose there
+        appendable = zonal_bucket and self.client.options.zonal_transport == "grpc"
+        self.part_size, self.concurrency, uploader = upload_settings(self.client, self._block_size, fields, on_zonal,
+                                                                     appendable)
+        uploader = getattr(self, "_appending", None) or uploader  # "ab" on zonal: onto the object taken over
         if self._buffered >= self.part_size:  # strategy changed under a fuller buffer: a part size above it
             self.part_size = -(-(self._buffered + 1) // RESUMABLE_CHUNK_MULTIPLE) * RESUMABLE_CHUNK_MULTIPLE
         self._uploader = uploader  # its max_parts (None: no cap) sets how part sizes grow (writes/schedule.py)

@@ -128,7 +128,7 @@ def refuse_compose(client: "Client", bucket: str, what: str) -> None:
 def unsupported(bucket: str, what: str) -> ZonalUnsupported:
     """The error for `what` (such as "append to B/K"), which needs compose, on zonal bucket `bucket`."""
     return ZonalUnsupported(f"cannot {what}: bucket {bucket} is zonal (Rapid), where GCS has no compose; "
-                            "appending there needs gRPC appendable uploads, which fluxfs does not make yet")
+                            "appending there is a gRPC appendable upload (zonal_transport='grpc', the default)")
 
 
 def _learned(client: "Client") -> dict:

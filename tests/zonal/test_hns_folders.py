@@ -15,42 +15,42 @@ from tests.conftest import make_fs, new_bucket_name
 @pytest.fixture
 def hns_bucket(flux_server) -> str:
     name = new_bucket_name()
-    make_fs(flux_server).mkdir(name, enable_hierarchical_namespace=True)
+    make_fs(flux_server, zonal_transport="http").mkdir(name, enable_hierarchical_namespace=True)
     return name
 
 
 def test_mkdir_makes_an_empty_folder_ls_shows_and_rmdir_removes(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe(f"{hns_bucket}/keep", b"k")
     fs.ls(hns_bucket)  # cached listing: mkdir must add to it
     fs.mkdir(f"{hns_bucket}/empty")
     assert fs.ls(hns_bucket, detail=False) == [f"{hns_bucket}/empty", f"{hns_bucket}/keep"]
-    other = make_fs(flux_server)  # a cold cache: the server's listing shows it too
+    other = make_fs(flux_server, zonal_transport="http")  # a cold cache: the server's listing shows it too
     listed = {e["name"]: e["type"] for e in other.ls(hns_bucket, detail=True)}
     assert listed == {f"{hns_bucket}/empty": "directory", f"{hns_bucket}/keep": "file"}
     assert other.info(f"{hns_bucket}/empty")["type"] == "directory" and other.isdir(f"{hns_bucket}/empty")
     assert other.ls(f"{hns_bucket}/empty") == []
     fs.rmdir(f"{hns_bucket}/empty")
     assert fs.ls(hns_bucket, detail=False) == [f"{hns_bucket}/keep"]
-    assert make_fs(flux_server).ls(hns_bucket, detail=False) == [f"{hns_bucket}/keep"]
+    assert make_fs(flux_server, zonal_transport="http").ls(hns_bucket, detail=False) == [f"{hns_bucket}/keep"]
     with pytest.raises(FileNotFoundError, match="empty"):
-        make_fs(flux_server).info(f"{hns_bucket}/empty")
+        make_fs(flux_server, zonal_transport="http").info(f"{hns_bucket}/empty")
 
 
 def test_mkdir_needs_the_parent_unless_create_parents(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     with pytest.raises(FileNotFoundError, match=f"mkdir {hns_bucket}/a/b: the parent folder does not exist"):
         fs.mkdir(f"{hns_bucket}/a/b")
     fs.mkdir(f"{hns_bucket}/a/b", create_parents=True)
     fs.makedirs(f"{hns_bucket}/x/y/z", exist_ok=True)
-    got = make_fs(flux_server).find(hns_bucket, withdirs=True)
+    got = make_fs(flux_server, zonal_transport="http").find(hns_bucket, withdirs=True)
     assert got == [f"{hns_bucket}/{k}" for k in ("a", "a/b", "x", "x/y", "x/y/z")]
     with pytest.raises(FileExistsError, match=f"{hns_bucket}/x/y/z"):
         fs.makedirs(f"{hns_bucket}/x/y/z")
 
 
 def test_mkdir_over_a_file_refused(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe(f"{hns_bucket}/f", b"data")
     with pytest.raises(FileExistsError, match=f"mkdir {hns_bucket}/f: a file already exists"):
         fs.mkdir(f"{hns_bucket}/f")
@@ -58,7 +58,7 @@ def test_mkdir_over_a_file_refused(flux_server, hns_bucket):
 
 
 def test_rmdir_of_a_non_empty_folder_refused_naming_it(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe(f"{hns_bucket}/full/obj", b"x")
     fs.mkdir(f"{hns_bucket}/outer/inner", create_parents=True)
     for folder in ("full", "outer"):  # an object, or an (empty) folder, below it
@@ -66,14 +66,14 @@ def test_rmdir_of_a_non_empty_folder_refused_naming_it(flux_server, hns_bucket):
             fs.rmdir(f"{hns_bucket}/{folder}")
         assert err.value.errno == errno.ENOTEMPTY
     assert fs.cat(f"{hns_bucket}/full/obj") == b"x"
-    assert make_fs(flux_server).find(hns_bucket, withdirs=True) == [
+    assert make_fs(flux_server, zonal_transport="http").find(hns_bucket, withdirs=True) == [
         f"{hns_bucket}/{k}" for k in ("full", "full/obj", "outer", "outer/inner")]
     with pytest.raises(FileNotFoundError, match=f"rmdir {hns_bucket}/nothing: no such folder"):
         fs.rmdir(f"{hns_bucket}/nothing")
 
 
 def test_mv_of_a_folder_is_one_rename(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     data = {f"{hns_bucket}/src/sub{i % 3}/k{i:02d}": os.urandom(50 + i) for i in range(50)}
     fs.pipe(data)
     fs.mkdir(f"{hns_bucket}/src/empty")
@@ -81,7 +81,7 @@ def test_mv_of_a_folder_is_one_rename(flux_server, hns_bucket):
     flux_server.reset_stats()
     fs.mv(f"{hns_bucket}/src", f"{hns_bucket}/dst")
     assert flux_server.stats()["requests"] == {"folder": 1}  # one rename: no copies, no deletes
-    fresh = make_fs(flux_server)
+    fresh = make_fs(flux_server, zonal_transport="http")
     moved = {n.replace("/dst/", "/src/", 1): b for n, b in fresh.cat(fresh.find(f"{hns_bucket}/dst")).items()}
     assert moved == data
     assert fresh.find(f"{hns_bucket}/src", withdirs=True) == []
@@ -91,36 +91,36 @@ def test_mv_of_a_folder_is_one_rename(flux_server, hns_bucket):
 
 
 def test_mv_of_a_folder_from_a_cold_cache_moves_no_object_itself(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe({f"{hns_bucket}/a/k{i}": b"v%d" % i for i in range(5)})
-    cold = make_fs(flux_server)
+    cold = make_fs(flux_server, zonal_transport="http")
     flux_server.reset_stats()
     cold.mv(f"{hns_bucket}/a", f"{hns_bucket}/b")
     requests = flux_server.stats()["requests"]
     assert not {"write", "copy", "delete", "compose"} & set(requests)
-    assert make_fs(flux_server).find(hns_bucket) == [f"{hns_bucket}/b/k{i}" for i in range(5)]
+    assert make_fs(flux_server, zonal_transport="http").find(hns_bucket) == [f"{hns_bucket}/b/k{i}" for i in range(5)]
 
 
 def test_mv_onto_an_existing_folder_refused_nothing_moved(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe({f"{hns_bucket}/a/k": b"1", f"{hns_bucket}/b/k": b"2"})
     with pytest.raises(FileExistsError, match=f"{hns_bucket}/b/"):
         fs.mv(f"{hns_bucket}/a", f"{hns_bucket}/b")
-    fresh = make_fs(flux_server)
+    fresh = make_fs(flux_server, zonal_transport="http")
     assert fresh.cat([f"{hns_bucket}/a/k", f"{hns_bucket}/b/k"]) == {f"{hns_bucket}/a/k": b"1",
                                                                       f"{hns_bucket}/b/k": b"2"}
 
 
 def test_mv_of_a_file_on_an_hns_bucket_still_moves_it(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe(f"{hns_bucket}/d/f", b"bytes")
     fs.mv(f"{hns_bucket}/d/f", f"{hns_bucket}/d/g")
-    assert make_fs(flux_server).find(hns_bucket) == [f"{hns_bucket}/d/g"]
+    assert make_fs(flux_server, zonal_transport="http").find(hns_bucket) == [f"{hns_bucket}/d/g"]
     assert fs.cat(f"{hns_bucket}/d/g") == b"bytes"
 
 
 def test_find_withdirs_includes_empty_folders(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe(f"{hns_bucket}/d/f", b"1")
     fs.mkdir(f"{hns_bucket}/d/e1/e2", create_parents=True)
     fs.mkdir(f"{hns_bucket}/top")
@@ -138,17 +138,17 @@ def test_find_withdirs_includes_empty_folders(flux_server, hns_bucket):
 
 
 def test_flat_bucket_unchanged(flux_server, bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     flux_server.reset_stats()
     fs.mkdir(f"{bucket}/sub/dir")  # gcsfs: nothing (GCS has no directories)
     fs.makedirs(f"{bucket}/other", exist_ok=True)
-    assert fs.ls(bucket) == [] and make_fs(flux_server).find(bucket, withdirs=True) == []
+    assert fs.ls(bucket) == [] and make_fs(flux_server, zonal_transport="http").find(bucket, withdirs=True) == []
     requests = flux_server.stats()["requests"]
     assert "folder" not in requests
     fs.pipe(f"{bucket}/d/f", b"x")
     fs.rmdir(f"{bucket}/d")  # a path below a flat bucket: nothing, as gcsfs
     fs.mv(f"{bucket}/d", f"{bucket}/e", recursive=True)  # copies and deletes
-    assert make_fs(flux_server).find(bucket) == [f"{bucket}/e/f"]
+    assert make_fs(flux_server, zonal_transport="http").find(bucket) == [f"{bucket}/e/f"]
     assert "folder" not in flux_server.stats()["requests"]
 
 
@@ -165,7 +165,7 @@ def test_parallel_lister_lists_everything_on_an_hns_bucket(flux_server, hns_buck
 
 
 def test_folder_calls_on_a_flat_bucket_answer_400(flux_server, bucket):
-    fs = make_fs(flux_server, bucket_types={bucket: "hns"})  # declared wrongly: the server says no
+    fs = make_fs(flux_server, zonal_transport="http", bucket_types={bucket: "hns"})  # declared wrongly: the server says no
     with pytest.raises(OSError, match=f"400.*hierarchical namespace not enabled.*{bucket}|"
                                       f"400.*does not have hierarchical namespace enabled: {bucket}"):
         fs.mkdir(f"{bucket}/x")
@@ -189,7 +189,7 @@ def test_folders_survive_a_restart(tmp_path):
 
 
 def test_mv_waits_for_the_rename_operation(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe({f"{hns_bucket}/a/k{i}": b"%d" % i for i in range(3)})
     fs.find(hns_bucket)
     flux_server.configure(latency_ms=300)  # the operation is reported done 0.3 s after the rename
@@ -199,14 +199,14 @@ def test_mv_waits_for_the_rename_operation(flux_server, hns_bucket):
         assert flux_server.stats()["requests"]["folder"] >= 2  # the rename, then polls of its operation
     finally:
         flux_server.configure(latency_ms=0)
-    assert make_fs(flux_server).cat(fs.find(f"{hns_bucket}/b")) == {f"{hns_bucket}/b/k{i}": b"%d" % i
+    assert make_fs(flux_server, zonal_transport="http").cat(fs.find(f"{hns_bucket}/b")) == {f"{hns_bucket}/b/k{i}": b"%d" % i
                                                                      for i in range(3)}
 
 
 def test_mv_gives_up_waiting_after_the_deadline_naming_both_folders(flux_server, hns_bucket, monkeypatch):
     from fluxfs.zonal import folders
 
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe(f"{hns_bucket}/a/k", b"1")
     monkeypatch.setattr(folders, "RENAME_DEADLINE", 0.0)
     flux_server.configure(latency_ms=300)  # the operation answered not done yet
@@ -220,27 +220,27 @@ def test_mv_gives_up_waiting_after_the_deadline_naming_both_folders(flux_server,
 
 
 def test_rm_recursive_deletes_the_folders_too(flux_server, hns_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe({f"{hns_bucket}/d/sub/k": b"1", f"{hns_bucket}/keep/k": b"2"})
     fs.mkdir(f"{hns_bucket}/d/empty/deeper", create_parents=True)
     fs.rm(f"{hns_bucket}/d", recursive=True)
     assert fs.ls(hns_bucket, detail=False) == [f"{hns_bucket}/keep"]
-    assert make_fs(flux_server).find(hns_bucket, withdirs=True) == [f"{hns_bucket}/keep", f"{hns_bucket}/keep/k"]
+    assert make_fs(flux_server, zonal_transport="http").find(hns_bucket, withdirs=True) == [f"{hns_bucket}/keep", f"{hns_bucket}/keep/k"]
     fs.mkdir(f"{hns_bucket}/only-empty")
     fs.rm(f"{hns_bucket}/only-empty", recursive=True)  # nothing but folders: still removed, no error
-    assert not make_fs(flux_server).exists(f"{hns_bucket}/only-empty")
+    assert not make_fs(flux_server, zonal_transport="http").exists(f"{hns_bucket}/only-empty")
     with pytest.raises(FileNotFoundError):
         fs.rm(f"{hns_bucket}/never", recursive=True)
 
 
 def test_zonal_bucket_has_folders_too(flux_server):
     name = new_bucket_name()
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.mkdir(name, placement="us-central1-a", location="us-central1")
     fs.pipe(f"{name}/a/k", b"zonal")
     fs.mkdir(f"{name}/empty")
     fs.mv(f"{name}/a", f"{name}/b")
-    fresh = make_fs(flux_server)
+    fresh = make_fs(flux_server, zonal_transport="http")
     assert fresh.find(name, withdirs=True) == [f"{name}/b", f"{name}/b/k", f"{name}/empty"]
     assert fresh.cat(f"{name}/b/k") == b"zonal"
 

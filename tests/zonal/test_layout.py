@@ -21,7 +21,7 @@ def _zonal_bucket(fs) -> str:
 
 
 def test_regional_bucket_is_standard_and_learned_once(flux_server, bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     flux_server.reset_stats()
     first, second = layout_sync(fs.client, bucket), layout_sync(fs.client, bucket)
     assert (first.kind, first.zonal, first.hns, first.source) == ("standard", False, False, "storageLayout")
@@ -30,14 +30,14 @@ def test_regional_bucket_is_standard_and_learned_once(flux_server, bucket):
 
 
 def test_zonal_bucket_made_by_mkdir_placement(flux_server):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     name = _zonal_bucket(fs)
     res = fs.call("GET", f"b/{name}", json_out=True)
     assert res["storageClass"] == "RAPID" and res["locationType"] == "zone" and res["location"] == "US-CENTRAL1"
     assert res["customPlacementConfig"] == {"dataLocations": ["us-central1-a"]}
     assert res["hierarchicalNamespace"] == {"enabled": True}
     assert res["iamConfiguration"] == {"uniformBucketLevelAccess": {"enabled": True}}
-    other = make_fs(flux_server)
+    other = make_fs(flux_server, zonal_transport="http")
     flux_server.reset_stats()
     got = [layout_sync(other.client, name) for _ in range(3)]
     assert got[0].zonal and got[0].hns and got[0].location == "US-CENTRAL1" and got.count(got[0]) == 3
@@ -45,16 +45,16 @@ def test_zonal_bucket_made_by_mkdir_placement(flux_server):
 
 
 def test_hns_bucket(flux_server):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     name = new_bucket_name()
     fs.mkdir(name, enable_hierarchical_namespace=True)
-    lay = layout_sync(make_fs(flux_server).client, name)
+    lay = layout_sync(make_fs(flux_server, zonal_transport="http").client, name)
     assert (lay.kind, lay.hns, lay.zonal) == ("hns", True, False)
 
 
 def test_declared_layouts_make_no_request(flux_server):
-    zonal_name = _zonal_bucket(make_fs(flux_server))
-    fs = make_fs(flux_server, bucket_types={"declared-zonal": "zonal", "*": "standard"})
+    zonal_name = _zonal_bucket(make_fs(flux_server, zonal_transport="http"))
+    fs = make_fs(flux_server, zonal_transport="http", bucket_types={"declared-zonal": "zonal", "*": "standard"})
     flux_server.reset_stats()
     assert layout_sync(fs.client, "declared-zonal").zonal
     assert layout_sync(fs.client, zonal_name).kind == "standard"  # "*" covers it: the server is not asked
@@ -131,14 +131,14 @@ def test_closed_port_names_the_endpoint_fast():
 ])
 def test_bad_bucket_types_are_refused_naming_them(flux_server, value, message):
     with pytest.raises(ValueError) as err:
-        make_fs(flux_server, bucket_types=value)
+        make_fs(flux_server, zonal_transport="http", bucket_types=value)
     assert message in str(err.value)
 
 
 def test_bucket_types_as_text(flux_server):
-    fs = make_fs(flux_server, bucket_types="b1=zonal, b2=HNS, *=standard")
+    fs = make_fs(flux_server, zonal_transport="http", bucket_types="b1=zonal, b2=HNS, *=standard")
     assert fs.options.bucket_types == {"b1": "zonal", "b2": "hns", "*": "standard"}
-    assert make_fs(flux_server, bucket_types="standard").options.bucket_types == {"*": "standard"}
+    assert make_fs(flux_server, zonal_transport="http", bucket_types="standard").options.bucket_types == {"*": "standard"}
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -147,7 +147,7 @@ def test_bucket_types_as_text(flux_server):
      "zone 'us-east1-b' is not in location 'us-central1' (a zonal bucket's location is its zone's region"),
 ])
 def test_bad_placement_is_refused_and_makes_no_bucket(flux_server, kwargs, message):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     name = new_bucket_name()
     with pytest.raises(ValueError) as err:
         fs.mkdir(name, **kwargs)
@@ -161,7 +161,7 @@ def test_concurrent_lookups_of_one_bucket_make_one_request(flux_server, bucket):
     from fluxfs.support import run
     from fluxfs.zonal import layout
 
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     flux_server.configure(latency_ms=100)  # the lookups overlap
 
     async def many():

@@ -14,7 +14,7 @@ from tests.conftest import make_fs, new_bucket_name
 @pytest.fixture
 def zonal_bucket(flux_server) -> str:
     name = new_bucket_name()
-    make_fs(flux_server).mkdir(name, placement="us-central1-a", location="us-central1")
+    make_fs(flux_server, zonal_transport="http").mkdir(name, placement="us-central1-a", location="us-central1")
     return name
 
 
@@ -25,7 +25,7 @@ def _objects(fs, bucket, n=40):
 
 
 def test_cat_objects_reads_directly_without_compose_or_warning(flux_server, zonal_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     data = _objects(fs, zonal_bucket)
     flux_server.reset_stats()  # the layout is learned once, by find (HNS: its folders are listed too)
     infos = list(fs.find(zonal_bucket, detail=True).values())
@@ -41,7 +41,7 @@ def test_cat_objects_reads_directly_without_compose_or_warning(flux_server, zona
 
 
 def test_regional_bucket_still_composes(flux_server, bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     data = _objects(fs, bucket)
     infos = list(fs.find(bucket, detail=True).values())
     flux_server.reset_stats()
@@ -50,7 +50,7 @@ def test_regional_bucket_still_composes(flux_server, bucket):
 
 
 def test_declared_zonal_reads_directly_without_asking(flux_server, bucket):
-    fs = make_fs(flux_server, bucket_types={bucket: "zonal"})
+    fs = make_fs(flux_server, zonal_transport="http", bucket_types={bucket: "zonal"})
     data = _objects(fs, bucket)
     infos = list(fs.find(bucket, detail=True).values())
     flux_server.reset_stats()
@@ -60,7 +60,7 @@ def test_declared_zonal_reads_directly_without_asking(flux_server, bucket):
 
 @pytest.mark.parametrize("multipart", ["compose", "xml"])
 def test_writes_succeed_without_compose(flux_server, zonal_bucket, multipart):
-    fs = make_fs(flux_server, multipart=multipart, part_size="5MiB")
+    fs = make_fs(flux_server, zonal_transport="http", multipart=multipart, part_size="5MiB")
     big, small = os.urandom(12 * 2**20 + 5), os.urandom(1000)
     flux_server.reset_stats()
     with fs.open(f"{zonal_bucket}/big", "wb") as f:
@@ -74,14 +74,14 @@ def test_writes_succeed_without_compose(flux_server, zonal_bucket, multipart):
 
 
 def test_xml_writes_do_not_ask_the_layout(flux_server, zonal_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     flux_server.reset_stats()
     fs.pipe_file(f"{zonal_bucket}/x", b"abc")
     assert "bucket" not in flux_server.stats()["requests"]
 
 
 def test_append_on_zonal_bucket_is_refused_naming_it(flux_server, zonal_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe_file(f"{zonal_bucket}/log", b"first")
     with pytest.raises(ZonalUnsupported, match=f"append to {zonal_bucket}/log: bucket {zonal_bucket} is zonal"):
         fs.open(f"{zonal_bucket}/log", "ab")
@@ -90,7 +90,7 @@ def test_append_on_zonal_bucket_is_refused_naming_it(flux_server, zonal_bucket):
 
 
 def test_merge_on_zonal_bucket_is_refused_naming_it(flux_server, zonal_bucket):
-    fs = make_fs(flux_server)
+    fs = make_fs(flux_server, zonal_transport="http")
     fs.pipe({f"{zonal_bucket}/a": b"1", f"{zonal_bucket}/b": b"2"})
     with pytest.raises(ZonalUnsupported, match=f"merge into {zonal_bucket}/ab: bucket {zonal_bucket} is zonal"):
         fs.merge(f"{zonal_bucket}/ab", [f"{zonal_bucket}/a", f"{zonal_bucket}/b"])
@@ -99,7 +99,7 @@ def test_merge_on_zonal_bucket_is_refused_naming_it(flux_server, zonal_bucket):
 
 def test_xml_fallback_on_zonal_bucket_fails_naming_it_then_writes_resumable(flux_server, zonal_bucket):
     flux_server.configure(xml_multipart=False)
-    fs = make_fs(flux_server, part_size="5MiB")
+    fs = make_fs(flux_server, zonal_transport="http", part_size="5MiB")
     big = os.urandom(11 * 2**20)
     with pytest.warns(RuntimeWarning, match="does not support XML multipart upload"):
         with pytest.raises(ZonalUnsupported, match=f"{zonal_bucket}/big: the server has no XML multipart upload "
@@ -115,7 +115,7 @@ def test_xml_fallback_on_zonal_bucket_fails_naming_it_then_writes_resumable(flux
 
 
 def test_reads_that_would_not_compose_do_not_ask_the_layout(flux_server, bucket):
-    fs = make_fs(flux_server, compose_threshold=10)  # every object read directly anyway
+    fs = make_fs(flux_server, zonal_transport="http", compose_threshold=10)  # every object read directly anyway
     data = _objects(fs, bucket, n=5)
     infos = list(fs.find(bucket, detail=True).values())
     flux_server.reset_stats()

@@ -1,0 +1,77 @@
+"""Upload strategy of zonal (Rapid) buckets over gRPC: one appendable object, parts appended in order on one
+`BidiWriteObject` stream and finalized on close ("wb", "xb", `pipe_file`, `put_file`), or, for "ab", appended
+to the live unfinalized object (taken over by its generation) and left appendable (`zonal_append.py`).
+
+The object exists, unfinalized, from the first part on (GCS makes it when the stream opens); readers see a
+normal object once it is finalized. A failed or cancelled write deletes the generation it created.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ..zonal import grpc_writes
+from .strategy import BaseUploader
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .parts import PartWriter
+
+
+class AppendableUploader(BaseUploader):
+    """A new appendable object, finalized with the whole write's crc32c (the server checks it)."""
+
+    sequential = True
+    whole_writes = True         # a write smaller than one part goes through it too (no HTTP upload on zonal)
+    taken: Any = None           # "ab": the writer that took the unfinalized object over at open
+    had = 0                     # "ab": the object's size then
+    appending = False
+
+    def __init__(self, pw: "PartWriter"):
+        super().__init__(pw)
+        self.writer: Any = None
+        self._opening: "asyncio.Future | None" = None
+
+    @classmethod
+    def onto(cls, writer: Any) -> type:
+        """The strategy of an "ab" write through `writer`, open on the object it appends to."""
+        return type("AppendOnto", (cls,), {"taken": writer, "had": int(writer.persisted_size or 0),
+                                           "appending": True, "verified": True})
+
+    async def start(self) -> None:
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._open())
+        await asyncio.shield(self._opening)
+
+    async def _open(self) -> None:
+        if self.appending:
+            self.writer = self.taken
+            return
+        self.writer = await grpc_writes.open_writer(self.client, self.pw.bucket, self.pw.key,
+                                                    0 if self.pw.create_only else None, self.pw.fields.resource())
+
+    async def upload_part(self, number: int, data: bytes, crc: int) -> None:
+        await self.start()
+        await grpc_writes.append(self.writer, data)
+
+    async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict:
+        await self.start()
+        if tail:
+            await grpc_writes.append(self.writer, tail)
+        if not self.appending:
+            resource = await grpc_writes.finalize(self.writer, crc)
+        else:
+            resource = await grpc_writes.close_unfinalized(self.client, self.writer)
+            if int(resource.get("size", -1)) != self.had + size:
+                raise OSError(f"append to {self.pw.what}: the object holds {resource.get('size')} bytes after "
+                              f"appending {size} to {self.had} (another writer took it over)")
+        self.writer = type(self).taken = None  # nothing keeps the finished stream (and its gRPC call) alive
+        await self.client.written(f"{self.pw.bucket}/{self.pw.key}")
+        return resource
+
+    async def abort(self) -> None:
+        if self._opening is not None and not self._opening.done():
+            await asyncio.gather(self._opening, return_exceptions=True)
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            type(self).taken = None
+            await grpc_writes.discard(self.client, writer, delete=not self.appending)

@@ -1,0 +1,50 @@
+"""gRPC failures (google-api-core's exceptions) as the exceptions fluxfs raises for the same HTTP answer,
+naming the object; and the library's retry settings from the filesystem's retry policy."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ChecksumMismatch, raise_for_status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gcs.client import Client
+
+
+def mapped(exc: BaseException, what: str) -> BaseException:
+    """The fluxfs exception for a gRPC call's `exc` about `what` ("bucket/key"); `exc` itself when not the server's."""
+    from google.api_core import exceptions as gexc
+    from google.cloud.storage.exceptions import DataCorruption
+
+    if isinstance(exc, DataCorruption):
+        return ChecksumMismatch(f"crc32c mismatch reading {what} over gRPC: bytes corrupted in transit ({exc})")
+    if not isinstance(exc, gexc.GoogleAPICallError):
+        return exc
+    status = exc.code or 500
+    if isinstance(exc, gexc.OutOfRange):
+        return ValueError(f"Requested range not satisfiable for {what}: {exc.message}")
+    if isinstance(exc, gexc.FailedPrecondition):
+        status = 412
+    elif isinstance(exc, gexc.ServiceUnavailable):
+        status = 503
+    try:
+        raise_for_status(status if status >= 400 else 500, (exc.message or "").encode(), what)
+    except Exception as out:  # noqa: BLE001 - the mapped exception is the result
+        return out
+    return exc
+
+
+def reraise(exc: BaseException, what: str) -> None:
+    """Raise `mapped(exc, what)` from `exc`."""
+    out = mapped(exc, what)
+    if out is exc:
+        raise exc
+    raise out from exc
+
+
+def async_retry(client: "Client", op: str) -> Any:
+    """google-api-core's AsyncRetry with the filesystem's backoff and deadline for `op` ("read", "write")."""
+    from google.api_core.retry_async import AsyncRetry
+
+    policy = client.retry_policy(op)
+    return AsyncRetry(initial=policy.initial, maximum=policy.maximum, multiplier=policy.multiplier,
+                      deadline=policy.deadline)

@@ -1,0 +1,225 @@
+"""Zonal buckets read over gRPC BidiReadObject and written as appendable objects over BidiWriteObject, on a server
+answering gRPC (tests/zonal/conftest.py); a regional bucket keeps HTTP."""
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+
+import pytest
+
+from fluxfs import FluxFileSystem
+from fluxfs.errors import ObjectChanged, ServerUnreachable
+from fluxfs.zonal import grpc_client
+from tests.conftest import make_fs
+from tests.zonal.conftest import zonal_fs
+
+MiB = 2**20
+
+
+def test_whole_and_ranged_reads_round_trip(zonal):
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    data = os.urandom(20 * MiB + 123)
+    fs.pipe_file(f"{bucket}/big", data)
+    assert fs.cat_file(f"{bucket}/big") == data
+    assert fs.cat_file(f"{bucket}/big", 5, 9 * MiB) == data[5:9 * MiB]
+    assert fs.cat_file(f"{bucket}/big", -100) == data[-100:]
+    assert fs.cat_ranges([f"{bucket}/big"] * 2, [0, 10 * MiB], [3, 10 * MiB + 7]) == [data[:3],
+                                                                                   data[10 * MiB:10 * MiB + 7]]
+    with fs.open(f"{bucket}/big", "rb", block_size=4 * MiB) as f:
+        f.seek(7 * MiB + 1)
+        assert f.read(5 * MiB) == data[7 * MiB + 1:12 * MiB + 1]
+        f.seek(0)
+        assert f.read() == data
+    with fs.open(f"{bucket}/big", "rb", cache_type="bytes") as f:  # fsspec's cache fed by _fetch_range
+        f.seek(3)
+        assert f.read(100) == data[3:103]
+
+
+def test_many_ranges_of_one_object(zonal):
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    data = os.urandom(3 * MiB)
+    fs.pipe_file(f"{bucket}/o", data)
+    spans = [(i * 29_000, i * 29_000 + 1000 + i) for i in range(100)]
+    got = fs.read_ranges(f"{bucket}/o", spans, max_gap=0)
+    assert list(got) == [data[a:b] for a, b in spans]
+    buffers = [bytearray(b - a) for a, b in spans[:10]]
+    fs.read_ranges(f"{bucket}/o", spans[:10], into=buffers, max_gap=0)
+    assert [bytes(b) for b in buffers] == [data[a:b] for a, b in spans[:10]]
+
+
+def test_read_ranges_of_a_generation_gone_is_object_changed(zonal):
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    fs.pipe_file(f"{bucket}/o", b"first version")
+    old = fs.info(f"{bucket}/o")["generation"]
+    fs.pipe_file(f"{bucket}/o", b"second version")
+    gone = str(int(old) + 7919)  # a generation the object never had (the testbench keeps replaced ones readable)
+    with pytest.raises(ObjectChanged, match=f"{bucket}/o"):
+        fs.read_ranges(f"{bucket}/o", [(0, 5)], generation=gone)
+    with pytest.raises(ObjectChanged, match=f"{bucket}/o"):
+        fs.read_ranges(f"{bucket}/o", [(0, 5), (9, 12)], generation=gone, max_gap=0)
+    assert fs.read_ranges(f"{bucket}/o", [(0, 6)]) == [b"second"]
+
+
+def test_missing_object_is_file_not_found_naming_it(zonal):
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    with pytest.raises(FileNotFoundError, match=f"{bucket}/nope"):
+        fs.cat_file(f"{bucket}/nope")
+
+
+def test_cat_objects_of_200_small_objects(zonal):
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    data = {f"{bucket}/s/{i:03d}": os.urandom(100 + i) for i in range(200)}
+    fs.pipe(data)
+    infos = listed(server, f"{bucket}/s")
+    assert fs.cat_objects(infos) == data
+    streamed = {}
+    for batch in fs.iter_cat_objects(infos, buffer_bytes=4096):
+        streamed.update(batch)
+    assert streamed == data
+
+
+def test_writes_are_finalized_objects(zonal, tmp_path):
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    data = os.urandom(5 * MiB + 7)
+    with fs.open(f"{bucket}/w", "wb", block_size=MiB) as f:
+        for i in range(0, len(data), 700_000):
+            f.write(data[i:i + 700_000])
+    assert fs.cat_file(f"{bucket}/w") == data and f.object_info["size"] == len(data)
+    fs.pipe_file(f"{bucket}/p", b"tiny")
+    assert fs.cat_file(f"{bucket}/p") == b"tiny"
+    local = tmp_path / "local.bin"
+    local.write_bytes(data[:MiB])
+    fs.put_file(str(local), f"{bucket}/put")
+    assert fs.cat_file(f"{bucket}/put") == data[:MiB]
+    with pytest.raises(FileExistsError, match=f"{bucket}/p"):
+        fs.pipe_file(f"{bucket}/p", b"again", mode="create")
+    with pytest.raises(PermissionError, match=f"{bucket}/p.*finalized"):  # finalized: no more appends
+        fs.open(f"{bucket}/p", "ab")
+
+
+def test_torch_save_round_trips(zonal):
+    torch = pytest.importorskip("torch")
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    state = {"w": torch.arange(1000, dtype=torch.float32)}
+    with fs.open(f"{bucket}/ckpt.pt", "wb") as f:
+        torch.save(state, f)
+    with fs.open(f"{bucket}/ckpt.pt", "rb") as f:
+        assert torch.equal(torch.load(f)["w"], state["w"])
+
+
+def test_failed_write_leaves_no_object(zonal):
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    with pytest.raises(RuntimeError):
+        with fs.open(f"{bucket}/half", "wb", block_size=MiB) as f:
+            f.write(os.urandom(3 * MiB))  # parts already appended to the unfinalized object
+            raise RuntimeError("interrupted")
+    fs.invalidate_cache()
+    assert not fs.exists(f"{bucket}/half")
+
+
+def test_append_is_native_and_readable_unfinalized(zonal):
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    with fs.open(f"{bucket}/log", "ab") as f:
+        f.write(b"hello ")
+    assert fs.cat_file(f"{bucket}/log") == b"hello "  # unfinalized, readable
+    with fs.open(f"{bucket}/log", "ab") as f:
+        f.write(b"world" * 1000)
+    assert fs.cat_file(f"{bucket}/log") == b"hello " + b"world" * 1000
+    assert fs.info(f"{bucket}/log")["size"] == 6 + 5000
+
+
+def listed(server, path: str) -> list[dict]:
+    """Info dicts of the objects under `path` (the testbench has no JSON folders API: listed as a flat bucket)."""
+    lister = zonal_fs(server, bucket_types={"*": "standard"}) if server.server is None else zonal_fs(server)
+    return list(lister.find(path, detail=True).values())
+
+
+_AT_START: list = []
+
+
+def _child_started() -> None:
+    _AT_START.append(grpc_client.client_count())
+
+
+def _child_read(path: str) -> tuple[int, bytes]:
+    return _AT_START[0], _FS.cat_file(path)
+
+
+_FS: FluxFileSystem | None = None
+
+
+def test_forked_workers_use_their_own_channel(zonal):
+    global _FS
+    server, bucket = zonal
+    _FS = zonal_fs(server)
+    data = {f"{bucket}/f{i}": os.urandom(1000 + i) for i in range(4)}
+    _FS.pipe(data)
+    assert _FS.cat_file(f"{bucket}/f0") == data[f"{bucket}/f0"]  # the parent's channel is open
+    assert grpc_client.client_count() >= 1
+    with multiprocessing.get_context("fork").Pool(2, initializer=_child_started) as pool:
+        got = pool.map(_child_read, list(data))
+    assert [b for _n, b in got] == list(data.values())
+    assert all(n == 0 for n, _b in got)  # no child started with its parent's client
+    assert _FS.cat_file(f"{bucket}/f1") == data[f"{bucket}/f1"]  # the parent's still works
+
+
+def test_unreachable_grpc_endpoint_is_named(zonal):
+    server, bucket = zonal
+    with socket_closed() as port:
+        fs = zonal_fs(server, grpc_endpoint=f"127.0.0.1:{port}")
+        with pytest.raises(ServerUnreachable, match=f"127.0.0.1:{port}.*grpc_endpoint"):
+            fs.cat_file(f"{bucket}/anything")
+
+
+def test_regional_bucket_stays_http(flux_server, bucket):
+    fs = make_fs(flux_server)  # zonal_transport="grpc" by default: a regional bucket is unaffected
+    flux_server.reset_stats()
+    fs.pipe_file(f"{bucket}/r", b"regional")
+    assert fs.cat_file(f"{bucket}/r") == b"regional"
+    with fs.open(f"{bucket}/r", "ab") as f:
+        f.write(b"+")
+    assert fs.cat_file(f"{bucket}/r") == b"regional+"
+    assert flux_server.stats()["requests"].get("read", 0) >= 2
+
+
+@pytest.mark.parametrize("option, value, named", [("zonal_transport", "udp", "zonal_transport"),
+                                                  ("grpc_endpoint", "http://127.0.0.1:1", "grpc_endpoint"),
+                                                  ("grpc_endpoint", "localhost", "grpc_endpoint")])
+def test_bad_options_are_named(option, value, named):
+    with pytest.raises(ValueError, match=named):
+        FluxFileSystem(endpoint_url="http://127.0.0.1:1", token="anon", skip_instance_cache=True, **{option: value})
+
+
+class socket_closed:
+    """A local port nothing listens on."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        return self.port
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def test_http_transport_on_zonal_is_an_option(zonal):
+    server, bucket = zonal
+    fs = zonal_fs(server, zonal_transport="http")
+    fs_grpc = zonal_fs(server)
+    fs_grpc.pipe_file(f"{bucket}/h", b"x" * 100)
+    assert fs.cat_file(f"{bucket}/h") == b"x" * 100
+    assert io.BytesIO(fs.cat_file(f"{bucket}/h", 10, 20)).read() == b"x" * 10
