@@ -133,7 +133,7 @@ def test_the_opening_says_when_to_choose_fluxfs_over_gcsfs_and_when_not():
     assert heading in compat
     section = compat[compat.index(heading):].split("\n## ", 1)[0]
     for topic in ("write permission", "read-only service account", "Class A", "Class B", "compose=False",
-                  "Versioned buckets", "zonal buckets", "not supported yet", "soft delete"):
+                  "Versioned buckets", "zonal buckets", "BidiReadObject", "zonal_transport", "soft delete"):
         assert topic.lower() in section.lower(), topic
     for topic in ("write permission", "read-only service account", "Class A", "zonal", "versioned"):
         assert topic.lower() in opening.lower(), topic

@@ -176,7 +176,8 @@ def test_forked_workers_use_their_own_channel(zonal):
 def test_unreachable_grpc_endpoint_is_named(zonal):
     server, bucket = zonal
     with socket_closed() as port:
-        fs = zonal_fs(server, grpc_endpoint=f"127.0.0.1:{port}")
+        # The layout declared: a read that does not know it yet goes over HTTP rather than wait for it.
+        fs = zonal_fs(server, grpc_endpoint=f"127.0.0.1:{port}", bucket_types={bucket: "zonal"})
         with pytest.raises(ServerUnreachable, match=f"127.0.0.1:{port}.*grpc_endpoint"):
             fs.cat_file(f"{bucket}/anything")
 

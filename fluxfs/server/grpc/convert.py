@@ -36,3 +36,12 @@ def object_pb(bucket: Any, obj: Obj, finalized: bool = True) -> Any:
         if obj.extra and obj.extra.get(k):
             setattr(o, field, obj.extra[k])
     return o
+
+
+def extra_of(res: Any) -> Any:
+    """The JSON fields besides content type and metadata that a write's Object message sets (cache control,
+    content disposition/encoding/language, custom time), as the store keeps them; None when there are none."""
+    out = {k: getattr(res, field) for k, field in _EXTRA.items() if getattr(res, field)}
+    if res.HasField("custom_time"):
+        out["customTime"] = res.custom_time.ToJsonString()
+    return out or None

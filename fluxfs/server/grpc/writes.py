@@ -12,7 +12,7 @@ from google.cloud._storage_v2 import types as v2
 from ...gcs.checksums import crc32c, crc_to_b64
 from ..preconditions import check_preconditions
 from .appendable import Appendable, current, finalize, persist, registry
-from .convert import object_pb
+from .convert import extra_of, object_pb
 from .reads import Pacer
 from .status import RpcError, bucket_name, gate, optional
 
@@ -35,7 +35,7 @@ def _create(srv: Any, spec: Any) -> Appendable:
     res = spec.resource
     bucket = bucket_name(res.bucket)
     obj = srv.store.put(bucket, res.name, b"", content_type=res.content_type or None,
-                        metadata=dict(res.metadata) or None, with_md5=False,
+                        metadata=dict(res.metadata) or None, extra=extra_of(res), with_md5=False,
                         preconditions={"if_gen": optional(spec, "if_generation_match"),
                                        "if_gen_not": optional(spec, "if_generation_not_match"),
                                        "if_meta": optional(spec, "if_metageneration_match"),
@@ -152,7 +152,7 @@ async def _one_shot(srv: Any, first: Any, requests: AsyncIterator[Any]):
         if message.finish_write:
             expect = optional(message.object_checksums, "crc32c") if message.HasField("object_checksums") else None
             obj = srv.store.put(bucket, res.name, b"".join(parts), content_type=res.content_type or None,
-                                metadata=dict(res.metadata) or None,
+                                metadata=dict(res.metadata) or None, extra=extra_of(res),
                                 expect_crc=crc_to_b64(expect) if expect is not None else None,
                                 preconditions={"if_gen": optional(spec, "if_generation_match"),
                                                "if_meta": optional(spec, "if_metageneration_match")})
