@@ -135,21 +135,12 @@ def read_shared(group: Group, windows: list[list[Span]], fetch: Callable[[list],
             parts = split_bytes([s[2] for s in spans], group.size)
             mine = rounds(parts)[group.rank]
             pending = [pool.submit(_fill, chunk, spans, buffers, fetch, full_path, max_gap) for chunk in mine]
-            errors: list[BaseException] = []
-
-            def ready(i: int) -> None:
-                if i < len(pending) and not errors:
-                    try:
-                        pending[i].result()
-                    except Exception as exc:  # noqa: BLE001 - raised on every rank after the broadcasts
-                        errors.append(exc)
-
             try:
-                share(group, parts, buffers, ready)
+                read_error = share(group, parts, buffers, pending)
             finally:
                 for f in pending:
                     f.cancel()
-            group.agree(None, errors[0] if errors else None, "reads")
+            group.agree(None, read_error, "reads")
             read += sum(p.length for p in parts[group.rank])
             if failed is None:
                 try:
