@@ -1,11 +1,11 @@
-"""DCP items every rank of a group loads (replicated state) read from storage once per group, then broadcast.
+"""DCP items every rank of a group loads (replicated state) read from storage once per group, then shared.
 
 Each rank's local plan carries who it is (`local_info`); the coordinator, which sees every rank's plan,
 marks the storage items that every member of a share group reads (`mark_shared`) and cuts them into
 windows, and sends that list back in each member's plan: every member gets the same list, so all agree
 which bytes move and in which collectives. In `read_data` (which DCP runs on every rank) each member
-reads its contiguous 1/N of each window's bytes and the group broadcasts the shares
-(`pipes.distributed`); items only some ranks need are read by those ranks alone, as before.
+reads its contiguous 1/N of each window's bytes and sends it to the others as it arrives
+(`pipes.distributed.broadcast.share`); items only some ranks need are read by those ranks alone, as before.
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Rank 0 reads the index and the headers and sends them (a few KiB per shard); every rank then lays the
 same tensors out, reads its contiguous 1/N of their bytes (`pipes.distributed.plan`) with the usual
-ranged reads, and the group broadcasts each rank's share to the others (`pipes.distributed.broadcast`).
+ranged reads, and each chunk of a rank's share goes to the others as soon as it is read
+(`pipes.distributed.broadcast.share`).
 Tensors a `slices=` function cuts are rank-specific: each rank reads its own, alone.
 """
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Rank r reads through the r-th server URL (servers sharing one --root, so they hold the same objects and
 generations): what each server sent is what that rank read from storage. MODE load: load_model_dir and
-load_file with group=; slices: rank-specific slices next to shared tensors; list: datasets listed once.
+load_file with group=; slices: rank-specific slices next to shared tensors; list: datasets listed once;
+denied: a load whose reads fail on rank 1 (its server refuses them), then one more once it serves again.
 Each rank writes what it got (tensor digests, bytes, list calls) to OUT/rank<r>.json.
 """
 from __future__ import annotations
@@ -70,6 +71,17 @@ def rank_main(rank: int, world: int, mode: str, out: str, bucket: str, port: int
             only_zero = dist.new_group([0])
             report["member"] = outcome(lambda: load_file(f"flux://{bucket}/model/model-00002-of-00002.safetensors",
                                                          group=only_zero, **options))
+        elif mode == "denied":  # rank 1's server refuses reads: rank 1's share fails after the headers
+            try:
+                load_model_dir(f"flux://{bucket}/model", group=None, **options)
+                report["denied"] = "loaded"
+            except Exception as exc:  # noqa: BLE001 - the test checks type, message and note
+                report["denied"] = f"{type(exc).__name__}: {exc} {' '.join(getattr(exc, '__notes__', []))}"
+            if rank == 1:
+                server.configure(deny_ops=())
+            dist.barrier()
+            sd = load_model_dir(f"flux://{bucket}/model", group=None, **options)  # the group still works after
+            report["after"] = digests(sd)
         elif mode == "list":
             from fluxfs.pipes import FluxIterableDataset
             from fluxfs.pipes.shards import FluxShardDataset, MissingIndexWarning
