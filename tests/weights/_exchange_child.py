@@ -3,7 +3,8 @@
 Each rank fills its own share of the same items (`pattern`), completing its chunks' futures itself, and
 moves the shares with `pipes.distributed.broadcast.share`, once per MODE. exact: every chunk ready at once; late:
 rank 0's first chunk is ready only once rank 1 holds rank 0's later chunks (or after 20 s); fail:
-rank 1's third chunk raises; broadcast: the NCCL path's rounds, run on gloo. Writes {mode: report} to OUT/rank<r>.json.
+rank 1's third chunk raises; broadcast: the NCCL path's rounds, run on gloo; subgroup: exact, over a
+group of global ranks 1 and 2 (sends addressed by global rank). Writes {mode: report} to OUT/rank<r>.json.
 """
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ def pattern(item: int, n: int) -> torch.Tensor:
 PATTERNS = [pattern(i, n) for i, n in enumerate(LENGTHS)]  # made once, before the ranks fork
 
 
-def one(rank: int, world: int, mode: str, seen) -> dict:
-    """This rank's report of one exchange in `mode`."""
+def one(group: Group, mode: str, seen) -> dict:
+    """This rank's report of one exchange in `mode` over `group`."""
+    rank, world = group.rank, group.size
     report: dict = {}
-    group = Group(None, "test")
     tensors = [torch.zeros(n, dtype=torch.uint8) for n in LENGTHS]
     buffers = [memoryview(t.numpy()).cast("B") if n else memoryview(bytearray()) for t, n in zip(tensors, LENGTHS)]
     parts = split_bytes(LENGTHS, world)
@@ -96,9 +97,14 @@ def rank_main(rank: int, world: int, modes: list, out: str, port: int, seen) -> 
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     report: dict = {}
+    sub = dist.new_group([1, 2])  # every rank makes the call; ranks 1 and 2 are its ranks 0 and 1
     try:
         for mode in modes:
-            report[mode] = one(rank, world, mode, seen)
+            if mode == "subgroup":
+                if rank in (1, 2):
+                    report[mode] = one(Group(sub, "test"), mode, seen)
+            else:
+                report[mode] = one(Group(None, "test"), mode, seen)
             dist.barrier()
     finally:
         with open(os.path.join(out, f"rank{rank}.json"), "w") as f:

@@ -17,7 +17,7 @@ from tests.pipes.test_distributed import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-MODES = "exact,broadcast,late,fail"
+MODES = "exact,broadcast,late,fail,subgroup"
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +35,12 @@ def test_every_rank_holds_every_share_byte_for_byte(ranks, mode):
     for r, report in enumerate(ranks):
         assert report[mode]["error"] is None, r
         assert report[mode]["exact"] == {"0": True, "1": True, "2": True}, r
+
+
+def test_a_group_of_some_ranks_exchanges_among_them(ranks):
+    assert "subgroup" not in ranks[0]
+    for report in ranks[1:]:
+        assert report["subgroup"] == {"error": None, "exact": {"0": True, "1": True}}
 
 
 def test_a_chunk_read_late_holds_back_none_of_the_others(ranks):
