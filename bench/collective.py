@@ -3,12 +3,20 @@
 The weights scenario's model (default 2 GB; --quick 64 MB) in 4 safetensors shards. Each rank reads
 through its own server; the servers share one --root, so they hold the same objects and what server r
 sent is what rank r read from storage. Contenders, interleaved, each a fresh set of ranks on this machine:
-  group2, group4   load_model_dir(url, group=None) on 2 / 4 gloo ranks: each reads ~1/N, broadcasts share it
+  group2, group4   load_model_dir(url, group=None) on 2 / 4 gloo ranks: each reads ~1/N, sends share it
   alone2, alone4   load_model_dir(url) on 2 / 4 ranks at once, each loading the whole model itself
 Timed: from a barrier before the load to a barrier after it (the slowest rank). Every rank's state dict
 is checked byte for byte (untimed). Reported: wall time, storage bytes per rank (the most any server
 sent) as a fraction of the model. Ratios: group2/bytes, group4/bytes (targets <= 0.55, <= 0.3),
 group2/alone and group4/alone (wall time; target <= 1).
+
+Without --link nothing but the profile's per-request cap limits storage: the servers, the ranks and the
+loopback between them share this machine's cores, and no link is shared. A node's ranks share its link
+to storage, which is what a group load saves; --link MBPS models it: every contender also runs as
+NAME-link, each rank's server capped at MBPS / ranks for all its responses together (`link_mbps`), so
+the ranks share MBPS (an even split: every rank reads as much as the others, alone or grouped). The
+exchange between ranks is not capped (inside a node it is shared memory or NVLink, not the link).
+Both sets are reported, with group2-link/alone and group4-link/alone beside the unlimited ratios.
 """
 from __future__ import annotations
 
@@ -31,6 +39,9 @@ CONTENDERS = {"group2": (2, True), "alone2": (2, False), "group4": (4, True), "a
 
 def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shards", type=int, default=4, help="number of safetensors shards")
+    parser.add_argument("--link", type=float, default=0.0, metavar="MBPS",
+                        help="also run every contender as one node whose ranks share a MBPS link to storage "
+                             "(each rank's server capped at MBPS / ranks): names ending in -link")
 
 
 def _rank(rank: int, spec: dict, out: str) -> None:
@@ -103,10 +114,11 @@ def run(args: argparse.Namespace) -> dict:
         servers = [first] + [stack.enter_context(run_server(root=root, profile=args.profile, in_process=False))
                              for _ in range(3)]
 
-        def contender(world: int, group: bool):
+        def contender(world: int, group: bool, link: float = 0.0):
             def one() -> dict:
                 for srv in servers:
                     srv.reset_stats()
+                    srv.configure(link_mbps=link / world)
                 spec = {"world": world, "group": group, "size": size, "port": _free_port(),
                         "urls": [s.url for s in servers[:world]]}
                 proc = subprocess.run([sys.executable, "-m", "bench.collective", "--worker", json.dumps(spec)],
@@ -119,16 +131,21 @@ def run(args: argparse.Namespace) -> dict:
                         "bytes_all_ranks": sum(per_rank) / model}
             return one
 
+        link = getattr(args, "link", 0.0) or 0.0
         contenders = {name: contender(*how) for name, how in CONTENDERS.items()}
-        params = {"size": model, "shards": args.shards, "tensors": len(layout(size))}
+        if link:
+            contenders.update({f"{name}-link": contender(*how, link) for name, how in CONTENDERS.items()})
+        params = {"size": model, "shards": args.shards, "tensors": len(layout(size)), "link_mbps": link}
+        suffixes = ("", "-link") if link else ("",)
         report = run_scenario("collective", args, params, contenders, "mb_per_s",
-                              [("group2", "alone2"), ("group4", "alone4")])
+                              [(f"group{w}{x}", f"alone{w}{x}") for x in suffixes for w in (2, 4)])
     med = {n: c["median"] for n, c in report["contenders"].items() if "median" in c}
     ratios = {f"{n}/bytes": round(med[n]["bytes_per_rank"], 3) for n in ("group2", "group4") if n in med}
-    for world in (2, 4):
-        a, b = med.get(f"group{world}"), med.get(f"alone{world}")
-        if a and b:
-            ratios[f"group{world}/alone"] = round(a["wall_s"] / b["wall_s"], 2)
+    for x in suffixes:
+        for world in (2, 4):
+            a, b = med.get(f"group{world}{x}"), med.get(f"alone{world}{x}")
+            if a and b:
+                ratios[f"group{world}{x}/alone"] = round(a["wall_s"] / b["wall_s"], 2)
     report["ratios"] = ratios
     print(f"ratios (collective, {args.profile}): " + "  ".join(f"{k}={v:g}x" for k, v in ratios.items()))
     for n, m in med.items():

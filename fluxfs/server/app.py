@@ -277,6 +277,7 @@ class Server:
         pieces = body if body.__class__ is list else None
         n = (sum(map(len, pieces)) if pieces is not None else len(body)) if body is not None else 0
         bw = self.profile.s["bandwidth_mbps"]
+        paced = bool(bw or self.profile.s["link_mbps"])
         if request.method == "HEAD":  # headers only, with the Content-Length a GET would have
             resp = web.StreamResponse(status=reply.status, headers=reply.headers)
             resp.content_length = reply.length if reply.length is not None else n
@@ -285,11 +286,13 @@ class Server:
             return resp
         self.bytes_out += n
         stall = self.profile.stall_at(request.get("op"))
-        if not reset and stall is None and n <= (_PACE_CHUNK if bw else _WRITE_CHUNK):
+        if not reset and stall is None and n <= (_PACE_CHUNK if paced else _WRITE_CHUNK):
+            if self.profile.s["link_mbps"]:
+                await asyncio.sleep(self.profile.link_wait(n, asyncio.get_running_loop().time()))
             if pieces is not None:
                 body = b"".join(pieces)
             return web.Response(status=reply.status, body=body if n else None, headers=reply.headers)
-        # Streamed in slices: big bodies, bodies paced to the bandwidth cap, injected resets.
+        # Streamed in slices: big bodies, bodies paced to the bandwidth caps, injected resets.
         resp = web.StreamResponse(status=reply.status, headers=reply.headers)
         resp.content_length = n
         try:
@@ -326,21 +329,23 @@ class Server:
             body.f.close()
         return resp
 
-    @staticmethod
-    async def _stream(resp: web.StreamResponse, views: Iterable[memoryview], stop: int, bw: float) -> None:
-        """Write the first `stop` bytes of `views` (in order) in slices, paced to `bw` MB/s if set."""
+    async def _stream(self, resp: web.StreamResponse, views: Iterable[memoryview], stop: int, bw: float) -> None:
+        """Write the first `stop` bytes of `views` (in order) in slices, paced to `bw` MB/s if set and to
+        the link all responses share (`link_mbps`) if set."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         pos = 0
-        step = _PACE_CHUNK if bw else _WRITE_CHUNK
+        link = self.profile.s["link_mbps"]
+        step = _PACE_CHUNK if bw or link else _WRITE_CHUNK
         for mv in views:
             off = 0
             while off < len(mv) and pos < stop:
                 chunk = mv[off:off + min(step, stop - pos)]
                 off += len(chunk)
                 pos += len(chunk)
-                if bw:  # a chunk leaves when the cap says its last byte may have arrived
-                    delay = t0 + pos / (bw * 1e6) - loop.time()
+                if bw or link:  # a chunk leaves when the caps say its last byte may have arrived
+                    now = loop.time()
+                    delay = max(t0 + pos / (bw * 1e6) - now if bw else 0.0, self.profile.link_wait(len(chunk), now))
                     if delay > 0:
                         await asyncio.sleep(delay)
                 await resp.write(chunk)

@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser, default_port: int = 0) -> arg
                         help="local: no delays; cloud: 30 ms first byte, 100 MB/s per request")
     parser.add_argument("--latency-ms", type=float, default=None, help="delay before the first byte of each response")
     parser.add_argument("--bandwidth-mbps", type=float, default=None, help="per-request bandwidth cap in MB/s")
+    parser.add_argument("--link-mbps", type=float, default=None,
+                        help="cap in MB/s on all responses together (a link they share)")
     parser.add_argument("--rate-limit", type=float, default=None, help="requests/s; excess answered 429")
     parser.add_argument("--fail-rate", type=float, default=None, help="fraction of requests failed (0..1)")
     parser.add_argument("--fail-codes", default=None, help="status codes for failures, e.g. 429,503")
@@ -45,7 +47,7 @@ def settings_from(args: argparse.Namespace) -> dict:
     s = {"profile": args.profile}
     if getattr(args, "allow_host", None):
         s["allowed_hosts"] = args.allow_host
-    for k in ("latency_ms", "bandwidth_mbps", "rate_limit", "fail_rate", "fail_codes", "reset_rate",
+    for k in ("latency_ms", "bandwidth_mbps", "link_mbps", "rate_limit", "fail_rate", "fail_codes", "reset_rate",
               "fail_ops", "seed"):
         v = getattr(args, k, None)
         if v is not None:

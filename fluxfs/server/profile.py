@@ -23,6 +23,8 @@ DEFAULTS: Dict[str, Any] = {
     "profile": "local",
     "latency_ms": 0.0,         # delay before the first byte of every data-plane response
     "bandwidth_mbps": 0.0,     # per-request body cap in MB/s (10**6 bytes); 0 = unlimited
+    "link_mbps": 0.0,          # cap on all response bodies together in MB/s (the link every request shares,
+                               # e.g. a node's share of its NIC); 0 = unlimited
     "rate_limit": 0.0,         # requests/s over the whole server (token bucket, 1 s burst); 0 = off
     "fail_rate": 0.0,          # fraction of requests answered with one of fail_codes
     "fail_codes": (429, 503),
@@ -72,6 +74,7 @@ class Profile:
         self.rng = random.Random(0)
         self._tokens = 0.0
         self._t = time.monotonic()
+        self._link_free = 0.0  # when the shared link has sent every byte handed to it so far
         self.configure(**settings)
 
     def configure(self, **settings: Any) -> Dict[str, Any]:
@@ -89,7 +92,8 @@ class Profile:
         for k, v in settings.items():
             if k == "profile":
                 continue
-            if k in ("latency_ms", "bandwidth_mbps", "rate_limit", "fail_rate", "reset_rate", "resumable_ttl_s"):
+            if k in ("latency_ms", "bandwidth_mbps", "link_mbps", "rate_limit", "fail_rate", "reset_rate",
+                     "resumable_ttl_s"):
                 v = float(v or 0)
                 if v < 0 or (k in ("fail_rate", "reset_rate") and v > 1):
                     raise ValueError(f"{k} out of range: {v}")
@@ -161,6 +165,15 @@ class Profile:
             self._tokens -= 1.0
             return True
         return False
+
+    def link_wait(self, n: int, now: float) -> float:
+        """Seconds until `n` more response bytes have crossed the link all responses share (0 without
+        `link_mbps`): bytes queue for it in the order they are handed over, as on a real link."""
+        rate = self.s["link_mbps"]
+        if not rate:
+            return 0.0
+        self._link_free = max(self._link_free, now) + n / (rate * 1e6)
+        return self._link_free - now
 
     def lose_reply(self, op: str) -> bool:
         """Whether to carry out this request and then close the connection without answering."""

@@ -1,11 +1,11 @@
-"""DCP items every rank of a group loads (replicated state) read from storage once per group, then broadcast.
+"""DCP items every rank of a group loads (replicated state) read from storage once per group, then shared.
 
 Each rank's local plan carries who it is (`local_info`); the coordinator, which sees every rank's plan,
 marks the storage items that every member of a share group reads (`mark_shared`) and cuts them into
 windows, and sends that list back in each member's plan: every member gets the same list, so all agree
 which bytes move and in which collectives. In `read_data` (which DCP runs on every rank) each member
-reads its contiguous 1/N of each window's bytes and the group broadcasts the shares
-(`pipes.distributed`); items only some ranks need are read by those ranks alone, as before.
+reads its contiguous 1/N of each window's bytes and sends it to the others as it arrives
+(`pipes.distributed.broadcast.share`); items only some ranks need are read by those ranks alone, as before.
 """
 from __future__ import annotations
 
@@ -135,21 +135,12 @@ def read_shared(group: Group, windows: list[list[Span]], fetch: Callable[[list],
             parts = split_bytes([s[2] for s in spans], group.size)
             mine = rounds(parts)[group.rank]
             pending = [pool.submit(_fill, chunk, spans, buffers, fetch, full_path, max_gap) for chunk in mine]
-            errors: list[BaseException] = []
-
-            def ready(i: int) -> None:
-                if i < len(pending) and not errors:
-                    try:
-                        pending[i].result()
-                    except Exception as exc:  # noqa: BLE001 - raised on every rank after the broadcasts
-                        errors.append(exc)
-
             try:
-                share(group, parts, buffers, ready)
+                read_error = share(group, parts, buffers, pending)
             finally:
                 for f in pending:
                     f.cancel()
-            group.agree(None, errors[0] if errors else None, "reads")
+            group.agree(None, read_error, "reads")
             read += sum(p.length for p in parts[group.rank])
             if failed is None:
                 try:

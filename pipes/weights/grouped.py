@@ -2,7 +2,8 @@
 
 Rank 0 reads the index and the headers and sends them (a few KiB per shard); every rank then lays the
 same tensors out, reads its contiguous 1/N of their bytes (`pipes.distributed.plan`) with the usual
-ranged reads, and the group broadcasts each rank's share to the others (`pipes.distributed.broadcast`).
+ranged reads, and each chunk of a rank's share goes to the others as soon as it is read
+(`pipes.distributed.broadcast.share`).
 Tensors a `slices=` function cuts are rank-specific: each rank reads its own, alone.
 """
 from __future__ import annotations
@@ -70,26 +71,21 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
     async def read_alone() -> list:
         return await gather_all(load_tensors(fs, o, names, limit, slices) for o, names in alone)
 
-    # Every chunk of this rank's share is read at once (under `concurrency`); round i of the exchange
-    # waits for chunk i only, so later chunks arrive from storage while earlier ones move between ranks.
+    # Every chunk of this rank's share is read at once (under `concurrency`); each moves to the other ranks
+    # as soon as its reads end, so later chunks arrive from storage while earlier ones move between ranks.
     mine = rounds(parts)[group.rank]
     pending = [submit(fs, read(c), "load_model_dir") for c in mine]
     cut = submit(fs, read_alone(), "load_model_dir") if alone else None
     errors: list[BaseException] = []
-
-    def ready(i: int) -> None:
-        if i < len(pending) and not errors:
-            try:
-                pending[i].result()
-            except Exception as exc:  # noqa: BLE001 - sent as garbage, raised on every rank after the rounds
-                errors.append(exc)
     try:
-        share(group, parts, buffers, ready)
+        failed = share(group, parts, buffers, pending)
+        if failed is not None:
+            errors.append(failed)
         if cut is not None and not errors:
             try:
                 for part in cut.result():
                     out.update(part)
-            except Exception as exc:  # noqa: BLE001 - as above
+            except Exception as exc:  # noqa: BLE001 - raised on every rank by the agree below
                 errors.append(exc)
     finally:
         for f in pending + ([cut] if cut is not None else []):

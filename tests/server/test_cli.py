@@ -45,13 +45,18 @@ def test_cli_rejects_bad_flags():
     proc = _start("--fail-ops", "bogus")
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and out == b"" and b"unknown op" in err
+    proc = _start("--link-mbps", "-1")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and out == b"" and err.strip() == b"fluxfs serve: link_mbps out of range: -1.0"
 
 
 def test_add_arguments_for_fluxfs_serve():
     import argparse
     p = add_arguments(argparse.ArgumentParser())
-    args = p.parse_args(["--profile", "cloud", "--latency-ms", "5", "--fail-codes", "429,503", "--seed", "3"])
-    assert settings_from(args) == {"profile": "cloud", "latency_ms": 5.0, "fail_codes": "429,503", "seed": 3}
+    args = p.parse_args(["--profile", "cloud", "--latency-ms", "5", "--fail-codes", "429,503", "--seed", "3",
+                         "--link-mbps", "200"])
+    assert settings_from(args) == {"profile": "cloud", "latency_ms": 5.0, "fail_codes": "429,503", "seed": 3,
+                                   "link_mbps": 200.0}
 
 
 def test_subprocess_handle_same_api(tmp_path):

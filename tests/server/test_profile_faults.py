@@ -120,6 +120,28 @@ def test_latency_and_bandwidth(srv, bkt):
     assert s["latency_ms"] == 0 and s["bandwidth_mbps"] == 0
 
 
+def test_link_cap_is_shared_by_concurrent_responses(srv, bkt):
+    from concurrent.futures import ThreadPoolExecutor
+
+    upload(srv.url, bkt, "m", bytes(range(256)) * 4000)  # 1,024,000 bytes
+    srv.configure(link_mbps=8)  # every response together at 8 MB/s; none alone is capped
+
+    def get(_):
+        return request(srv.url, "GET", obj_path(bkt, "m"), params={"alt": "media"}).body
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        bodies = list(pool.map(get, range(2)))
+    assert bodies == [bytes(range(256)) * 4000] * 2
+    assert time.perf_counter() - t0 >= 0.25  # 2.048 MB through one 8 MB/s link
+    t0 = time.perf_counter()
+    assert get(0) == bodies[0]
+    assert 0.12 <= time.perf_counter() - t0  # alone, the whole link: 1.024 MB at 8 MB/s
+    assert srv.configure(link_mbps=0)["link_mbps"] == 0
+    with pytest.raises(ValueError, match="link_mbps out of range"):
+        srv.configure(link_mbps=-1)
+
+
 def test_configure_rejects_bad_settings(srv):
     with pytest.raises(ValueError, match="unknown server setting"):
         srv.configure(latency=5)

@@ -1,8 +1,9 @@
 """Gloo ranks for test_group.py (launched by `tests._gloo.run_ranks` with MODE BUCKET; one rank per server).
 
 MODE load: load_model_dir and load_file with group=; slices: rank-specific slices next to shared tensors;
-errors: what each rank is told when the ranks disagree; list: datasets listed once. Each rank reports what it
-got (tensor digests, bytes, list calls).
+errors: what each rank is told when the ranks disagree; denied: a load whose reads fail on rank 1 (its server
+refuses them), then one more once it serves again; list: datasets listed once. Each rank reports what it got
+(tensor digests, bytes, list calls).
 """
 from __future__ import annotations
 
@@ -43,6 +44,17 @@ def rank_main(me: GlooRank, mode: str, bucket: str) -> None:
         only_zero = dist.new_group([0])
         report["member"] = outcome(lambda: load_file(f"flux://{bucket}/model/model-00002-of-00002.safetensors",
                                                      group=only_zero, **options))
+    elif mode == "denied":  # rank 1's server refuses reads: rank 1's share fails after the headers
+        try:
+            load_model_dir(f"flux://{bucket}/model", group=None, **options)
+            report["denied"] = "loaded"
+        except Exception as exc:  # noqa: BLE001 - the test checks type, message and note
+            report["denied"] = f"{type(exc).__name__}: {exc} {' '.join(getattr(exc, '__notes__', []))}"
+        if rank == 1:
+            me.server.configure(deny_ops=())
+        dist.barrier()
+        sd = load_model_dir(f"flux://{bucket}/model", group=None, **options)  # the group still works after
+        report["after"] = digests(sd)
     elif mode == "list":
         from fluxfs.pipes import FluxIterableDataset
         from fluxfs.pipes.shards import FluxShardDataset, MissingIndexWarning

@@ -128,3 +128,17 @@ def test_bad_group_calls_fail_on_every_rank_naming_why(servers, tmp_path):
         assert "neither model.safetensors.index.json nor model.safetensors" in report["missing"]
     assert zero["member"] == "loaded"  # a group of one: rank 0 loads alone
     assert one["member"].startswith("ValueError: load_file(flux://") and "is not a member of the group" in one["member"]
+
+
+def test_a_read_failing_on_one_rank_raises_on_every_rank_and_the_group_goes_on(servers, tmp_path):
+    bucket, handles, fs = servers
+    handles[1].configure(deny_ops={"read"})  # rank 1's server: every read of its share is refused (403)
+    try:
+        zero, one = run_ranks("denied", tmp_path, bucket, handles[:2])
+    finally:
+        handles[1].configure(deny_ops=())
+    for report in (zero, one):  # neither left waiting for the other's bytes
+        assert report["denied"].startswith("PermissionError: "), report["denied"]
+        assert f"{bucket}/model/model-0000" in report["denied"]
+        assert report["after"] == reference(fs, bucket)
+    assert "(raised on rank 1 of the group)" in zero["denied"]
