@@ -312,13 +312,16 @@ class NodeCache:
             os.replace(meta_tmp, self._path(eid, "meta"))
             os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
 
-    def _warn_full(self, exc: OSError) -> None:
-        if not self._warned:
-            self._warned = True
-            msg = (f"fluxfs node-local cache {self.directory}: {exc.strerror or exc}; objects that do not fit "
-                   "are read from storage without caching")
+    def _warn_once(self, flag: str, msg: str) -> None:
+        """Log and warn `msg` the first time only (`flag`: which of this cache's warnings it is)."""
+        if not getattr(self, flag):
+            setattr(self, flag, True)
             log.warning(msg)
-            warnings.warn(msg, RuntimeWarning, stacklevel=4)
+            warnings.warn(msg, RuntimeWarning, stacklevel=5)
+
+    def _warn_full(self, exc: OSError) -> None:
+        self._warn_once("_warned", f"fluxfs node-local cache {self.directory}: {exc.strerror or exc}; objects that "
+                                   "do not fit are read from storage without caching")
 
     def warn_index(self, exc: sqlite3.Error) -> None:
         """The index of packed entries failed: a full disk warns as one; a damaged index warns once."""
@@ -326,12 +329,10 @@ class NodeCache:
             return self._warn_full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
         if isinstance(exc, sqlite3.OperationalError):
             log.warning("fluxfs node-local cache %s: index: %s", self.directory, exc)  # locked too long, ...
-        elif not self._warned_index:
-            self._warned_index = True
-            msg = (f"fluxfs node-local cache {self.directory}: its index {index.INDEX} cannot be read ({exc}); "
-                   "small objects are read from storage without caching until `fluxfs cache clear` removes it")
-            log.warning(msg)
-            warnings.warn(msg, RuntimeWarning, stacklevel=4)
+        else:
+            self._warn_once("_warned_index", f"fluxfs node-local cache {self.directory}: its index {index.INDEX} "
+                                             f"cannot be read ({exc}); small objects are read from storage without "
+                                             "caching until `fluxfs cache clear` removes it")
         return None
 
     # -- the directory as a whole -----------------------------------------------------------
