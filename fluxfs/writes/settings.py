@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from .. import zonal
+from ..errors import ServerUnreachable
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE, XML_MIN_PART_SIZE
 from .appendable_uploader import AppendableUploader
 from .compose import ComposeUploader
@@ -77,6 +79,17 @@ def upload_settings(client: "Client", block_size: int | None = None,
 def asks_layout(client: "Client") -> bool:
     """Whether a write depends on its bucket's layout: compose (none on zonal) or gRPC appendable uploads."""
     return may_compose(client) or client.options.zonal_transport == "grpc"
+
+
+async def zonal_destination(client: "Client", bucket: str, path: str) -> bool:
+    """Whether the write of `path` goes to a zonal bucket, asked only where that matters (`asks_layout`); a server
+    not reached names the object being written, as the write's own requests would."""
+    if not asks_layout(client):
+        return False
+    try:
+        return await zonal.is_zonal(client, bucket)
+    except ServerUnreachable as exc:
+        raise ServerUnreachable(f"{path}: {str(exc).removeprefix(bucket + ': ')}") from None
 
 
 def may_compose(client: "Client") -> bool:

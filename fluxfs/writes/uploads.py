@@ -7,12 +7,11 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from .. import zonal
 from ..errors import UploadLost
 from .fields import ObjectFields, object_fields
 from .parts import PartWriter
 from .schedule import beyond_reach, fixed_part_size, max_part
-from .settings import asks_layout, may_compose, object_path, upload_settings
+from .settings import may_compose, object_path, upload_settings, zonal_destination
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -43,7 +42,7 @@ async def _upload_chunks(client: "Client", path: str, size: int, read: Callable[
 async def _upload_once(client: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
                        create_only: bool, fields: ObjectFields, callback: Any = None) -> dict:
     bucket, key = object_path(client, path)
-    zonal_bucket = await zonal.is_zonal(client, bucket) if asks_layout(client) else False
+    zonal_bucket = await zonal_destination(client, bucket, f"{bucket}/{key}")
     part, conc, uploader = upload_settings(client, fields=fields, on_zonal=may_compose(client) and zonal_bucket,
                                            appendable=zonal_bucket and client.options.zonal_transport == "grpc")
     cap = uploader.part_cap(client)

@@ -22,7 +22,7 @@ from .lifecycle import AtomicWriter
 from .parts import PartWriter
 from .schedule import beyond_reach, max_part, reach
 from .schedule import part_size as scheduled_part_size
-from .settings import asks_layout, may_compose, object_path, upload_settings
+from .settings import asks_layout, may_compose, object_path, upload_settings, zonal_destination
 from .single import exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,7 +138,9 @@ class FluxWriteFile(AtomicWriter):
 
     def _configure(self, fields: ObjectFields) -> None:
         """Part size and strategy for `fields` (XML headers cannot carry every field); before the upload starts."""
-        zonal_bucket = zonal.layout_sync(self.client, self.bucket).zonal if asks_layout(self.client) else False
+        learned = zonal.known(self.client, self.bucket) if asks_layout(self.client) else None
+        zonal_bucket = learned.zonal if learned is not None else (
+            asks_layout(self.client) and bridge.run(self.client, zonal_destination, self.client, self.bucket, self.path))
         on_zonal = may_compose(self.client) and zonal_bucket  # no compose there
         appendable = zonal_bucket and self.client.options.zonal_transport == "grpc"
         self.part_size, self.concurrency, uploader = upload_settings(self.client, self._block_size, fields, on_zonal,
