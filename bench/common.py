@@ -100,15 +100,23 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _sys_seconds() -> float:
+    """System (kernel) CPU of this process and its waited-for children."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_stime + kids.ru_stime
+
+
 def measure(fn: Callable[[], dict | None]) -> dict:
     """Run one contender once; add wall_s, cpu_s and derived rates to what it returns."""
-    cpu0, t0 = _cpu_seconds(), time.perf_counter()
+    cpu0, sys0, t0 = _cpu_seconds(), _sys_seconds(), time.perf_counter()
     out = dict(fn() or {})
-    wall, cpu = time.perf_counter() - t0, _cpu_seconds() - cpu0
+    wall, cpu, sys_ = time.perf_counter() - t0, _cpu_seconds() - cpu0, _sys_seconds() - sys0
     out.setdefault("wall_s", wall)
     out.setdefault("cpu_s", cpu)
+    out.setdefault("sys_s", sys_)
     if out.get("bytes"):
         out.setdefault("cpu_s_per_gb", out["cpu_s"] / (out["bytes"] / 1e9))
+        out.setdefault("sys_s_per_gb", out["sys_s"] / (out["bytes"] / 1e9))
     if out.get("objects"):
         out.setdefault("cpu_us_per_object", out["cpu_s"] / out["objects"] * 1e6)
     for rate, (count, per) in HEADLINE_DERIVED.items():

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import google_crc32c
 
-from . import crc as crcs, jobs
+from . import crc as crcs, direct, jobs
 from .entry import Meta, temp_name
 from .lock import FileLock
 from .store import NodeCache, _unlink
@@ -73,6 +73,7 @@ class Fill:
         self.ready = asyncio.get_running_loop().create_future()  # True: file reserved; False: not cached
         self.tmp: Optional[str] = None
         self.fd: Optional[int] = None
+        self.dfd: Optional[int] = None     # the same file opened with O_DIRECT for the parts' writes, if allowed
         self.writing = 0                   # writes on the fills' threads (the file is closed after them)
         self.closed = False
         FILLS[(cache.directory, eid)] = self
@@ -127,7 +128,7 @@ class Fill:
         """Part `p` into the file and checksummed, on the fills' threads; every part in: `finish`."""
         self.writing += 1
         try:
-            self.crcs[p] = await jobs.run(_write_part, self.fd, data, p * self.part, busy=_busy)
+            self.crcs[p] = await jobs.run(_write_part, self.fd, self.dfd, data, p * self.part, busy=_busy)
         except BaseException as exc:  # noqa: BLE001 - the reads were served from memory; nothing is cached
             self.writing -= 1
             if self.closed:
@@ -165,6 +166,8 @@ class Fill:
                 tmp = await jobs.run(self.cache._reserve, self.eid, need, busy=_busy)
             if tmp is not None and not self.closed:
                 self.fd = os.open(tmp, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+                if self.part % direct.BLOCK == 0:
+                    self.dfd = direct.open_direct(tmp)
         except BaseException as exc:  # noqa: BLE001 - not cached; the reads go on
             if tmp is not None:
                 _unlink(tmp)
@@ -259,6 +262,9 @@ class Fill:
         if self.fd is not None and not self.writing:  # a write under way closes it when it ends
             os.close(self.fd)
             self.fd = None
+            if self.dfd is not None:
+                os.close(self.dfd)
+                self.dfd = None
 
     def read_file(self, at: int, n: int) -> bytes:
         """`n` bytes at `at` of the parts already in the file (call without awaiting since the part's future)."""
@@ -266,10 +272,18 @@ class Fill:
         return os.pread(self.fd, n, at)
 
 
-def _write_part(fd: int, data: Any, offset: int) -> int:
-    """`data` written at `offset` of `fd`; its crc32c."""
+def _write_part(fd: int, dfd: Optional[int], data: Any, offset: int) -> int:
+    """`data` written at `offset` of `fd` (with O_DIRECT through `dfd` if given: `direct.py`); its crc32c.
+    A padded tail goes past the object's end: the commit truncates the file to its size."""
     view = memoryview(data).cast("B")
     crc = google_crc32c.value(data if isinstance(data, bytes) else bytes(view))
+    if dfd is not None:
+        try:
+            direct.write(dfd, [view], offset)
+            return crc
+        except OSError as exc:
+            if exc.errno not in direct.REFUSED:
+                raise  # through the page cache only where the filesystem refuses the direct write
     at = offset
     while view:
         n = os.pwrite(fd, view, at)
