@@ -2,17 +2,22 @@
 answering gRPC (tests/zonal/conftest.py); a regional bucket keeps HTTP."""
 from __future__ import annotations
 
+import hashlib
 import io
-import multiprocessing
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from fluxfs import FluxFileSystem
 from fluxfs.errors import ObjectChanged, ServerUnreachable
-from fluxfs.zonal import grpc_client
 from tests.conftest import make_fs
 from tests.zonal.conftest import zonal_fs
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MiB = 2**20
 
@@ -144,33 +149,25 @@ def listed(server, path: str) -> list[dict]:
     return list(lister.find(path, detail=True).values())
 
 
-_AT_START: list = []
-
-
-def _child_started() -> None:
-    _AT_START.append(grpc_client.client_count())
-
-
-def _child_read(path: str) -> tuple[int, bytes]:
-    return _AT_START[0], _FS.cat_file(path)
-
-
-_FS: FluxFileSystem | None = None
-
-
 def test_forked_workers_use_their_own_channel(zonal):
-    global _FS
+    """A process that read and wrote over gRPC forks workers (a DataLoader's, a fork Pool's): each builds its own
+    channel and reads the right bytes, and the parent's still works. Run in a fresh interpreter
+    (tests/zonal/_fork_child.py): this test process also hosts the embedded server, whose gRPC threads a training
+    process never has and which would be forked with the workers."""
     server, bucket = zonal
-    _FS = zonal_fs(server)
     data = {f"{bucket}/f{i}": os.urandom(1000 + i) for i in range(4)}
-    _FS.pipe(data)
-    assert _FS.cat_file(f"{bucket}/f0") == data[f"{bucket}/f0"]  # the parent's channel is open
-    assert grpc_client.client_count() >= 1
-    with multiprocessing.get_context("fork").Pool(2, initializer=_child_started) as pool:
-        got = pool.map(_child_read, list(data))
-    assert [b for _n, b in got] == list(data.values())
-    assert all(n == 0 for n, _b in got)  # no child started with its parent's client
-    assert _FS.cat_file(f"{bucket}/f1") == data[f"{bucket}/f1"]  # the parent's still works
+    zonal_fs(server).pipe(data)
+    declared = {**server.options.get("bucket_types", {}), bucket: "zonal"}  # over gRPC from the first read
+    spec = {"http_url": server.http_url, "grpc_endpoint": server.grpc_endpoint,
+            "options": {**server.options, "bucket_types": declared}, "paths": list(data)}
+    proc = subprocess.run([sys.executable, "-m", "tests.zonal._fork_child", json.dumps(spec)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["parent_clients"] >= 1  # the parent had a channel open when it forked
+    assert got["children_started_with"] == [0] * len(data)  # no child started with its parent's client
+    assert got["children_read"] == [hashlib.sha256(b).hexdigest() for b in data.values()]
+    assert got["parent_after"] == hashlib.sha256(data[f"{bucket}/f1"]).hexdigest()  # the parent's still works
 
 
 def test_unreachable_grpc_endpoint_is_named(zonal):
