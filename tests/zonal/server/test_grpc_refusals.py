@@ -11,7 +11,7 @@ from google.cloud.storage_control_v2 import types as ctl
 from google.longrunning import operations_pb2
 
 from tests.server import raw
-from tests.server.grpcutil import arun, endpoint, make_bucket
+from tests.zonal.server.grpcutil import arun, endpoint, make_bucket
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from google.cloud.storage.asyncio.async_appendable_object_writer import AsyncApp
 from google.cloud.storage.asyncio.async_multi_range_downloader import AsyncMultiRangeDownloader
 
 from tests.server import raw
-from tests.server.grpcutil import arun, make_bucket, storage
+from tests.zonal.server.grpcutil import arun, make_bucket, storage
 
 
 @pytest.fixture(scope="module")

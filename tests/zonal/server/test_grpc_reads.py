@@ -14,7 +14,7 @@ from google.api_core import exceptions
 from google.cloud.storage.asyncio.async_multi_range_downloader import AsyncMultiRangeDownloader
 
 from tests.server import raw
-from tests.server.grpcutil import arun, make_bucket, storage
+from tests.zonal.server.grpcutil import arun, make_bucket, storage
 
 SIZE = 5 * 1024 * 1024 + 123  # more than two 2 MiB pieces, not a multiple of them
 

@@ -14,7 +14,7 @@ from google.api_core import exceptions
 
 from fluxfs.server import run
 from tests.server import raw
-from tests.server.grpcutil import arun, endpoint, make_bucket, storage
+from tests.zonal.server.grpcutil import arun, endpoint, make_bucket, storage
 
 
 def _get_object(url, bucket, name):

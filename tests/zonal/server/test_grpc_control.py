@@ -7,7 +7,7 @@ import pytest
 from google.api_core import exceptions
 
 from tests.server import raw
-from tests.server.grpcutil import arun, control, make_bucket
+from tests.zonal.server.grpcutil import arun, control, make_bucket
 
 HNS = {"location": "us-east1", "hierarchicalNamespace": {"enabled": True},
        "iamConfiguration": {"uniformBucketLevelAccess": {"enabled": True}}}

@@ -10,7 +10,7 @@ import time
 import pytest
 from fsspec import asyn
 
-from tests.server.grpcutil import make_bucket
+from tests.zonal.server.grpcutil import make_bucket
 
 extended = pytest.importorskip("gcsfs.extended_gcsfs")
 
