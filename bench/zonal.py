@@ -13,7 +13,8 @@ writes), flux-regional (the same on a regional bucket: compose batching, HTTP), 
 opens a TLS channel an emulator cannot answer, so the bucket's type is given to it as a user of an
 emulator would: its own layout cache primed with ZONAL_HIERARCHICAL). Every result is checked (bytes,
 crc32c or tensors), untimed where possible. Headline MB/s; client CPU s/GB beside it.
-Ratios: `SET:flux-zonal/gcsfs-zonal` (targets: small >= 3, large/checkpoint/model >= 1.5),
+Ratios: `SET:flux-zonal/gcsfs-zonal` (targets: small >= 3, large, checkpoint load and model >= 1.5; the
+checkpoint set reports save and load apart, `checkpoint:save:...` and `checkpoint:load:...`),
 `SET:flux-zonal/flux-regional`, and `cpu:SET:flux-zonal/gcsfs-zonal` (CPU per GB, lower is better: <= 1).
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import time
 from typing import Any, Callable, Dict
 
 import google_crc32c
@@ -86,7 +88,7 @@ def _objects_set(flux, gfs, bucket: str, count: int, size: int, batch_bytes: int
 
 
 def _checkpoint_set(flux, gfs, bucket: str, size: int) -> Dict[str, Callable]:
-    """torch.save into fs.open("wb") then torch.load from fs.open("rb"): both timed, the tensors compared."""
+    """torch.save into fs.open("wb") then torch.load from fs.open("rb"): each timed, the tensors compared."""
     import torch
 
     n = size // 4 // 16
@@ -95,13 +97,18 @@ def _checkpoint_set(flux, gfs, bucket: str, size: int) -> Dict[str, Callable]:
 
     def one(fs) -> Callable[[], dict]:
         def fn() -> dict:
+            t0 = time.perf_counter()
             with fs.open(path, "wb") as f:
                 torch.save(sd, f)
+            t1 = time.perf_counter()
             with fs.open(path, "rb") as f:
                 got = torch.load(io.BufferedReader(f, 8 * MIB), weights_only=True)
+            t2 = time.perf_counter()
             if sorted(got) != sorted(sd) or any(not torch.equal(got[k], sd[k]) for k in sd):
                 raise WrongResult(f"{path}: the loaded state dict differs")
-            return {"bytes": 2 * 16 * n * 4}  # written and read
+            size = 16 * n * 4
+            return {"bytes": 2 * size, "save_mb_per_s": size / (t1 - t0) / 1e6,  # written and read
+                    "load_mb_per_s": size / (t2 - t1) / 1e6}
         return fn
 
     return {"flux": one(flux), "gcsfs": one(gfs)}
@@ -172,7 +179,8 @@ def run(args: argparse.Namespace) -> dict:
                 if zonal:
                     fns["gcsfs-zonal"] = made["gcsfs"]
             params = {"set": name, "bytes": big if name in ("checkpoint", "model") else counts[name]}
-            report = run_scenario(f"zonal-{name}", args, params, {c: fns[c] for c in CONTENDERS}, "mb_per_s",
+            headline = ["save_mb_per_s", "load_mb_per_s"] if name == "checkpoint" else "mb_per_s"
+            report = run_scenario(f"zonal-{name}", args, params, {c: fns[c] for c in CONTENDERS}, headline,
                                   [("flux-zonal", "gcsfs-zonal"), ("flux-zonal", "flux-regional")])
             combined["sets"][name] = report
             for k, v in report["ratios"].items():
@@ -181,5 +189,9 @@ def run(args: argparse.Namespace) -> dict:
             a, b = med.get("flux-zonal", {}).get("cpu_s_per_gb"), med.get("gcsfs-zonal", {}).get("cpu_s_per_gb")
             if a and b:
                 combined["ratios"][f"cpu:{name}:flux-zonal/gcsfs-zonal"] = round(a / b, 2)
+        # gcsfs keeps read streams pooled: closed while the server is up, they end quietly.
+        from fsspec.asyn import sync
+
+        sync(gfs.loop, gfs._close_resources)
     combined["params"] = {"sets": chosen, "big_bytes": big, "objects": counts, "repeat": args.repeat}
     return finish_combined("zonal", args, combined)

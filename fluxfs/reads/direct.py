@@ -11,7 +11,6 @@ import dataclasses
 import itertools
 import numbers
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
-from urllib.parse import quote
 
 import aiohttp
 import google_crc32c
@@ -250,8 +249,8 @@ async def read_object(client: "Client", bucket: str, key: str, *, start: Optiona
     first_end = s + chunk if end is None else min(end, s + chunk)
     if end is not None and first_end <= s:
         return Fetched(b"", s, -1, generation, None)
-    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: every range at once on one stream
-        got = await grpc_reads.read(client, bucket, key, start, end, generation, chunk)
+    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: ranges on bidi read streams
+        got = await grpc_reads.read(client, bucket, key, start, end, generation, chunk, size_hint, concurrency)
         return Fetched(b"".join(got.chunks), got.start, got.size, got.generation, got.crc32c)
     first = await get_chunks(client, bucket, key, s, first_end, generation)
     stop = first.size if end is None else min(end, first.size)

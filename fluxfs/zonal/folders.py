@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..errors import HttpError
 from ..gcs import http

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..errors import ServerUnreachable

@@ -42,6 +42,32 @@ def test_whole_and_ranged_reads_round_trip(zonal):
         assert f.read(100) == data[3:103]
 
 
+def test_large_read_spreads_over_streams_and_resumes_cut_ones(zonal):
+    """A large read goes out on several streams at once (one stream's throughput is bounded), and a stream cut
+    mid-range is read again from the byte it reached: the bytes are exact, none is sent twice."""
+    server, bucket = zonal
+    if server.server is None:
+        pytest.skip("stats and injected faults are the embedded server's")
+    srv = server.server
+    fs = zonal_fs(server)
+    data = os.urandom(40 * MiB + 5)
+    fs.pipe_file(f"{bucket}/big", data)
+    srv.reset_stats()
+    assert fs.cat_file(f"{bucket}/big") == data
+    st = srv.stats()
+    assert st["peak_in_flight"]["read"] >= 3  # 6 ranges of 8 MiB: the 5 after the first side by side
+    assert st["bytes_out"] == len(data)
+    with fs.open(f"{bucket}/big", "rb") as f:
+        f.seek(3 * MiB)
+        assert f.read(12 * MiB) == data[3 * MiB:15 * MiB]
+    srv.configure(cut_replies=2, fail_ops="read")
+    srv.reset_stats()
+    assert fs.cat_file(f"{bucket}/big") == data
+    st = srv.stats()
+    assert st["faults"]["read"] == 2
+    assert st["bytes_out"] == len(data)
+
+
 def test_many_ranges_of_one_object(zonal):
     server, bucket = zonal
     fs = zonal_fs(server)

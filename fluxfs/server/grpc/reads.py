@@ -4,7 +4,7 @@ a read handle in the first response, 2 MiB crc32c-checksummed pieces, range_end 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Tuple
+from typing import Any, AsyncIterator, Optional, Tuple
 
 import grpc
 from google.cloud._storage_v2 import types as v2
@@ -96,6 +96,8 @@ async def bidi_read_object(srv: Any, requests: AsyncIterator[Any], context: grpc
     if first is None or not first.HasField("read_object_spec"):
         raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, "The first BidiReadObjectRequest must carry "
                                                          "read_object_spec.")
+    loop = asyncio.get_running_loop()
+    opened = loop.time()  # the ranges of the opening message are due one latency after it, with the metadata
     gate(srv, context, "metadata")
     b, obj = open_object(srv, first.read_object_spec)
     await latency(srv)
@@ -105,11 +107,10 @@ async def bidi_read_object(srv: Any, requests: AsyncIterator[Any], context: grpc
     yield head
     # Ranges are served in the order they arrive; each one's first byte is due a latency after it arrived,
     # so ranges sent together wait once, as parallel requests would (a reader task notes the arrivals).
-    loop = asyncio.get_running_loop()
     arrived: asyncio.Queue = asyncio.Queue()
 
-    def note(message: Any) -> None:
-        due = loop.time() + srv.profile.s["latency_ms"] / 1000.0
+    def note(message: Any, at: Optional[float] = None) -> None:
+        due = (loop.time() if at is None else at) + srv.profile.s["latency_ms"] / 1000.0
         for rr in message.read_ranges:
             arrived.put_nowait((due, rr))
 
@@ -122,7 +123,7 @@ async def bidi_read_object(srv: Any, requests: AsyncIterator[Any], context: grpc
         finally:
             arrived.put_nowait(None)
 
-    note(first)
+    note(first, opened)
     reader = asyncio.ensure_future(take())
     pacer = Pacer(srv)
     try:

@@ -121,6 +121,45 @@ def test_ranges_sent_together_wait_one_latency_not_one_each(srv, stored):
     assert 0.4 <= took < 1.5  # the stream's and the batch's first byte (one range after another: 2.2 s)
 
 
+def test_ranges_in_the_opening_message_wait_one_latency(srv, stored):
+    """A stream opened with its range (a one-shot read) gets the metadata and the bytes one latency after it opened,
+    as a GET would: not one latency for the opening and another for the range."""
+    from google.cloud import _storage_v2 as v2
+
+    bucket, name, data = stored
+    srv.configure(latency_ms=500)
+
+    async def one_shot() -> bytes:
+        client = storage(srv.url)
+        try:
+            spec = v2.BidiReadObjectSpec(bucket=f"projects/_/buckets/{bucket}", object_=name)
+            request = v2.BidiReadObjectRequest(read_object_spec=spec,
+                                               read_ranges=[v2.ReadRange(read_offset=10, read_length=1000, read_id=1)])
+
+            async def requests():
+                yield request
+
+            stream = await client.grpc_client.bidi_read_object(
+                requests=requests(), metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
+            out, done = b"", False
+            async for resp in stream:
+                for part in resp.object_data_ranges:
+                    out += part.checksummed_data.content
+                    done = done or part.range_end
+                if done:
+                    break
+            stream.cancel()
+            return out
+        finally:
+            await client.grpc_client.transport.close()
+
+    t0 = time.monotonic()
+    got = arun(one_shot())
+    took = time.monotonic() - t0
+    assert got == data[10:1010]
+    assert 0.5 <= took < 0.9  # one latency; the opening's and the range's one after the other would be 1.0 s
+
+
 def test_rate_limit_answers_resource_exhausted(srv, stored):
     bucket, name, _ = stored
     srv.configure(rate_limit=1)

@@ -1,0 +1,241 @@
+"""`BidiReadObject` streams (google-cloud-storage's `AsyncMultiRangeDownloader`) pooled per object generation, and
+the reads made on them: the small ranged reads in flight on one object (`read_ranges`' groups, a read handle's
+blocks) share the stream open for its generation, which lingers a second after use (a server holds a worker per
+open stream: none is kept idle long). A stream cut mid-read is resumed by the library at the byte it had reached
+(its checks refuse a chunk at the wrong offset or with the wrong crc32c); a read covering the whole object is
+checked against the object's crc32c. An unpinned read opens a stream of its own (a pooled one may hold an older
+generation)."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
+import google_crc32c
+
+from ..errors import ChecksumMismatch
+from ..gcs.redact import get_logger
+from .grpc_client import connect
+from .grpc_errors import async_retry, reraise
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gcs.client import Client
+
+logger = get_logger(__name__)
+
+
+class _QuietStreamClose(logging.Filter):
+    """Drops the library's log records of what a pooled stream's close, a cancelled read and a server going
+    away under an idle stream leave behind (a recv loop ending, data for a read no longer waited for): real
+    failures reach the reads waiting on the stream, and through them the caller."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not (text.startswith(("Received data for unregistered read_id", "Stream multiplexer recv loop failed"))
+                    or "499 CANCELLED" in text)
+
+
+logging.getLogger("google.cloud.storage.asyncio._stream_multiplexer").addFilter(_QuietStreamClose())
+
+CHUNK = 8 * 2**20        # ranges of a large read, all sent at once on one stream
+MAX_RANGES = 1000        # the library's bound on one download_ranges call
+LINGER = 1.0             # seconds an idle pooled stream stays open for the next ranged read of its object
+
+
+@dataclasses.dataclass
+class Got:
+    """Bytes of one gRPC read, as the chunks received, and what the stream said about the object."""
+
+    chunks: list
+    start: int
+    size: int                 # the whole object's size (persisted bytes, for an unfinalized object)
+    generation: Optional[str]
+    crc32c: Optional[int]     # the whole object's crc32c, when the server sent it (finalized objects)
+    complete: bool = True     # False: a one-shot read that ended early (cut); the chunks are what came
+
+
+class _Chunks:
+    """A write-only buffer keeping the chunks it is given (the library writes each received chunk once)."""
+
+    def __init__(self) -> None:
+        self.chunks: list = []
+        self.n = 0
+
+    def write(self, data: bytes) -> int:
+        self.chunks.append(data)
+        self.n += len(data)
+        return len(data)
+
+
+class StreamPool:
+    """Open read streams by (bucket, key, generation), shared by the reads in flight on that object; an idle one
+    lingers `LINGER` seconds for the next ranged read (a read handle's next block), then closes: the server holds
+    a worker for every open stream, so none is kept idle for long."""
+
+    def __init__(self) -> None:
+        self.open: dict[tuple, Any] = {}
+        self.users: dict[int, int] = {}
+        self.opening: dict[tuple, asyncio.Future] = {}
+        self.timers: dict[int, asyncio.TimerHandle] = {}
+        self.closing: set = set()
+
+    async def acquire(self, client: "Client", bucket: str, key: str, generation: Optional[str],
+                      fresh: bool = False) -> tuple[Any, bool]:
+        """(an open stream of `bucket/key`, whether it was open before); of `generation` when given (shared), else
+        a new one of the live generation; `fresh`: a new one in any case."""
+        if generation and not fresh:
+            k = (bucket, key, str(generation))
+            mrd = self.open.get(k)
+            if mrd is not None and mrd.is_stream_open:
+                self._use(mrd)
+                return mrd, True
+            pending = self.opening.get(k)
+            if pending is None:
+                pending = self.opening[k] = asyncio.ensure_future(_open(client, bucket, key, generation))
+                pending.add_done_callback(lambda _f: self.opening.pop(k, None))
+            mrd = await asyncio.shield(pending)
+        else:
+            mrd = await _open(client, bucket, key, generation)
+        k = (bucket, key, str(mrd.generation))
+        if k not in self.open or not self.open[k].is_stream_open:
+            self.open[k] = mrd
+        self._use(mrd)
+        return mrd, False
+
+    def _use(self, mrd: Any) -> None:
+        self.users[id(mrd)] = self.users.get(id(mrd), 0) + 1
+        timer = self.timers.pop(id(mrd), None)
+        if timer is not None:
+            timer.cancel()
+
+    def release(self, mrd: Any, broken: bool = False, linger: bool = True) -> None:
+        """Done with `mrd`: closed once unused (after `LINGER` s when pooled and `linger`); `broken` leaves the pool."""
+        left = self.users[id(mrd)] = self.users.get(id(mrd), 1) - 1
+        k = (mrd.bucket_name, mrd.object_name, str(mrd.generation))
+        pooled = self.open.get(k) is mrd
+        if broken and pooled:
+            del self.open[k]
+            pooled = False
+        if left > 0:
+            return
+        if pooled and linger:
+            self.timers[id(mrd)] = asyncio.get_running_loop().call_later(LINGER, self._expire, k, mrd)
+            return
+        if pooled:
+            del self.open[k]
+        self._close(mrd)
+
+    def _expire(self, k: tuple, mrd: Any) -> None:
+        self.timers.pop(id(mrd), None)
+        if self.users.get(id(mrd), 0) > 0:
+            return
+        if self.open.get(k) is mrd:
+            del self.open[k]
+        self._close(mrd)
+
+    def _close(self, mrd: Any) -> None:
+        self.users.pop(id(mrd), None)
+        if not mrd.is_stream_open:
+            return
+        task = asyncio.ensure_future(_quiet_close(mrd))
+        self.closing.add(task)
+        task.add_done_callback(self.closing.discard)
+
+
+async def _quiet_close(mrd: Any) -> None:
+    try:
+        await mrd.close()
+    except Exception as exc:  # noqa: BLE001 - a stream already broken: nothing left to close
+        logger.debug("closing a read stream of %s/%s: %s", mrd.bucket_name, mrd.object_name, exc)
+
+
+async def _open(client: "Client", bucket: str, key: str, generation: Optional[str]) -> Any:
+    from google.cloud.storage.asyncio.async_multi_range_downloader import AsyncMultiRangeDownloader
+
+    what = f"{bucket}/{key}#{generation}" if generation else f"{bucket}/{key}"
+    try:
+        return await AsyncMultiRangeDownloader.create_mrd(await connect(client), bucket, key,
+                                                          generation=int(generation) if generation else None,
+                                                          retry_policy=async_retry(client, "read"))
+    except Exception as exc:
+        reraise(exc, what)
+        raise
+
+
+async def pool_of(client: "Client") -> StreamPool:
+    """The stream pool of the gRPC client `client` reads through (one per process, loop and endpoint)."""
+    grpc = await connect(client)
+    pool = getattr(grpc, "_fluxfs_pool", None)
+    if pool is None:
+        pool = grpc._fluxfs_pool = StreamPool()
+    return pool
+
+
+def _size(mrd: Any) -> int:
+    meta = mrd.object_metadata
+    if mrd.persisted_size is not None:
+        return int(mrd.persisted_size)
+    return int(meta.size) if meta is not None else 0
+
+
+async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[int] = None, end: Optional[int] = None,
+               generation: Optional[str] = None, chunk: int = CHUNK) -> Got:
+    """Bytes [start, end) of `bucket/key` (to its end when `end` is None; of `generation` when given) on the stream
+    pooled for that generation, every `chunk` of the range sent at once.
+
+    A range past the end comes back short; one starting at or past a non-empty object's end is a ValueError,
+    as the HTTP reads answer a 416. FileNotFoundError names the object (and the generation asked for)."""
+    what = f"{bucket}/{key}"
+    named = f"{what}#{generation}" if generation else what
+    pool = await pool_of(client)
+    mrd, reused = await pool.acquire(client, bucket, key, generation)
+    broken = True
+    try:
+        size, gen = _size(mrd), str(mrd.generation)
+        s = start or 0
+        stop = size if end is None else min(end, size)
+        if s >= size and s > 0:
+            broken = False
+            raise ValueError(f"Requested range {s}-{end} not satisfiable for {what} (size {size})")
+        spans = [(a, min(a + chunk, stop)) for a in range(s, stop, chunk)]
+        try:
+            bufs = await _download(mrd, spans)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not reused:
+                reraise(exc, named)
+            # A pooled stream the server closed meanwhile: once more on a new one.
+            pool.release(mrd, broken=True)
+            mrd, reused = await pool.acquire(client, bucket, key, gen, fresh=True)
+            try:
+                bufs = await _download(mrd, spans)
+            except asyncio.CancelledError:
+                raise
+            except Exception as again:
+                reraise(again, named)
+        chunks = [c for buf in bufs for c in buf.chunks]
+        for (a, b), buf in zip(spans, bufs):
+            if buf.n != b - a:
+                raise ConnectionError(f"short read of {what} over gRPC: {buf.n} bytes for range {a}-{b}")
+        crc = mrd.full_obj_server_crc32c if mrd.is_finalized else None
+        if s == 0 and stop == size and crc is not None:
+            value = 0
+            for c in chunks:
+                value = google_crc32c.extend(value, c)
+            if value != crc:
+                raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}) over gRPC")
+        broken = False
+        return Got(chunks, s, size, gen, crc)
+    finally:
+        pool.release(mrd, broken=broken)
+
+
+async def _download(mrd: Any, spans: list) -> list:
+    """Every span of `spans` on `mrd` at once (in calls of at most `MAX_RANGES`), as received chunks."""
+    bufs = [_Chunks() for _ in spans]
+    ranges = [(a, b - a, buf) for (a, b), buf in zip(spans, bufs)]
+    for i in range(0, len(ranges), MAX_RANGES):
+        await mrd.download_ranges(ranges[i:i + MAX_RANGES])
+    return bufs
