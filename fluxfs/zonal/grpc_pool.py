@@ -41,6 +41,7 @@ logging.getLogger("google.cloud.storage.asyncio._stream_multiplexer").addFilter(
 CHUNK = 8 * 2**20        # ranges of a large read, all sent at once on one stream
 MAX_RANGES = 1000        # the library's bound on one download_ranges call
 LINGER = 1.0             # seconds an idle pooled stream stays open for the next ranged read of its object
+LARGE_STREAMS = 8        # one-shot streams of large reads open at once per process (see StreamPool.large)
 
 
 @dataclasses.dataclass
@@ -74,6 +75,9 @@ class StreamPool:
     a worker for every open stream, so none is kept idle for long."""
 
     def __init__(self) -> None:
+        # Streams of their own that large reads hold open at once, all objects together: the server (and the
+        # connection's flow control) serves a few busy streams better than many.
+        self.large = asyncio.Semaphore(LARGE_STREAMS)
         self.open: dict[tuple, Any] = {}
         self.users: dict[int, int] = {}
         self.opening: dict[tuple, asyncio.Future] = {}

@@ -2,7 +2,8 @@
 
 A stream's first message may carry ranges, so a read made on a stream of its own costs one round trip (a
 "one-shot" read). A small object is read whole that way; a large read (at least `OWN_STREAM` bytes) is cut
-into `chunk`-sized ranges, each a one-shot read, `streams` at a time: the first tells the object's size and
+into `chunk`-sized ranges, each a one-shot read, `streams` at a time (and `grpc_pool.LARGE_STREAMS` per process
+for all large reads together): the first tells the object's size and
 generation and the rest are pinned to that generation, so an overwrite in the middle cannot mix two versions.
 A stream's throughput is bounded (as an HTTP request's is), so a large read on one stream would be too.
 Smaller ranged reads share the stream pooled for their object generation (`grpc_pool`). Offsets and chunk
@@ -21,14 +22,14 @@ from ..gcs.redact import get_logger
 from ..gcs.tasks import gather_all
 from .grpc_client import connect
 from .grpc_errors import reraise
-from .grpc_pool import CHUNK, Got, read_pooled
+from .grpc_pool import CHUNK, Got, pool_of, read_pooled
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
 
 logger = get_logger(__name__)
 
-OWN_STREAM = 2**20   # a ranged read at least this long gets streams of its own; shorter ones share the pooled one
+OWN_STREAM = 2**20  # a ranged read at least this long gets streams of its own; shorter ones share the pooled one
 STREAMS = 16         # one-shot streams a large read keeps open at once
 
 
@@ -52,7 +53,9 @@ async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional
     """[s, end) in `chunk`-sized one-shot reads, `streams` at a time, pinned to the generation the first one saw."""
     what = f"{bucket}/{key}"
     first_end = s + chunk if end is None else min(end, s + chunk)
-    first = await _one_shot(client, bucket, key, generation, s, first_end - s)
+    large = (await pool_of(client)).large
+    async with large:
+        first = await _one_shot(client, bucket, key, generation, s, first_end - s)
     if first is None:  # retryable trouble before anything came: the pooled downloader reads it
         return await read_pooled(client, bucket, key, s, end, generation, chunk)
     first = await _finish(client, bucket, key, first, first_end - s, chunk)
@@ -70,7 +73,7 @@ async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional
     sem = asyncio.Semaphore(max(1, streams))
 
     async def one(a: int, b: int) -> list:
-        async with sem:
+        async with sem, large:
             part = await _one_shot(client, bucket, key, gen, a, b - a)
             if part is None:
                 part = await read_pooled(client, bucket, key, a, b, gen, chunk)
