@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from .common import PeakMemory
+from .worker import failure
 
 MIB = 2**20
 BUCKET = "bench-checkpoint"
@@ -220,7 +221,7 @@ def _run_worker(python: str, spec: dict, env: dict) -> dict:
     out = subprocess.run([python, "-m", "bench.checkpoint", "--worker", json.dumps(spec)], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
-        raise RuntimeError(f"{spec['contender']} {spec['op']} failed: {out.stderr.strip()[-600:]}")
+        raise RuntimeError(failure(f"{spec['contender']} {spec['op']}", out))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -32,6 +32,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from .weights import BUCKET, _nbytes, check_loaded, layout, shard_file, shard_names, state
+from .worker import failure
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENDERS = {"group2": (2, True), "alone2": (2, False), "group4": (4, True), "alone4": (4, False)}
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> dict:
                 proc = subprocess.run([sys.executable, "-m", "bench.collective", "--worker", json.dumps(spec)],
                                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
                 if proc.returncode != 0:
-                    raise RuntimeError(f"{world} ranks failed: {proc.stderr.strip()[-800:]}")
+                    raise RuntimeError(failure(f"{world} ranks", proc))
                 got = json.loads(proc.stdout.strip().splitlines()[-1])
                 per_rank = [s.stats()["bytes_out"] for s in servers[:world]]
                 return {"wall_s": got["wall_s"], "bytes": model, "bytes_per_rank": max(per_rank) / model,

@@ -16,6 +16,8 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
+from .worker import failure
+
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "bench-dcp-replicated"
 
@@ -78,7 +80,7 @@ def measure(args: argparse.Namespace, nbytes: int = 64 * 2**20) -> dict:
             proc = subprocess.run([sys.executable, "-m", "bench.dcp_replicated", "--worker", json.dumps(spec)],
                                   cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
             if proc.returncode != 0:
-                raise RuntimeError(f"replicated load ({name}) failed: {proc.stderr.strip()[-800:]}")
+                raise RuntimeError(failure(f"replicated load ({name})", proc))
             out[name] = round(max(s.stats()["bytes_out"] for s in servers) / size, 3)
     print(f"  [dcp] replicated load, 2 ranks: storage bytes per rank {out['shared']:.3f} of the checkpoint "
           f"(group='node'), {out['alone']:.3f} (group=NO_GROUP)", file=sys.stderr)

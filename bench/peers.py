@@ -14,21 +14,20 @@ The fluxfs contender of `bench reads` runs here too, so all of them are measured
 and CPU (os.times of the whole process, its native threads included) around the reads only, the
 benchmark's own crc32c check of every object taken off both (its thread's CPU and its wall time), peak
 memory from VmHWM reset after the imports (`PeakMemory`). Nothing big is returned through `asyncio.run`
-(on Python 3.11 it costs seconds of CPU for a few hundred MB): results are stored from inside.
+(on Python 3.11 it costs seconds of CPU for a few hundred MB): results are stored from inside. Workers
+print their figures and leave without interpreter finalization (`bench.worker.leave` says why).
 """
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 from .common import PeakMemory, Skipped, WrongResult
+from .worker import ROOT, leave, pythonpath, run_python
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"obstore": ("obstore",), "tensorstore": ("tensorstore",),
             "runai": ("runai_model_streamer", "runai_model_streamer_gcs")}
 
@@ -71,15 +70,9 @@ def run_worker(spec: dict, timeout: float = 3600) -> dict:
     reason = missing(spec["contender"])
     if reason:
         raise Skipped(reason)
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
+    env = {**os.environ, "PYTHONPATH": pythonpath(str(ROOT)),
            **peer_env(spec["contender"], spec["url"], spec["concurrency"])}
-    out = subprocess.run([sys.executable, "-m", "bench.peers"], input=json.dumps(spec), cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=timeout)
-    if out.returncode != 0:
-        tail = out.stderr.strip()[-800:]
-        how = f"killed by signal {-out.returncode}" if out.returncode < 0 else f"exit status {out.returncode}"
-        raise (WrongResult if "WrongResult" in tail else RuntimeError)(f"{spec['contender']} ({how}): {tail}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_python(["-m", "bench.peers"], what=spec["contender"], env=env, timeout=timeout, stdin=json.dumps(spec))
 
 
 # -- in the worker --------------------------------------------------------------------------------
@@ -106,7 +99,8 @@ class _Clock:
         t0, c0 = time.perf_counter(), time.thread_time()
         raw = body if isinstance(body, bytes) else bytes(body)
         if len(raw) != size or _crc(raw) != crc:
-            raise WrongResult(f"wrong bytes for {key}: {len(raw)} bytes, expected {size}")
+            raise WrongResult(f"wrong bytes for {key}: {len(raw)} bytes with crc32c {_crc(raw)}, "
+                              f"expected {size} bytes with crc32c {crc}")
         self.off_wall += time.perf_counter() - t0
         self.off_cpu += time.thread_time() - c0
 
@@ -194,13 +188,6 @@ def read_objects(spec: dict) -> dict:
     return out
 
 
-def exit_after(figures: dict) -> None:
-    """Print the figures and leave without interpreter finalization: obstore 0.12.1 aborts (SIGABRT) in
-    about one process exit in ten, after its work is done and checked."""
-    print(json.dumps(figures), flush=True)
-    sys.stderr.flush()
-    os._exit(0)
-
-
 if __name__ == "__main__":
-    exit_after(read_objects(json.loads(sys.stdin.read())))
+    spec = json.loads(sys.stdin.read())
+    leave(lambda: read_objects(spec))

@@ -29,18 +29,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from . import peers
 from .common import Skipped
+from .worker import ROOT, leave, pythonpath, run_python
 
 MIB = 2**20
 BUCKET = "bench-weights"
-ROOT = Path(__file__).resolve().parents[1]
 SHARDS = 4
 RANGE = 8 * MIB
 IN_FLIGHT = 16
@@ -251,11 +249,8 @@ def _run_worker(spec: dict, env: dict) -> dict:
         if reason:
             raise Skipped(reason)
         env = {**env, **peers.peer_env(spec["contender"], spec["url"], IN_FLIGHT, RANGE)}
-    out = subprocess.run([sys.executable, "-m", "bench.weights", "--worker", json.dumps(spec)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=3600)
-    if out.returncode != 0:
-        raise RuntimeError(f"{spec['contender']} {spec['op']} failed: {out.stderr.strip()[-800:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_python(["-m", "bench.weights", "--worker", json.dumps(spec)], env=env, timeout=3600,
+                      what=f"{spec['contender']} {spec['op']}")
 
 
 def _upload_model(srv, size: int, shards: int) -> tuple[list[int], dict]:
@@ -303,7 +298,7 @@ def run(args: argparse.Namespace) -> dict:
                   "concurrency": {"fluxfs": f"load_model_dir(concurrency={IN_FLIGHT}), ranges of {RANGE} bytes",
                                   "limit": f"{IN_FLIGHT} aiohttp GETs of {RANGE} bytes",
                                   **{p: peers.concurrency_note(p, IN_FLIGHT, RANGE) for p in PEERS}}}
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": pythonpath(str(ROOT))}
         fs = FluxFileSystem(endpoint_url=srv.url, token="anon", skip_instance_cache=True)
 
         def contender(name: str):
@@ -364,6 +359,6 @@ def run(args: argparse.Namespace) -> dict:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        peers.exit_after(worker(json.loads(sys.argv[2])))
+        leave(lambda: worker(json.loads(sys.argv[2])))
     else:
         sys.exit("usage: python -m bench weights [options]  (this module's own entry point is for its workers)")

@@ -9,12 +9,10 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from bench import peers
+from bench import peers, worker
 from bench.common import WrongResult, run_scenario
 from tests.conftest import make_fs
 
@@ -72,16 +70,22 @@ def _digest(torch, t) -> list:
 LOAD = """
 import hashlib, json, sys, torch
 from bench import peer_weights
+from bench.worker import leave
 spec = json.loads(sys.argv[1])
-got = peer_weights.LOADERS[spec["contender"]](torch, spec, spec["keys"], 64 * 1024, 4)
-print(json.dumps({n: [str(t.dtype), list(t.shape),
-                      hashlib.sha256(t.contiguous().view(-1).view(torch.uint8).numpy()).hexdigest()]
-                  for n, t in got.items()}))
+
+
+def digests():
+    got = peer_weights.LOADERS[spec["contender"]](torch, spec, spec["keys"], 64 * 1024, 4)
+    return {n: [str(t.dtype), list(t.shape),
+                hashlib.sha256(t.contiguous().view(-1).view(torch.uint8).numpy()).hexdigest()] for n, t in got.items()}
+
+
+leave(digests)
 """
 
 
-@pytest.mark.parametrize("contender", ["runai", "obstore", "tensorstore"])
-def test_weights_peer_loads_every_tensor(flux_server, bucket, contender):
+def _load(flux_server, bucket, contender: str, env: dict) -> None:
+    """`contender` loads two shards in its own process (`LOAD`, `env` added): exactly their tensors."""
     needs(contender)
     torch = pytest.importorskip("torch")
     st = pytest.importorskip("safetensors.torch")
@@ -93,12 +97,74 @@ def test_weights_peer_loads_every_tensor(flux_server, bucket, contender):
         sizes.append(len(body))
         fs.pipe_file(f"{bucket}/{keys[-1]}", body)
     job = {"contender": contender, "url": flux_server.url, "bucket": bucket, "keys": keys, "shard_sizes": sizes}
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **peers.peer_env(contender, flux_server.url, 4, 64 * 1024)}
-    out = subprocess.run([sys.executable, "-c", LOAD, json.dumps(job)], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    env = {**os.environ, "PYTHONPATH": worker.pythonpath(str(ROOT)),
+           **peers.peer_env(contender, flux_server.url, 4, 64 * 1024), **env}
+    got = worker.run_python(["-c", LOAD, json.dumps(job)], what=f"{contender} load", env=env, timeout=120)
     assert got == {n: _digest(torch, t) for part in shards for n, t in part.items()}
+
+
+@pytest.mark.parametrize("contender", ["runai", "obstore", "tensorstore"])
+def test_weights_peer_loads_every_tensor(flux_server, bucket, contender):
+    _load(flux_server, bucket, contender, {})
+
+
+# obstore resolves each asyncio future from one of its tokio threads (loop.call_soon_threadsafe): the loop can run
+# the callback, and the worker finish, while that thread is still writing the loop's wake-up byte. Python < 3.14
+# ends a thread that takes the GIL back during interpreter finalization with pthread_exit, which aborts (SIGABRT)
+# when it unwinds through Rust frames. Here those threads return from the write only once the interpreter is
+# finalizing (they poll for it, the GIL released between polls): the race is always lost.
+LATE_DELIVERY = """
+import sys, threading, time
+from asyncio import selector_events
+
+_write = selector_events.BaseSelectorEventLoop._write_to_self
+
+
+def _late(self):
+    _write(self)
+    while threading.current_thread() is not threading.main_thread() and not sys.is_finalizing():
+        time.sleep(0.001)
+
+
+selector_events.BaseSelectorEventLoop._write_to_self = _late
+"""
+
+
+@pytest.fixture
+def late_delivery(tmp_path) -> str:
+    """A PYTHONPATH entry whose sitecustomize makes the peers' threads return late from waking the event loop."""
+    (tmp_path / "sitecustomize.py").write_text(LATE_DELIVERY)
+    return str(tmp_path)
+
+
+def test_obstore_weights_worker_exits_0_while_a_result_is_still_being_delivered(flux_server, bucket, late_delivery):
+    _load(flux_server, bucket, "obstore", {"PYTHONPATH": os.pathsep.join([str(ROOT), late_delivery])})
+
+
+def test_obstore_reads_worker_exits_0_while_a_result_is_still_being_delivered(flux_server, bucket, listed,
+                                                                                late_delivery, monkeypatch):
+    needs("obstore")
+    monkeypatch.setenv("PYTHONPATH", late_delivery)
+    out = peers.run_worker(spec(flux_server, bucket, "obstore", listed), timeout=120)
+    assert (out["objects"], out["bytes"]) == (24, sum(o[1] for o in listed))
+
+
+def test_obstore_refusal_exits_1_while_a_result_is_still_being_delivered(flux_server, bucket, listed,
+                                                                          late_delivery, monkeypatch):
+    needs("obstore")
+    monkeypatch.setenv("PYTHONPATH", late_delivery)
+    listed[0][2] = "AAAAAA=="
+    with pytest.raises(WrongResult, match=rf"(?s)^obstore \(exit status 1\): .*wrong bytes for {listed[0][0]}: "
+                                          rf"{listed[0][1]} bytes with crc32c \S+, expected {listed[0][1]} bytes "
+                                          rf"with crc32c AAAAAA==$"):
+        peers.run_worker(spec(flux_server, bucket, "obstore", listed), timeout=120)
+
+
+def test_a_worker_killed_by_a_signal_is_reported_by_name_with_what_it_printed():
+    script = "import json, os; print(json.dumps({'done': 1}), flush=True); os.abort()"
+    with pytest.raises(RuntimeError, match=r"^demo worker \(killed by SIGABRT, after printing its result\): "
+                                           r"nothing on stderr$"):
+        worker.run_python(["-c", script], what="demo worker", env=dict(os.environ), timeout=60)
 
 
 def test_missing_peer_is_reported_skipped_not_failed(flux_server, bucket, listed, monkeypatch):
