@@ -53,9 +53,9 @@ async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional
     """[s, end) in `chunk`-sized one-shot reads, `streams` at a time, pinned to the generation the first one saw."""
     what = f"{bucket}/{key}"
     first_end = s + chunk if end is None else min(end, s + chunk)
-    large = (await pool_of(client)).large
-    async with large:
-        first = await _one_shot(client, bucket, key, generation, s, first_end - s)
+    # The first range is a read's one stream (a whole object of unknown size may well be small); the rest
+    # spread over streams of their own, within the process's bound.
+    first = await _one_shot(client, bucket, key, generation, s, first_end - s)
     if first is None:  # retryable trouble before anything came: the pooled downloader reads it
         return await read_pooled(client, bucket, key, s, end, generation, chunk)
     first = await _finish(client, bucket, key, first, first_end - s, chunk)
@@ -71,6 +71,7 @@ async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional
     if got != min(first_end, stop) - s:
         raise ConnectionError(f"short read of {what} over gRPC: {got} bytes for range {s}-{first_end}")
     sem = asyncio.Semaphore(max(1, streams))
+    large = (await pool_of(client)).large
 
     async def one(a: int, b: int) -> list:
         async with sem, large:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,26 @@ def test_cat_objects_of_200_small_objects(zonal):
     for batch in fs.iter_cat_objects(infos, buffer_bytes=4096):
         streamed.update(batch)
     assert streamed == data
+
+
+def test_small_objects_are_read_side_by_side(zonal):
+    """Many small objects are read with the filesystem's read concurrency in flight (each on a stream of its own),
+    whether the caller gave their sizes (cat_objects) or not (cat of paths): 64 reads 32 at a time take two
+    first-byte latencies, where 8 at a time would take eight."""
+    server, bucket = zonal
+    if server.server is None:
+        pytest.skip("latency is the embedded server's")
+    srv = server.server
+    fs = zonal_fs(server, read_concurrency=32)
+    data = {f"{bucket}/p/{i:03d}": os.urandom(1000 + i) for i in range(64)}
+    fs.pipe(data)
+    infos = listed(server, f"{bucket}/p")
+    assert fs.cat_file(infos[0]["name"]) == data[infos[0]["name"]]  # the bucket's layout known, the channel up
+    srv.configure(latency_ms=400)
+    for how, read in (("cat_objects", lambda: fs.cat_objects(infos)), ("cat", lambda: fs.cat(sorted(data)))):
+        t0 = time.monotonic()
+        assert {k.split("://")[-1]: v for k, v in read().items()} == data
+        assert time.monotonic() - t0 < 4 * 0.4, how
 
 
 def test_writes_are_finalized_objects(zonal, tmp_path):
