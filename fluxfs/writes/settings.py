@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import zonal
 from ..errors import ServerUnreachable
+from ..gcs import bridge
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE, XML_MIN_PART_SIZE
 from .appendable_uploader import AppendableUploader
 from .compose import ComposeUploader
@@ -26,8 +27,7 @@ STRATEGIES: dict[str, Callable[["PartWriter"], "Uploader"]] = {
 
 
 def upload_settings(client: "Client", block_size: int | None = None,
-                    fields: "ObjectFields | None" = None, on_zonal: bool = False,
-                    appendable: bool = False) -> tuple[int, int, Callable]:
+                    fields: "ObjectFields | None" = None, zonal_bucket: bool = False) -> tuple[int, int, Callable]:
     """(part size, concurrency, uploader class) of one write, validated.
 
     The part size is the ``part_size`` option, which must suit the strategy (XML multipart: at least
@@ -37,11 +37,11 @@ def upload_settings(client: "Client", block_size: int | None = None,
     strategy needs: the write succeeds, its memory bound by about concurrency x that part size.
     Fields the XML API's headers cannot carry unchanged (non-ASCII metadata values, upper-case
     metadata keys) send an ``xml`` write through one JSON resumable session instead. A server found
-    to lack XML multipart upload (`fallback.py`) gets ``compose`` writes instead, except `on_zonal` (the
-    destination is a zonal bucket, where compose does not exist): one resumable session. `appendable` (a
-    zonal bucket written over gRPC): one appendable object, its parts appended in order (`appendable.py`).
+    to lack XML multipart upload (`fallback.py`) gets ``compose`` writes instead, except on a `zonal_bucket`
+    (`zonal_destination`), where compose does not exist: one resumable session; over gRPC
+    (``zonal_transport="grpc"``) one appendable object there, its parts appended in order (`appendable_uploader.py`).
     """
-    if appendable:
+    if zonal_bucket and client.options.zonal_transport == "grpc":
         part = int(block_size or client.options.part_size)
         if part < 1:
             raise ValueError(f"{'block_size' if block_size else 'part_size'} must be positive, not {part}")
@@ -50,7 +50,7 @@ def upload_settings(client: "Client", block_size: int | None = None,
     strategy = "resumable" if option == "xml" and fields is not None and not fields.xml_safe else option
     if strategy == "xml" and xml_unsupported(client):
         strategy = "compose"
-    if strategy == "compose" and on_zonal:
+    if strategy == "compose" and zonal_bucket:
         strategy = "resumable"
     conc = client.options.write_concurrency
     if block_size is None:
@@ -90,6 +90,15 @@ async def zonal_destination(client: "Client", bucket: str, path: str) -> bool:
         return await zonal.is_zonal(client, bucket)
     except ServerUnreachable as exc:
         raise ServerUnreachable(f"{path}: {str(exc).removeprefix(bucket + ': ')}") from None
+
+
+def zonal_destination_sync(client: "Client", bucket: str, path: str) -> bool:
+    """`zonal_destination` from blocking code (a handle being opened): a layout already known answers without
+    the event loop, else it is asked as there."""
+    if not asks_layout(client):
+        return False
+    found = zonal.known(client, bucket)
+    return found.zonal if found is not None else bridge.run(client, zonal_destination, client, bucket, path)
 
 
 def may_compose(client: "Client") -> bool:

@@ -13,7 +13,6 @@ import io
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from .. import zonal
 from ..gcs import bridge
 from ..gcs.checksums import crc32c
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE
@@ -22,7 +21,7 @@ from .lifecycle import AtomicWriter
 from .parts import PartWriter
 from .schedule import beyond_reach, max_part, reach
 from .schedule import part_size as scheduled_part_size
-from .settings import asks_layout, may_compose, object_path, upload_settings, zonal_destination
+from .settings import object_path, upload_settings, zonal_destination_sync
 from .single import exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,13 +137,8 @@ class FluxWriteFile(AtomicWriter):
 
     def _configure(self, fields: ObjectFields) -> None:
         """Part size and strategy for `fields` (XML headers cannot carry every field); before the upload starts."""
-        learned = zonal.known(self.client, self.bucket) if asks_layout(self.client) else None
-        zonal_bucket = learned.zonal if learned is not None else (
-            asks_layout(self.client) and bridge.run(self.client, zonal_destination, self.client, self.bucket, self.path))
-        on_zonal = may_compose(self.client) and zonal_bucket  # no compose there
-        appendable = zonal_bucket and self.client.options.zonal_transport == "grpc"
-        self.part_size, self.concurrency, uploader = upload_settings(self.client, self._block_size, fields, on_zonal,
-                                                                     appendable)
+        on_zonal = zonal_destination_sync(self.client, self.bucket, self.path)
+        self.part_size, self.concurrency, uploader = upload_settings(self.client, self._block_size, fields, on_zonal)
         uploader = getattr(self, "_appending", None) or uploader  # "ab" on zonal: onto the object taken over
         if self._buffered >= self.part_size:  # strategy changed under a fuller buffer: a part size above it
             self.part_size = -(-(self._buffered + 1) // RESUMABLE_CHUNK_MULTIPLE) * RESUMABLE_CHUNK_MULTIPLE

@@ -11,8 +11,9 @@ import subprocess
 
 import pytest
 
-from fluxfs.cache import NodeCache, direct, objects as cache_objects
-from tests.cache.test_range_fill import PART, complete, part_size  # noqa: F401 (fixture)
+from fluxfs.cache import direct, objects as cache_objects
+from tests.cache.conftest import PART
+from tests.cache.test_range_fill import complete
 from tests.conftest import make_fs
 
 

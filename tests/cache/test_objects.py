@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 
 from fluxfs.cache import NodeCache, objects as cache_objects
 from fluxfs.pipes import FluxIterableDataset, FluxMapDataset
-from tests.conftest import make_fs, mounted_tmpfs
+from tests.conftest import make_fs
 
 N = 120
 
@@ -287,31 +287,27 @@ def test_eviction_never_removes_a_pack_in_use(flux_server, bucket, objects, tmp_
     assert not os.path.exists(held)
 
 
-def test_a_full_disk_warns_once_and_reads_from_storage(flux_server, bucket, tmp_path):
+def test_a_full_disk_warns_once_and_reads_from_storage(flux_server, bucket, small_disk):
     """A 1 MiB disk and 3 MB of objects: one warning, every object's bytes right, what fits still served."""
     fs = make_fs(flux_server)
     big = {f"{bucket}/big/{i:02d}": bytes([i]) * 100_000 for i in range(30)}
     fs.pipe(big)
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    with mounted_tmpfs(disk, "1m"):
-        cached = make_fs(flux_server, cache_dir=str(disk / "cache"))
-        infos = sorted(cached.find(f"{bucket}/big/", detail=True).values(), key=lambda i: i["name"])
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            for _ in range(2):
-                for at in range(0, 30, 5):
-                    assert cached.cat_objects(infos[at:at + 5]) == {i["name"]: big[i["name"]] for i in
-                                                                   infos[at:at + 5]}
-                    cache_objects.flush()
-        assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == [
-            f"fluxfs node-local cache {disk / 'cache'}: No space left on device; objects that do not fit are read "
-            "from storage without caching"]
-        kept = NodeCache(disk / "cache").entries()
-        assert 0 < len(kept) < 30
-        flux_server.reset_stats()
-        assert cached.cat_objects(infos) == big
-        assert flux_server.stats()["data_reads"] < 30  # the ones that fit, from the disk
+    cached = make_fs(flux_server, cache_dir=str(small_disk / "cache"))
+    infos = sorted(cached.find(f"{bucket}/big/", detail=True).values(), key=lambda i: i["name"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            for at in range(0, 30, 5):
+                assert cached.cat_objects(infos[at:at + 5]) == {i["name"]: big[i["name"]] for i in infos[at:at + 5]}
+                cache_objects.flush()
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == [
+        f"fluxfs node-local cache {small_disk / 'cache'}: No space left on device; objects that do not fit are read "
+        "from storage without caching"]
+    kept = NodeCache(small_disk / "cache").entries()
+    assert 0 < len(kept) < 30
+    flux_server.reset_stats()
+    assert cached.cat_objects(infos) == big
+    assert flux_server.stats()["data_reads"] < 30  # the ones that fit, from the disk
 
 
 def test_a_damaged_index_warns_once_and_reads_from_storage_until_cleared(flux_server, objects, tmp_path):

@@ -17,16 +17,10 @@ import pytest
 
 from fluxfs.cache import NodeCache, fill
 from fluxfs.cache.crc import combine
+from tests.cache.conftest import PART
 from tests.conftest import make_fs
 
-PART = 32 * 1024
 PARTS = 6
-
-
-@pytest.fixture
-def part_size(monkeypatch):
-    from fluxfs.cache import ranges
-    monkeypatch.setattr(ranges, "PART", PART)
 
 
 def put(fs, path: str, n: int) -> bytes:
@@ -155,16 +149,6 @@ def test_a_range_filler_killed_mid_fill_leaves_nothing_complete_and_the_next_one
     flux_server.reset_stats()
     assert fs.read_ranges(path, [(PART, 2 * PART)], generation=gen) == [data[PART:2 * PART]]
     assert flux_server.stats()["data_reads"] == 0
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 1 MiB tmpfs (needs root, as in CI's container); skipped where mount is not allowed."""
-    from tests.conftest import mounted_tmpfs
-    d = tmp_path / "disk"
-    d.mkdir()
-    with mounted_tmpfs(d, "1m"):
-        yield d
 
 
 def test_a_full_disk_warns_once_and_ranges_are_read_from_storage(flux_server, bucket, small_disk, part_size):

@@ -17,7 +17,6 @@ import pytest
 from fluxfs.cache import NodeCache
 from fluxfs.cache.entry import parse_name
 from fluxfs.errors import ChecksumMismatch
-from tests.conftest import mounted_tmpfs
 
 
 def body(i: int, n: int = 10_000) -> bytes:
@@ -155,15 +154,6 @@ def test_a_filler_killed_mid_fill_leaves_nothing_complete_and_the_next_one_fills
     assert got == [data] and time.monotonic() - t0 < 5 and fetch.calls == 1  # not blocked by the dead filler
     assert files(tmp_path, "part") == []
     assert NodeCache(tmp_path).get("bkt", "k", "1", len(data), None, lambda: pytest.fail("refetched")) == data
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 1 MiB tmpfs (needs root, as in CI's container); skipped where mount is not allowed."""
-    d = tmp_path / "disk"
-    d.mkdir()
-    with mounted_tmpfs(d, "1m"):
-        yield d
 
 
 def test_a_full_disk_warns_once_and_reads_from_storage(small_disk):

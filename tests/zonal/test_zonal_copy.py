@@ -83,22 +83,22 @@ def test_cp_recursive_from_zonal_copies_every_object_and_its_metadata(flux_serve
         assert _kept(make_fs(flux_server).info(path.replace(f"{zonal_bucket}/d", f"{bucket}/out"))) == KEPT
 
 
-def test_mv_zonal_to_regional_deletes_the_source_after_the_copy(flux_server, zonal_bucket, bucket):
+def _check_mv(flux_server, src: str, dst: str) -> None:
+    """`src` written with META and moved to `dst`: there with its bytes and metadata, and gone from `src`."""
     fs = make_fs(flux_server)
-    data = _put(fs, f"{zonal_bucket}/a.bin", 2000)
-    fs.mv(f"{zonal_bucket}/a.bin", f"{bucket}/a.bin")
+    data = _put(fs, src, 2000)
+    fs.mv(src, dst)
     fresh = make_fs(flux_server)
-    assert fresh.cat(f"{bucket}/a.bin") == data and _kept(fresh.info(f"{bucket}/a.bin")) == KEPT
-    assert not fresh.exists(f"{zonal_bucket}/a.bin")
+    assert fresh.cat(dst) == data and _kept(fresh.info(dst)) == KEPT
+    assert not fresh.exists(src)
+
+
+def test_mv_zonal_to_regional_deletes_the_source_after_the_copy(flux_server, zonal_bucket, bucket):
+    _check_mv(flux_server, f"{zonal_bucket}/a.bin", f"{bucket}/a.bin")
 
 
 def test_mv_within_a_zonal_bucket(flux_server, zonal_bucket):
-    fs = make_fs(flux_server)
-    data = _put(fs, f"{zonal_bucket}/a.bin", 2000)
-    fs.mv(f"{zonal_bucket}/a.bin", f"{zonal_bucket}/moved/a.bin")
-    fresh = make_fs(flux_server)
-    assert fresh.cat(f"{zonal_bucket}/moved/a.bin") == data and _kept(fresh.info(f"{zonal_bucket}/moved/a.bin")) == KEPT
-    assert not fresh.exists(f"{zonal_bucket}/a.bin")
+    _check_mv(flux_server, f"{zonal_bucket}/a.bin", f"{zonal_bucket}/moved/a.bin")
 
 
 def test_mv_whose_write_fails_keeps_the_source(flux_server, zonal_bucket, bucket):

@@ -43,13 +43,20 @@ async def _read_all(client, bucket, name):
         await mrd.close()
 
 
+async def _appended(client, bucket, name, data):
+    """A new appendable object `bucket`/`name` holding `data`: its writer, still open."""
+    w = AsyncAppendableObjectWriter(client, bucket, name)
+    await w.open()
+    await w.append(data)
+    return w
+
+
 def test_appended_bytes_are_readable_before_finalize_then_a_normal_object(srv, zbkt):
     first, second = os.urandom(3 * 1024 * 1024 + 7), os.urandom(1000)
     seen = {}
 
     async def go():
-        client = storage(srv.url)
-        try:
+        async with storage(srv.url) as client:
             w = AsyncAppendableObjectWriter(client, zbkt, "log/app.bin")
             await w.open()
             seen["empty"] = _json(srv, zbkt, "log/app.bin")["size"]
@@ -62,8 +69,6 @@ def test_appended_bytes_are_readable_before_finalize_then_a_normal_object(srv, z
             final = await w.close(finalize_on_close=True, full_object_checksum=google_crc32c.value(first + second))
             seen["final"] = (final.size, bool(final.finalize_time), final.generation, w.generation)
             seen["grpc_after"] = await _read_all(client, zbkt, "log/app.bin")
-        finally:
-            await client.grpc_client.transport.close()
 
     arun(go())
     assert seen["empty"] == "0"
@@ -85,11 +90,8 @@ def test_unfinalized_object_is_taken_over_by_generation(srv, zbkt):
     out = {}
 
     async def go():
-        client = storage(srv.url)
-        try:
-            w = AsyncAppendableObjectWriter(client, zbkt, "take")
-            await w.open()
-            await w.append(b"hello ")
+        async with storage(srv.url) as client:
+            w = await _appended(client, zbkt, "take", b"hello ")
             await w.close()  # not finalized: appendable later; what was sent is kept
             out["closed"] = _json(srv, zbkt, "take")["size"]
             w2 = AsyncAppendableObjectWriter(client, zbkt, "take", generation=w.generation,
@@ -99,8 +101,6 @@ def test_unfinalized_object_is_taken_over_by_generation(srv, zbkt):
             await w2.append(b"world")
             obj = await w2.close(finalize_on_close=True)
             out["final"] = (obj.size, obj.generation == w.generation)
-        finally:
-            await client.grpc_client.transport.close()
 
     arun(go())
     assert out == {"closed": "6", "resumed_at": 6, "final": (11, True)}
@@ -109,12 +109,9 @@ def test_unfinalized_object_is_taken_over_by_generation(srv, zbkt):
 
 def _open(srv, bucket, name, generation):
     async def go():
-        client = storage(srv.url)
-        try:
+        async with storage(srv.url) as client:
             w = AsyncAppendableObjectWriter(client, bucket, name, generation=generation)
             await w.open(retry_policy=None)
-        finally:
-            await client.grpc_client.transport.close()
     arun(go())
 
 
@@ -145,16 +142,11 @@ def test_wrong_full_object_checksum_keeps_the_object_appendable(srv, zbkt):
     out = {}
 
     async def go():
-        client = storage(srv.url)
-        try:
-            w = AsyncAppendableObjectWriter(client, zbkt, "crc")
-            await w.open()
-            await w.append(b"abc")
+        async with storage(srv.url) as client:
+            w = await _appended(client, zbkt, "crc", b"abc")
             with pytest.raises(exceptions.InvalidArgument, match=f"CRC32C 123 of {zbkt}/crc doesn't match"):
                 await w.close(finalize_on_close=True, full_object_checksum=123)
             out["after"] = await _read_all(client, zbkt, "crc")
-        finally:
-            await client.grpc_client.transport.close()
 
     arun(go())
     assert out["after"] == (b"abc", 3, False)

@@ -29,16 +29,15 @@ def stored(srv):
 
 
 async def _ranges(url, bucket, name, ranges):
-    client = storage(url)
-    mrd = await AsyncMultiRangeDownloader.create_mrd(client, bucket, name)
-    try:
-        bufs = [io.BytesIO() for _ in ranges]
-        await mrd.download_ranges([(off, n, buf) for (off, n), buf in zip(ranges, bufs)])
-        mrd.meta = mrd.object_metadata  # gone once closed
-        return mrd, [b.getvalue() for b in bufs]
-    finally:
-        await mrd.close()
-        await client.grpc_client.transport.close()
+    async with storage(url) as client:
+        mrd = await AsyncMultiRangeDownloader.create_mrd(client, bucket, name)
+        try:
+            bufs = [io.BytesIO() for _ in ranges]
+            await mrd.download_ranges([(off, n, buf) for (off, n), buf in zip(ranges, bufs)])
+            mrd.meta = mrd.object_metadata  # gone once closed
+            return mrd, [b.getvalue() for b in bufs]
+        finally:
+            await mrd.close()
 
 
 def test_many_ranges_on_one_stream_round_trip(srv, stored):
@@ -165,12 +164,9 @@ def test_rate_limit_answers_resource_exhausted(srv, stored):
     srv.configure(rate_limit=1)
 
     async def twice():
-        client = storage(srv.url)
-        try:
+        async with storage(srv.url) as client:
             await client.get_object(bucket, name, retry=None)
             await client.get_object(bucket, name, retry=None)
-        finally:
-            await client.grpc_client.transport.close()
 
     with pytest.raises(exceptions.TooManyRequests, match="rate of requests exceeds the limit"):
         arun(twice())
@@ -181,11 +177,8 @@ def test_required_token_and_denied_ops_apply_to_grpc(srv, stored):
     bucket, name, _ = stored
 
     async def get(metadata=()):
-        client = storage(srv.url)
-        try:
+        async with storage(srv.url) as client:
             return await client.get_object(bucket, name, retry=None, metadata=metadata)
-        finally:
-            await client.grpc_client.transport.close()
 
     srv.configure(require_token="s3cret")
     with pytest.raises(exceptions.Unauthenticated, match="missing or wrong bearer token"):
@@ -201,13 +194,10 @@ def test_read_object_streams_one_range_with_the_objects_metadata(srv, stored):
     from google.cloud import _storage_v2 as v2
 
     async def go():
-        client = storage(srv.url)
-        try:
+        async with storage(srv.url) as client:
             stream = await client.grpc_client.read_object(request=v2.ReadObjectRequest(
                 bucket=f"projects/_/buckets/{bucket}", object_=name, read_offset=100, read_limit=3_000_000))
             return [r async for r in stream]
-        finally:
-            await client.grpc_client.transport.close()
 
     parts = arun(go())
     assert b"".join(p.checksummed_data.content for p in parts) == data[100:3_000_100]

@@ -11,7 +11,8 @@ from google.cloud.storage_control_v2 import types as ctl
 from google.longrunning import operations_pb2
 
 from tests.server import raw
-from tests.zonal.server.grpcutil import arun, endpoint, make_bucket
+from tests.zonal.server.grpcutil import (append_spec, arun, bidi_write, endpoint, make_bucket, stream_call, write_data,
+                                         write_spec)
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +24,7 @@ def _stream(url, method, messages, req, resp, pause=0.1):
     """Send `messages` (pausing between them) on a stream-stream RPC; (responses, (code, details) or None)."""
     async def go():
         async with grpc.aio.insecure_channel(endpoint(url)) as ch:
-            call = ch.stream_stream(f"/google.storage.v2.Storage/{method}", request_serializer=req.serialize,
-                                    response_deserializer=resp.deserialize)
+            call = stream_call(ch, method, req, resp)
 
             async def feed():
                 for m in messages:
@@ -46,16 +46,6 @@ def _write(url, messages):
 
 def _read(url, messages):
     return _stream(url, "BidiReadObject", messages, v2.BidiReadObjectRequest, v2.BidiReadObjectResponse)
-
-
-def _spec(bucket, name, appendable=True):
-    return v2.BidiWriteObjectRequest(write_object_spec=v2.WriteObjectSpec(
-        resource=v2.Object(name=name, bucket=f"projects/_/buckets/{bucket}"), appendable=appendable))
-
-
-def _data(offset, content, **kw):
-    return v2.BidiWriteObjectRequest(write_offset=offset, checksummed_data=v2.ChecksummedData(content=content, **kw),
-                                     **{"flush": True, "state_lookup": True})
 
 
 def _size(srv, bucket, name):
@@ -84,7 +74,7 @@ def test_negative_read_length_is_invalid_naming_the_read_id(srv, zbkt):
 
 
 def test_write_offset_not_at_the_end_is_out_of_range(srv, zbkt):
-    out, err = _write(srv.url, [_spec(zbkt, "off"), _data(0, b"abc"), _data(5, b"xyz")])
+    out, err = _write(srv.url, [write_spec(zbkt, "off"), write_data(0, b"abc"), write_data(5, b"xyz")])
     assert [r.persisted_size for r in out[1:]] == [3]
     assert err == (grpc.StatusCode.OUT_OF_RANGE,
                    f"write_offset 5 of {zbkt}/off is not where its data ends (3 bytes received, 3 persisted).")
@@ -92,41 +82,46 @@ def test_write_offset_not_at_the_end_is_out_of_range(srv, zbkt):
 
 
 def test_data_with_a_wrong_crc32c_is_refused_and_not_kept(srv, zbkt):
-    out, err = _write(srv.url, [_spec(zbkt, "crc"), _data(0, b"abc", crc32c=5)])
+    out, err = _write(srv.url, [write_spec(zbkt, "crc"), write_data(0, b"abc", crc32c=5)])
     assert err[0] == grpc.StatusCode.FAILED_PRECONDITION
     assert err[1].startswith(f"Provided CRC32C 5 of the data at offset 0 of {zbkt}/crc doesn't match")
     assert _size(srv, zbkt, "crc") == "0"
 
 
 def test_write_stream_without_a_spec_is_invalid(srv):
-    _, err = _write(srv.url, [_data(0, b"abc")])
+    _, err = _write(srv.url, [write_data(0, b"abc")])
     assert err[0] == grpc.StatusCode.INVALID_ARGUMENT
     assert err[1].startswith("The first BidiWriteObjectRequest must carry write_object_spec or append_object_spec")
 
 
 def test_one_shot_write_ended_without_finish_stores_nothing(srv, zbkt):
-    _, err = _write(srv.url, [_spec(zbkt, "oneshot", appendable=False), _data(0, b"abc")])
+    _, err = _write(srv.url, [write_spec(zbkt, "oneshot", appendable=False), write_data(0, b"abc")])
     assert err == (grpc.StatusCode.INVALID_ARGUMENT,
                    f"The write of {zbkt}/oneshot ended without finish_write: nothing was stored.")
     assert raw.request(srv.url, "GET", raw.obj_path(zbkt, "oneshot")).status == 404
 
 
+async def _taken_over(call, bucket, name, sent):
+    """(first stream, second, the second's first answer): the first opens `bucket`/`name` and writes `sent` (its
+    answer read when flushed, else 0.2 s given to the server), then the second takes the object over."""
+    first = call()
+    await first.write(write_spec(bucket, name))
+    opened = await first.read()
+    await first.write(sent)
+    if sent.flush:
+        await first.read()
+    else:
+        await asyncio.sleep(0.2)
+    second = call()
+    await second.write(append_spec(bucket, name, opened.resource.generation))
+    return first, second, await second.read()
+
+
 def test_writer_taken_over_is_aborted_and_its_bytes_not_kept(srv, zbkt):
     async def go():
         async with grpc.aio.insecure_channel(endpoint(srv.url)) as ch:
-            call = ch.stream_stream("/google.storage.v2.Storage/BidiWriteObject",
-                                    request_serializer=v2.BidiWriteObjectRequest.serialize,
-                                    response_deserializer=v2.BidiWriteObjectResponse.deserialize)
-            first = call()
-            await first.write(_spec(zbkt, "taken"))
-            opened = await first.read()
-            await first.write(_data(0, b"mine"))
-            await first.read()
-            second = call()
-            await second.write(v2.BidiWriteObjectRequest(append_object_spec=v2.AppendObjectSpec(
-                bucket=f"projects/_/buckets/{zbkt}", object_="taken", generation=opened.resource.generation)))
-            taken = await second.read()
-            await first.write(_data(4, b"late"))
+            first, second, taken = await _taken_over(bidi_write(ch), zbkt, "taken", write_data(0, b"mine"))
+            await first.write(write_data(4, b"late"))
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await first.read()
             await second.done_writing()
@@ -168,20 +163,9 @@ def test_unknown_operation_is_not_found(srv, zbkt):
 def test_unflushed_bytes_of_a_writer_taken_over_are_dropped_when_it_closes(srv, zbkt):
     async def go():
         async with grpc.aio.insecure_channel(endpoint(srv.url)) as ch:
-            call = ch.stream_stream("/google.storage.v2.Storage/BidiWriteObject",
-                                    request_serializer=v2.BidiWriteObjectRequest.serialize,
-                                    response_deserializer=v2.BidiWriteObjectResponse.deserialize)
-            first = call()
-            await first.write(_spec(zbkt, "dropped"))
-            opened = await first.read()
-            await first.write(v2.BidiWriteObjectRequest(write_offset=0, checksummed_data=v2.ChecksummedData(
-                content=b"unflushed")))
-            await asyncio.sleep(0.2)  # taken in by the server (not persisted: no flush) before the takeover
-            second = call()
-            await second.write(v2.BidiWriteObjectRequest(append_object_spec=v2.AppendObjectSpec(
-                bucket=f"projects/_/buckets/{zbkt}", object_="dropped", generation=opened.resource.generation)))
-            await second.read()
-            await second.write(_data(0, b"new"))
+            # taken in by the server (not persisted: no flush) before the takeover
+            first, second, _ = await _taken_over(bidi_write(ch), zbkt, "dropped", write_data(0, b"unflushed", False))
+            await second.write(write_data(0, b"new"))
             await second.read()
             await first.done_writing()
             with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -19,11 +19,8 @@ from tests.zonal.server.grpcutil import arun, endpoint, make_bucket, storage
 
 def _get_object(url, bucket, name):
     async def go():
-        client = storage(url)
-        try:
+        async with storage(url) as client:
             return await client.get_object(bucket, name, retry=None)
-        finally:
-            await client.grpc_client.transport.close()
     return arun(go())
 
 
