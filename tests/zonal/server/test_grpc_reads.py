@@ -129,8 +129,7 @@ def test_ranges_in_the_opening_message_wait_one_latency(srv, stored):
     srv.configure(latency_ms=500)
 
     async def one_shot() -> bytes:
-        client = storage(srv.url)
-        try:
+        async with storage(srv.url) as client:
             spec = v2.BidiReadObjectSpec(bucket=f"projects/_/buckets/{bucket}", object_=name)
             request = v2.BidiReadObjectRequest(read_object_spec=spec,
                                                read_ranges=[v2.ReadRange(read_offset=10, read_length=1000, read_id=1)])
@@ -149,8 +148,6 @@ def test_ranges_in_the_opening_message_wait_one_latency(srv, stored):
                     break
             stream.cancel()
             return out
-        finally:
-            await client.grpc_client.transport.close()
 
     t0 = time.monotonic()
     got = arun(one_shot())
