@@ -18,6 +18,7 @@ from ..errors import ChecksumMismatch
 from ..gcs.redact import get_logger
 from .grpc_client import connect
 from .grpc_errors import async_retry, reraise
+from .stalls import bounded
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -159,9 +160,10 @@ async def _open(client: "Client", bucket: str, key: str, generation: Optional[st
 
     what = f"{bucket}/{key}#{generation}" if generation else f"{bucket}/{key}"
     try:
-        return await AsyncMultiRangeDownloader.create_mrd(await connect(client), bucket, key,
-                                                          generation=int(generation) if generation else None,
-                                                          retry_policy=async_retry(client, "read"))
+        opening = AsyncMultiRangeDownloader.create_mrd(await connect(client), bucket, key,
+                                                       generation=int(generation) if generation else None,
+                                                       retry_policy=async_retry(client, "read"))
+        return await bounded(opening, lambda: 0, client.options.read_timeout, what, "BidiReadObject")
     except Exception as exc:
         reraise(exc, what)
         raise
@@ -204,7 +206,7 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
             raise ValueError(f"Requested range {s}-{end} not satisfiable for {what} (size {size})")
         spans = [(a, min(a + chunk, stop)) for a in range(s, stop, chunk)]
         try:
-            bufs = await _download(mrd, spans)
+            bufs = await _download(mrd, spans, client.options.read_timeout)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -214,7 +216,7 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
             pool.release(mrd, broken=True)
             mrd, reused = await pool.acquire(client, bucket, key, gen, fresh=True)
             try:
-                bufs = await _download(mrd, spans)
+                bufs = await _download(mrd, spans, client.options.read_timeout)
             except asyncio.CancelledError:
                 raise
             except Exception as again:
@@ -236,10 +238,16 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
         pool.release(mrd, broken=broken)
 
 
-async def _download(mrd: Any, spans: list) -> list:
-    """Every span of `spans` on `mrd` at once (in calls of at most `MAX_RANGES`), as received chunks."""
+async def _download(mrd: Any, spans: list, limit: float) -> list:
+    """Every span of `spans` on `mrd` at once (in calls of at most `MAX_RANGES`), as received chunks; a
+    RequestTimeout once no byte came for `limit` seconds."""
     bufs = [_Chunks() for _ in spans]
     ranges = [(a, b - a, buf) for (a, b), buf in zip(spans, bufs)]
-    for i in range(0, len(ranges), MAX_RANGES):
-        await mrd.download_ranges(ranges[i:i + MAX_RANGES])
+
+    async def all_ranges() -> None:
+        for i in range(0, len(ranges), MAX_RANGES):
+            await mrd.download_ranges(ranges[i:i + MAX_RANGES])
+
+    await bounded(all_ranges(), lambda: sum(b.n for b in bufs), limit, f"{mrd.bucket_name}/{mrd.object_name}",
+                  "BidiReadObject")
     return bufs

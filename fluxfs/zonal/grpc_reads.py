@@ -13,7 +13,7 @@ retryable reason is read again by the multi-range downloader, which resumes and 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import google_crc32c
 
@@ -23,6 +23,7 @@ from ..gcs.tasks import gather_all
 from .grpc_client import connect
 from .grpc_errors import reraise
 from .grpc_pool import CHUNK, Got, pool_of, read_pooled
+from .stalls import bounded
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -154,31 +155,37 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
         yield request
 
     chunks: list = []
-    size = crc = gen = stream = None
-    at, done = start, False
-    try:
-        stream = await grpc.grpc_client.bidi_read_object(
-            requests=requests(), metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
+    state: dict = {"size": None, "crc": None, "gen": None, "at": start, "done": False}
+
+    async def receive(stream: Any) -> None:
         async for resp in stream:
             pb = type(resp).pb(resp)
             if pb.HasField("metadata"):
                 meta = pb.metadata
-                size, gen = int(meta.size), str(meta.generation)
+                state["size"], state["gen"] = int(meta.size), str(meta.generation)
                 if meta.HasField("checksums") and meta.checksums.HasField("crc32c") and meta.HasField("finalize_time"):
-                    crc = meta.checksums.crc32c
+                    state["crc"] = meta.checksums.crc32c
             for part in pb.object_data_ranges:
                 data = part.checksummed_data.content
-                if part.read_range.read_offset != at:
+                if part.read_range.read_offset != state["at"]:
                     raise ChecksumMismatch(f"reading {what} over gRPC: a chunk at offset "
-                                           f"{part.read_range.read_offset}, expected {at}")
+                                           f"{part.read_range.read_offset}, expected {state['at']}")
                 if part.checksummed_data.HasField("crc32c") and google_crc32c.value(data) != part.checksummed_data.crc32c:
                     raise ChecksumMismatch(f"crc32c mismatch reading {what} over gRPC: bytes corrupted in transit")
                 if data:
                     chunks.append(data)
-                    at += len(data)
-                done = done or part.range_end
-            if done:
-                break
+                    state["at"] += len(data)
+                state["done"] = state["done"] or part.range_end
+            if state["done"]:
+                return
+
+    stream = None
+    try:
+        stream = await grpc.grpc_client.bidi_read_object(
+            requests=requests(), metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
+        # Progress is any message: the metadata comes first, then the bytes.
+        await bounded(receive(stream), lambda: state["at"] + (state["size"] is not None),
+                      client.options.read_timeout, what, "BidiReadObject")
     except asyncio.CancelledError:
         raise
     except ChecksumMismatch:
@@ -186,12 +193,13 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
     except (gexc.NotFound, gexc.PermissionDenied, gexc.Unauthenticated, gexc.FailedPrecondition,
             gexc.OutOfRange, gexc.InvalidArgument) as exc:
         reraise(exc, named)
-    except Exception as exc:  # noqa: BLE001 - cut, redirected, overloaded: the downloader resumes
+    except Exception as exc:  # noqa: BLE001 - cut, stalled, redirected, overloaded: the downloader resumes
         logger.debug("one-shot gRPC read of %s failed (%s); reading it with the multi-range downloader", what, exc)
-        done = False
+        state["done"] = False
     finally:
         if stream is not None:
             stream.cancel()  # ended or abandoned: nothing more is wanted from it
+    size, gen, crc, done = state["size"], state["gen"], state["crc"], state["done"]
     if size is None:
         return None
     return Got(chunks, start, size, gen, crc, complete=done)

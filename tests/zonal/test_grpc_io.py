@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fluxfs import FluxFileSystem
-from fluxfs.errors import ObjectChanged, ServerUnreachable
+from fluxfs.errors import ObjectChanged, RequestTimeout, ServerUnreachable
 from tests.conftest import make_fs
 from tests.zonal.conftest import zonal_fs
 
@@ -268,3 +268,25 @@ def test_http_transport_on_zonal_is_an_option(zonal):
     fs_grpc.pipe_file(f"{bucket}/h", b"x" * 100)
     assert fs.cat_file(f"{bucket}/h") == b"x" * 100
     assert io.BytesIO(fs.cat_file(f"{bucket}/h", 10, 20)).read() == b"x" * 10
+
+
+@pytest.mark.parametrize("span", [None, (0, 1000)], ids=["whole", "short-range"])
+def test_reader_gives_up_when_the_stream_stalls(zonal, span):
+    """A read stream that stops moving (the server stalled after some bytes) fails within a few `read_timeout`s
+    with RequestTimeout naming the object, on a stream of its own (a whole object) and on the pooled one (a short
+    range), instead of waiting forever."""
+    from tests.badinput.test_stalls import QUICK, within
+
+    server, bucket = zonal
+    if server.server is None:
+        pytest.skip("stalls are injected by the embedded server")
+    fs = zonal_fs(server, read_timeout=1, retry=QUICK)
+    fs.pipe_file(f"{bucket}/big", os.urandom(4 * MiB))
+    assert len(fs.cat_file(f"{bucket}/big", 0, 10)) == 10  # over gRPC: the bucket's layout is known
+    server.server.configure(stall_after=MiB if span is None else 10, fail_ops={"read"})
+    box = within(30, lambda: fs.cat_file(f"{bucket}/big", *(span or ())))
+    server.server.configure(stall_after=None)
+    assert isinstance(box.get("error"), RequestTimeout), box
+    assert str(box["error"]).startswith(f"{bucket}/big: timed out: the answer stalled for 1 s after "), box
+    assert "(gRPC BidiReadObject)" in str(box["error"])
+    assert box["elapsed"] < 10

@@ -148,7 +148,12 @@ async def _serve_range(srv: Any, context: grpc.aio.ServicerContext, where: str, 
     if wait > 0:  # the profile's first-byte latency, counted from the range's arrival
         await asyncio.sleep(wait)
     pacer.restart()
+    stall = srv.profile.stall_at("read")  # the stream stops moving after this many bytes (as HTTP answers do)
     async for pos, content in pieces(obj, start, stop):
+        if stall is not None and pacer.sent + len(content) > stall:
+            content = content[:max(0, stall - pacer.sent)]
+            if not content:
+                await asyncio.Event().wait()  # until the client gives up on the stream
         out = BidiReadResponse()
         piece = out.object_data_ranges.add()
         piece.checksummed_data.content = content
@@ -156,7 +161,7 @@ async def _serve_range(srv: Any, context: grpc.aio.ServicerContext, where: str, 
         piece.read_range.read_offset = pos
         piece.read_range.read_length = len(content)
         piece.read_range.read_id = rr.read_id
-        piece.range_end = not cut and pos + len(content) >= end
+        piece.range_end = not cut and pos + len(content) >= end  # a stalled stream's short piece never ends it
         srv.bytes_out += len(content)
         await pacer.pace(len(content))
         if cut and not content:

@@ -1,0 +1,47 @@
+"""Progress bounds for gRPC calls: a call fails with `RequestTimeout`, naming the object, once nothing moved for
+the filesystem's `read_timeout` (a stalled server or proxy), however long a transfer that keeps moving takes;
+as the HTTP requests are bounded (`gcs/progress.py`)."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable
+
+from ..errors import RequestTimeout
+
+
+def stalled(what: str, limit: float, received: int, call: str) -> RequestTimeout:
+    """The error of a `call` on `what` that moved nothing for `limit` s after `received` bytes."""
+    if received:
+        return RequestTimeout(f"{what}: timed out: the answer stalled for {limit:g} s after {received} bytes "
+                              f"(gRPC {call})")
+    return RequestTimeout(f"{what}: timed out: no answer from the server within {limit:g} s (gRPC {call})")
+
+
+async def bounded(aw: Awaitable[Any], moved: Callable[[], int], limit: float, what: str, call: str) -> Any:
+    """`await aw`, cancelled with `stalled(...)` once `moved()` (bytes or messages received) stayed the same for
+    `limit` seconds (one timer, looked at four times per `limit`: nothing per message)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(aw)
+    watch = {"last": moved(), "since": loop.time(), "expired": False, "timer": None}
+
+    def check() -> None:
+        now, n = loop.time(), moved()
+        if n != watch["last"]:
+            watch["last"], watch["since"] = n, now
+        elif now - watch["since"] >= limit:
+            watch["expired"] = True
+            task.cancel()
+            return
+        watch["timer"] = loop.call_later(limit / 4, check)
+
+    watch["timer"] = loop.call_later(limit / 4, check)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if watch["expired"] and task.cancelled():
+            raise stalled(what, limit, watch["last"], call) from None
+        raise
+    finally:
+        watch["timer"].cancel()
+        if not task.done():  # our caller was cancelled: so is the call
+            task.cancel()
