@@ -135,31 +135,53 @@ async def read_whole(client: "Client", bucket: str, key: str, generation: Option
     return got
 
 
+def _types() -> tuple:
+    from google.cloud import _storage_v2 as v2
+
+    return v2.BidiReadObjectRequest.pb(), v2.BidiReadObjectResponse.pb()
+
+
+_REQUEST, _RESPONSE = _types()
+
+
+def _bidi_read(grpc: Any) -> Any:
+    """The bare `BidiReadObject` call on `grpc`'s channel (its credentials), on protobuf messages: a one-shot read
+    sends one message and reads a few, where the generated client's wrapping costs more than the read."""
+    call = getattr(grpc, "_fluxfs_bidi_read", None)
+    if call is None:
+        channel = grpc.grpc_client.transport.grpc_channel
+        call = grpc._fluxfs_bidi_read = channel.stream_stream(
+            "/google.storage.v2.Storage/BidiReadObject", request_serializer=_REQUEST.SerializeToString,
+            response_deserializer=_RESPONSE.FromString)
+    return call
+
+
 async def _one_shot(client: "Client", bucket: str, key: str, generation: Optional[str], start: int,
                     length: int) -> Optional[Got]:
     """[start, start + length) (length 0: to the end) on a stream of its own, the range sent with the opening
     message and the stream closed once it ends; not `complete` when it ended early (cut, redirected, overloaded),
     None when it did before the object's metadata came. Chunks at the wrong offset or a wrong crc32c are refused."""
     from google.api_core import exceptions as gexc
-    from google.cloud import _storage_v2 as v2
+    from grpc.aio import AioRpcError
 
     what = f"{bucket}/{key}"
     named = f"{what}#{generation}" if generation else what
     grpc = await connect(client)
-    spec = v2.BidiReadObjectSpec(bucket=f"projects/_/buckets/{bucket}", object_=key,
-                                 generation=int(generation) if generation else 0)
-    request = v2.BidiReadObjectRequest(read_object_spec=spec, read_ranges=[
-        v2.ReadRange(read_offset=start, read_length=length, read_id=1)])
-
-    async def requests():
-        yield request
+    request = _REQUEST()
+    request.read_object_spec.bucket = f"projects/_/buckets/{bucket}"
+    request.read_object_spec.object_ = key
+    if generation:
+        request.read_object_spec.generation = int(generation)
+    rr = request.read_ranges.add()
+    rr.read_offset, rr.read_length, rr.read_id = start, length, 1
 
     chunks: list = []
     state: dict = {"size": None, "crc": None, "gen": None, "at": start, "done": False}
 
     async def receive(stream: Any) -> None:
-        async for resp in stream:
-            pb = type(resp).pb(resp)
+        await stream.write(request)
+        await stream.done_writing()
+        async for pb in stream:
             if pb.HasField("metadata"):
                 meta = pb.metadata
                 state["size"], state["gen"] = int(meta.size), str(meta.generation)
@@ -181,11 +203,13 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
 
     stream = None
     try:
-        stream = await grpc.grpc_client.bidi_read_object(
-            requests=requests(), metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
+        stream = _bidi_read(grpc)(metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
         # Progress is any message: the metadata comes first, then the bytes.
-        await bounded(receive(stream), lambda: state["at"] + (state["size"] is not None),
-                      client.options.read_timeout, what, "BidiReadObject")
+        try:
+            await bounded(receive(stream), lambda: state["at"] + (state["size"] is not None),
+                          client.options.read_timeout, what, "BidiReadObject")
+        except AioRpcError as exc:
+            raise gexc.from_grpc_error(exc) from exc
     except asyncio.CancelledError:
         raise
     except ChecksumMismatch:
