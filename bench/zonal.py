@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable, Dict
 
 import google_crc32c
+from fsspec.asyn import sync
 
 from .common import WrongResult, finish_combined, run_scenario, start_server
 
@@ -165,8 +166,9 @@ def run(args: argparse.Namespace) -> dict:
         zb, rb = "bench-zonal-z", "bench-zonal-r"
         flux.mkdir(zb, placement=ZONE, location=REGION)
         flux.mkdir(rb)
-        gfs = _gcsfs(srv.url, {zb: True, rb: False})
         for name in chosen:
+            # A gcsfs of its own per set: the read streams it pools end with their set, as fluxfs's do.
+            gfs = _gcsfs(srv.url, {zb: True, rb: False})
             fns: Dict[str, Callable] = {}
             for bucket, zonal in ((zb, True), (rb, False)):
                 if name in counts:
@@ -189,9 +191,6 @@ def run(args: argparse.Namespace) -> dict:
             a, b = med.get("flux-zonal", {}).get("cpu_s_per_gb"), med.get("gcsfs-zonal", {}).get("cpu_s_per_gb")
             if a and b:
                 combined["ratios"][f"cpu:{name}:flux-zonal/gcsfs-zonal"] = round(a / b, 2)
-        # gcsfs keeps read streams pooled: closed while the server is up, they end quietly.
-        from fsspec.asyn import sync
-
-        sync(gfs.loop, gfs._close_resources)
+            sync(gfs.loop, gfs._close_resources)  # closed while the server is up, its streams end quietly
     combined["params"] = {"sets": chosen, "big_bytes": big, "objects": counts, "repeat": args.repeat}
     return finish_combined("zonal", args, combined)
