@@ -4,6 +4,7 @@ persisted size, so the JSON and XML APIs list and read it up to that size; final
 leaving a normal object."""
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -13,7 +14,7 @@ import grpc
 
 from ...gcs.checksums import crc_to_b64
 from ...gcs.chunks import Chunked
-from ..objects import Obj
+from ..objects import Obj, b64
 from .status import RpcError
 
 
@@ -28,6 +29,7 @@ class Appendable:
     size: int = 0
     crc: int = 0
     epoch: int = 0  # bumped by each takeover: an older stream's further writes are refused
+    md5: Any = field(default_factory=hashlib.md5)  # of the persisted bytes, as they come (finalize needs no pass)
 
     @property
     def handle(self) -> bytes:
@@ -66,6 +68,7 @@ def persist(srv: Any, rec: Appendable, pending: List[bytes]) -> Obj:
         return obj
     for piece in pending:
         rec.crc = google_crc32c.extend(rec.crc, piece)
+        rec.md5.update(piece)
         rec.size += len(piece)
     rec.chunks.extend(pending)
     _show(srv, rec, obj)
@@ -94,7 +97,7 @@ def finalize(srv: Any, rec: Appendable, expect_crc: Optional[int]) -> Obj:
                        f"Provided CRC32C {expect_crc} of {rec.bucket}/{rec.name} doesn't match calculated CRC32C "
                        f"{rec.crc} of its {rec.size} bytes; the object is still appendable.")
     registry(srv).pop((rec.bucket, rec.name), None)
-    obj._md5 = None  # a finalized object's MD5 is computed on first use
+    obj._md5 = b64(rec.md5.digest())  # hashed as the bytes came, as a streaming upload's are
     obj.updated = time.time()
     obj._json = None
     if srv.store.persist:
