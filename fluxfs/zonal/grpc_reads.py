@@ -13,6 +13,7 @@ retryable reason is read again by the multi-range downloader, which resumes and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any, Optional
 
 import google_crc32c
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = get_logger(__name__)
 
+_FREE = contextlib.nullcontext()
 OWN_STREAM = 2**20  # a ranged read at least this long gets streams of its own; shorter ones share the pooled one
 STREAMS = 16         # one-shot streams a large read keeps open at once
 
@@ -46,17 +48,19 @@ async def read(client: "Client", bucket: str, key: str, start: Optional[int] = N
     s = start or 0
     if end is not None and end - s < OWN_STREAM:
         return await read_pooled(client, bucket, key, start, end, generation, chunk)
-    return await _spread(client, bucket, key, s, end, generation, chunk, streams)
+    # A whole object of unknown size may well be small: its first range is not held to the large-read bound.
+    return await _spread(client, bucket, key, s, end, generation, chunk, streams, known_large=size_hint is not None
+                         or end is not None)
 
 
 async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional[int], generation: Optional[str],
-                  chunk: int, streams: int) -> Got:
+                  chunk: int, streams: int, known_large: bool = True) -> Got:
     """[s, end) in `chunk`-sized one-shot reads, `streams` at a time, pinned to the generation the first one saw."""
     what = f"{bucket}/{key}"
     first_end = s + chunk if end is None else min(end, s + chunk)
-    # The first range is a read's one stream (a whole object of unknown size may well be small); the rest
-    # spread over streams of their own, within the process's bound.
-    first = await _one_shot(client, bucket, key, generation, s, first_end - s)
+    large = (await pool_of(client)).large
+    async with (large if known_large else _FREE):
+        first = await _one_shot(client, bucket, key, generation, s, first_end - s)
     if first is None:  # retryable trouble before anything came: the pooled downloader reads it
         return await read_pooled(client, bucket, key, s, end, generation, chunk)
     first = await _finish(client, bucket, key, first, first_end - s, chunk)
@@ -72,7 +76,6 @@ async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional
     if got != min(first_end, stop) - s:
         raise ConnectionError(f"short read of {what} over gRPC: {got} bytes for range {s}-{first_end}")
     sem = asyncio.Semaphore(max(1, streams))
-    large = (await pool_of(client)).large
 
     async def one(a: int, b: int) -> list:
         async with sem, large:
