@@ -56,6 +56,32 @@ def test_write_survives_cut_streams(zonal, cuts):
         fs.open(f"{bucket}/ckpt", "ab")
 
 
+def test_append_survives_a_cut_stream(zonal):
+    """"ab" onto an unfinalized object, its stream cut after the first part: resumed, the object exact and left
+    appendable."""
+    server, bucket = zonal
+    srv = _embedded(server)
+    fs = zonal_fs(server)
+    path = f"{bucket}/log"
+    head, more = os.urandom(MiB + 3), os.urandom(17 * MiB)
+    with fs.open(path, "ab") as f:
+        f.write(head)
+    srv.reset_stats()
+    srv.configure(cut_replies=1, fail_ops="write")
+    try:
+        with fs.open(path, "ab") as f:
+            f.write(more)
+    finally:
+        srv.configure(cut_replies=0, fail_ops=None)
+    assert srv.stats()["faults"]["write"] == 1
+    fs.invalidate_cache()
+    assert fs.cat_file(path) == head + more
+    with fs.open(path, "ab") as f:  # still appendable
+        f.write(b"!")
+    fs.invalidate_cache()
+    assert fs.info(path)["size"] == len(head + more) + 1
+
+
 def test_cut_after_the_object_was_deleted_fails_naming_it(zonal):
     """The stream breaks after the object was deleted: it cannot be taken over again; the write fails naming it."""
     server, bucket = zonal
