@@ -24,8 +24,9 @@ def _response(srv: Any, rec: Appendable, resource: bool = False, finalized: bool
     if resource:
         b = srv.store.bucket(rec.bucket)
         out.resource.CopyFrom(object_pb(b, current(srv, rec) if not finalized else b.lookup(rec.name), finalized))
-    else:
+    else:  # with the persisted bytes' crc32c, as GCS and Google's testbench answer
         out.persisted_size = rec.size
+        out.persisted_data_checksums.crc32c = rec.crc
     out.write_handle.handle = rec.handle
     return out
 
