@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = get_logger(__name__)
 
 CLOSE_WAIT = 5.0  # seconds a broken stream is given to close before it is dropped
+_closing: "set[asyncio.Future]" = set()
 
 
 class ResumeImpossible(OSError):
@@ -134,7 +135,9 @@ def _drop_stream(writer: Any, exc: BaseException) -> None:
     stream, writer.write_obj_stream = writer.write_obj_stream, None
     writer._is_stream_open = False
     if stream is not None and stream.is_stream_open:
-        asyncio.ensure_future(_close_quietly(stream))
+        task = asyncio.ensure_future(_close_quietly(stream))
+        _closing.add(task)  # held until done (the loop keeps only weak references to tasks)
+        task.add_done_callback(_closing.discard)
 
 
 async def _close_quietly(stream: Any) -> None:
