@@ -51,14 +51,14 @@ class AppendableUploader(BaseUploader):
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> None:
         await self.start()
-        await grpc_writes.append(self.writer, data)
+        await grpc_writes.append(self.client, self.writer, data)
 
     async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict:
         await self.start()
         if tail:
-            await grpc_writes.append(self.writer, tail)
+            await grpc_writes.append(self.client, self.writer, tail)
         if not self.appending:
-            resource = await grpc_writes.finalize(self.writer, crc)
+            resource = await grpc_writes.finalize(self.client, self.writer, crc)
         else:
             resource = await grpc_writes.close_unfinalized(self.client, self.writer)
             if int(resource.get("size", -1)) != self.had + size:

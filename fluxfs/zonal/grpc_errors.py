@@ -17,6 +17,8 @@ def mapped(exc: BaseException, what: str) -> BaseException:
 
     if isinstance(exc, DataCorruption):
         return ChecksumMismatch(f"crc32c mismatch reading {what} over gRPC: bytes corrupted in transit ({exc})")
+    if isinstance(exc, gexc.RetryError) and isinstance(exc.cause, BaseException):
+        exc = exc.cause  # the library's retry ran out of time: its last failure is what went wrong
     if not isinstance(exc, gexc.GoogleAPICallError):
         return exc
     status = exc.code or 500
@@ -42,9 +44,18 @@ def reraise(exc: BaseException, what: str) -> None:
 
 
 def async_retry(client: "Client", op: str) -> Any:
-    """google-api-core's AsyncRetry with the filesystem's backoff and deadline for `op` ("read", "write")."""
+    """google-api-core's AsyncRetry with the filesystem's backoff, deadline and attempts for `op` ("read",
+    "write"); one per call (it counts that call's failures)."""
     from google.api_core.retry_async import AsyncRetry
 
     policy = client.retry_policy(op)
+    failures = 0
+
+    def bounded(exc: Exception) -> None:  # the library's retry knows only a deadline: attempts bounded here
+        nonlocal failures
+        failures += 1
+        if failures >= policy.max_attempts:
+            raise exc
+
     return AsyncRetry(initial=policy.initial, maximum=policy.maximum, multiplier=policy.multiplier,
-                      deadline=policy.deadline)
+                      deadline=policy.deadline, on_error=bounded)

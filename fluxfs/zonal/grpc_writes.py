@@ -10,11 +10,13 @@ to an existing object cannot be taken back (GCS has no truncate): the bytes it p
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..gcs.checksums import crc_to_b64
 from ..gcs.redact import get_logger
+from . import grpc_resume
 from .grpc_client import connect, grpc_client
 from .grpc_errors import async_retry, reraise
 
@@ -45,6 +47,7 @@ async def open_writer(client: "Client", bucket: str, key: str, generation: Optio
         writer.blob = _blob(bucket, key, resource)
     try:
         await writer.open(retry_policy=async_retry(client, "write"))
+        grpc_resume.track(writer, await grpc_resume.persisted_crc(client, writer) if generation else 0)
     except Exception as exc:
         _raise_named(exc, what, generation)
     return writer
@@ -64,18 +67,23 @@ def _raise_named(exc: BaseException, what: str, generation: Optional[int]) -> No
     reraise(exc, what)
 
 
-async def append(writer: Any, data: bytes) -> None:
-    """Append `data` at the writer's end (sent in 2 MiB messages, persisted every 16 MiB; resumed by the library)."""
+async def append(client: "Client", writer: Any, data: bytes) -> None:
+    """Append `data` at the writer's end and flush it (sent in 2 MiB messages); a broken stream is resumed
+    from the persisted size (`grpc_resume`), never by the library's retry, which resends the wrong bytes."""
     try:
-        await writer.append(data)
+        await grpc_resume.append(client, writer, data)
+    except grpc_resume.ResumeImpossible:
+        raise
     except Exception as exc:
         _raise_named(exc, f"{writer.bucket_name}/{writer.object_name}", writer.generation)
 
 
-async def finalize(writer: Any, crc: int) -> dict:
-    """Finalize: the object becomes a normal one; the server refuses it unless its crc32c is `crc`."""
+async def finalize(client: "Client", writer: Any, crc: int) -> dict:
+    """Finalize: the object becomes a normal one; the server refuses it unless its crc32c is `crc`. Everything
+    was flushed, so the library's retry (reopen, check the size, finalize) is safe here."""
     try:
-        obj = await writer.close(finalize_on_close=True, full_object_checksum=crc)
+        obj = await writer.close(finalize_on_close=True, full_object_checksum=crc,
+                                 retry_policy=async_retry(client, "write"))
     except Exception as exc:
         _raise_named(exc, f"{writer.bucket_name}/{writer.object_name}", writer.generation)
     return resource_of(writer.bucket_name, obj)
@@ -100,6 +108,11 @@ async def discard(client: "Client", writer: Any, delete: bool) -> None:
     try:
         if writer._is_stream_open:
             await writer.close()
+    except asyncio.CancelledError as exc:  # the stream's call was cancelled with the part using it
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # this discard itself is being cancelled
+            raise
+        logger.debug("closing the cancelled write stream of %s: %r", what, exc)
     except Exception as exc:  # noqa: BLE001 - a broken stream: nothing left to close
         logger.debug("closing the write stream of %s: %s", what, exc)
     if delete and writer.generation:

@@ -54,11 +54,12 @@ def bucket_name(resource: str) -> str:
 
 
 def gate(srv: Any, context: grpc.aio.ServicerContext, op: str, data: bool = False) -> bool:
-    """Count one request of `op` (and a data read) and apply the profile as HTTP requests get it:
+    """Count one request of `op` (a data read too) and apply the profile as HTTP requests get it:
     a bearer token if required, denied ops, the rate limit, injected faults. Raises RpcError for a refusal;
-    returns whether this request's answer is to be cut mid-body (`reset_rate`, `cut_replies`)."""
+    returns whether this data stream (a read's range, an appendable write stream: `data`) is to be cut
+    midway (`reset_rate`, `cut_replies`)."""
     srv.requests[op] += 1
-    if data:
+    if data and op == "read":
         srv.data_reads += 1
     prof = srv.profile
     s = prof.s
@@ -79,7 +80,9 @@ def gate(srv: Any, context: grpc.aio.ServicerContext, op: str, data: bool = Fals
         srv.faults[op] += 1
         raise RpcError(_CODES.get(code, grpc.StatusCode.UNAVAILABLE), f"Injected fault ({code}) for a '{op}' "
                                                                       "request.")
-    if not reset and op == "read" and data and prof.cut_reply(op):
+    if not data:
+        return False  # a stream without a body to cut (reset_rate still counts only where it cuts)
+    if not reset and prof.cut_reply(op):
         reset = True
     if reset:
         srv.faults[op] += 1

@@ -14,7 +14,7 @@ from ..preconditions import check_preconditions
 from .appendable import Appendable, current, finalize, persist, registry
 from .convert import extra_of, object_pb
 from .reads import Pacer
-from .status import RpcError, bucket_name, gate, optional
+from .status import RpcError, bucket_name, cut_status, gate, optional
 
 Response = v2.BidiWriteObjectResponse.pb()
 
@@ -24,8 +24,9 @@ def _response(srv: Any, rec: Appendable, resource: bool = False, finalized: bool
     if resource:
         b = srv.store.bucket(rec.bucket)
         out.resource.CopyFrom(object_pb(b, current(srv, rec) if not finalized else b.lookup(rec.name), finalized))
-    else:
+    else:  # with the persisted bytes' crc32c, as GCS and Google's testbench answer
         out.persisted_size = rec.size
+        out.persisted_data_checksums.crc32c = rec.crc
     out.write_handle.handle = rec.handle
     return out
 
@@ -71,7 +72,9 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
         break
     if first is None:
         return
-    gate(srv, context, "write")
+    appendable = first.HasField("append_object_spec") or (first.HasField("write_object_spec")
+                                                          and first.write_object_spec.appendable)
+    cut = gate(srv, context, "write", data=appendable)
     if first.HasField("append_object_spec"):
         rec = _take_over(srv, first.append_object_spec)
     elif first.HasField("write_object_spec"):
@@ -88,7 +91,7 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
     yield _response(srv, rec, resource=True)
     pending: List[bytes] = []
     received = rec.size
-    finished = False
+    finished = flushed = False
     pacer = Pacer(srv)
     message: Optional[Any] = first
     while True:
@@ -97,6 +100,8 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
                 break
             else:
                 message = None
+        if cut and _cut_here(message, flushed):  # a broken stream: what was flushed stays, the rest is lost
+            await context.abort(*cut_status())  # (before a takeover's ABORTED: the break reaches the client first)
         if rec.epoch != epoch and not finished:  # its unflushed bytes would land where the new writer's are
             raise RpcError(grpc.StatusCode.ABORTED, f"{rec.bucket}/{rec.name} was taken over by another writer "
                                                     "(append_object_spec on a newer stream).")
@@ -124,6 +129,7 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
             await pacer.pace(len(data.content))
         if message.flush or message.finish_write:
             persist(srv, rec, pending)
+            flushed = flushed or bool(pending)
             pending = []
         if message.finish_write:
             expect = optional(message.object_checksums, "crc32c") if message.HasField("object_checksums") else None
@@ -133,6 +139,15 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
         elif message.state_lookup:
             yield _response(srv, rec)
         message = None
+
+
+def _cut_here(message: Optional[Any], flushed: bool) -> bool:
+    """Where an injected cut (`reset_rate`, `cut_replies` of "write") breaks an appendable stream: at the first
+    data after something was flushed on it (a persisted part kept, unflushed bytes dropped, as GCS keeps only
+    what it persisted), else at its end (finish_write or half-close) before what it holds is persisted."""
+    if message is None or message.finish_write:
+        return True
+    return flushed and message.HasField("checksummed_data")
 
 
 async def _one_shot(srv: Any, first: Any, requests: AsyncIterator[Any]):

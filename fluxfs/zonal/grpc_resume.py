@@ -1,0 +1,162 @@
+"""Appends to an appendable object that survive a broken `BidiWriteObject` stream, and never write wrong bytes.
+
+google-cloud-storage's own append retry rewinds the bytes of the append call it is in to the object's absolute
+persisted size, so a stream broken during any append but the first resends the wrong bytes (or none) and loses
+what earlier calls sent unflushed. fluxfs turns that retry off: each append ends flushed (its persisted size
+confirmed), so only the bytes of the append in progress can be unconfirmed, and the caller holds them. On a
+transient failure the object is taken over again (generation and write handle, as GCS documents for a broken
+appendable stream), its persisted size read, and the append resent from there; bounded by the filesystem's
+write retry policy. Persisted bytes that are not the ones sent (a size outside the append's range, or, where
+the crc32c of what the object held is known, another crc32c: another writer appended meanwhile) end the write
+with `ResumeImpossible` naming the object: nothing is guessed.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any, Optional
+
+import google_crc32c
+
+from ..gcs.redact import get_logger
+from .grpc_client import grpc_client
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gcs.client import Client
+
+logger = get_logger(__name__)
+
+CLOSE_WAIT = 5.0  # seconds a broken stream is given to close before it is dropped
+_closing: "set[asyncio.Future]" = set()
+
+
+class ResumeImpossible(OSError):
+    """A broken write stream cannot be resumed without writing wrong bytes (the object is not where we left it)."""
+
+
+def _no_retry() -> Any:
+    from google.api_core.retry_async import AsyncRetry
+
+    return AsyncRetry(predicate=lambda exc: False)
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether a write stream failing with `exc` may be resumed: a transient status, or a redirect."""
+    from google.api_core import exceptions as gexc
+    from google.cloud._storage_v2.types import BidiWriteObjectRedirectedError
+    from google.cloud.storage.asyncio.retry._helpers import _extract_bidi_writes_redirect_proto
+
+    if isinstance(exc, (gexc.InternalServerError, gexc.ServiceUnavailable, gexc.DeadlineExceeded,
+                        gexc.TooManyRequests, BidiWriteObjectRedirectedError)):
+        return True
+    if isinstance(exc, gexc.Aborted):
+        try:
+            return bool(_extract_bidi_writes_redirect_proto(exc))
+        except Exception:  # noqa: BLE001 - unreadable details: not a redirect we can follow
+            return False
+    return False
+
+
+def track(writer: Any, crc: Optional[int]) -> None:
+    """Start following the crc32c of `writer`'s persisted bytes from `crc` (None: not known)."""
+    writer._fluxfs_crc = crc
+
+
+async def persisted_crc(client: "Client", writer: Any) -> Optional[int]:
+    """The crc32c GCS gives for the persisted bytes of `writer`'s generation, None when it gives none."""
+    obj = await grpc_client(client).get_object(writer.bucket_name, writer.object_name,
+                                               generation=int(writer.generation))
+    pb = type(obj).pb(obj) if hasattr(type(obj), "pb") else obj
+    return pb.checksums.crc32c if pb.checksums.HasField("crc32c") else None
+
+
+async def append(client: "Client", writer: Any, data: bytes) -> None:
+    """Append `data` at the object's end and flush it; a broken stream is resumed from the persisted size.
+    Raises the last failure once the write retry policy runs out, `ResumeImpossible` if resuming cannot be exact."""
+    what = f"{writer.bucket_name}/{writer.object_name}"
+    base = int(writer.persisted_size or 0)  # the previous append ended flushed: this is the confirmed size
+    end = base + len(data)
+    policy = client.retry_policy("write")
+    start, attempt, broken = time.monotonic(), 0, False
+    while True:
+        try:
+            if broken:
+                await _reopen(client, writer, what)
+                await _check(client, writer, what, data, base)
+            done = int(writer.persisted_size or 0) - base
+            if done < len(data):
+                await writer.append(data if not done else memoryview(data)[done:].tobytes(),
+                                    retry_policy=_no_retry())
+            persisted = await writer.flush()
+            if persisted != end:
+                raise ResumeImpossible(f"the write of {what} cannot go on: GCS holds {persisted} bytes of it after "
+                                       f"appending bytes {base}..{end} (another writer appended to it?)")
+            crc = getattr(writer, "_fluxfs_crc", None)
+            writer._fluxfs_crc = None if crc is None else google_crc32c.extend(crc, data)
+            return
+        except Exception as exc:
+            if not retryable(exc):
+                raise
+            attempt += 1
+            delay = policy.backoff(attempt - 1)
+            if attempt >= policy.max_attempts or time.monotonic() - start + delay > policy.deadline:
+                logger.warning("giving up on the write of %s after %d attempts: %s", what, attempt, exc)
+                raise
+            logger.debug("the write stream of %s broke at bytes %d..%d (%s); resuming in %.2fs", what, base, end,
+                         exc, delay)
+            _drop_stream(writer, exc)
+            await asyncio.sleep(delay)
+            broken = True
+
+
+async def _check(client: "Client", writer: Any, what: str, data: bytes, base: int) -> None:
+    """The taken-over object must hold our confirmed bytes and at most the append in progress, and what it
+    holds past them must be ours (its crc32c, where known)."""
+    persisted, end = int(writer.persisted_size or 0), base + len(data)
+    why = ""
+    if not base <= persisted <= end:
+        why = f"GCS holds {persisted} bytes of it, the write had {base} confirmed and was sending up to {end}"
+    elif persisted > base and getattr(writer, "_fluxfs_crc", None) is not None:
+        expect = google_crc32c.extend(writer._fluxfs_crc, memoryview(data)[:persisted - base].tobytes())
+        held = await persisted_crc(client, writer)
+        if held is not None and held != expect:
+            why = (f"the {persisted - base} bytes GCS holds past the {base} confirmed are not the ones sent "
+                   f"(crc32c {held}, sent {expect})")
+    if why:
+        raise ResumeImpossible(f"cannot resume the write of {what} after its stream broke: {why} (another writer "
+                               f"changed it); nothing more was written")
+
+
+def _drop_stream(writer: Any, exc: BaseException) -> None:
+    """Forget the broken stream (closed in the background), keeping a redirect's routing token and handle."""
+    with contextlib.suppress(Exception):
+        writer._on_open_error(exc)
+    stream, writer.write_obj_stream = writer.write_obj_stream, None
+    writer._is_stream_open = False
+    if stream is not None and stream.is_stream_open:
+        task = asyncio.ensure_future(_close_quietly(stream))
+        _closing.add(task)  # held until done (the loop keeps only weak references to tasks)
+        task.add_done_callback(_closing.discard)
+
+
+async def _close_quietly(stream: Any) -> None:
+    try:
+        await asyncio.wait_for(stream.socket_like_rpc.close(), CLOSE_WAIT)
+    except BaseException as exc:  # noqa: BLE001 - a broken stream: nothing left to close
+        logger.debug("closing a broken write stream: %r", exc)
+
+
+async def _reopen(client: "Client", writer: Any, what: str) -> None:
+    """Take the object over again by generation and write handle; `writer.persisted_size` is then GCS's."""
+    from .grpc_errors import async_retry
+
+    writer.offset = writer.persisted_size = None
+    writer.bytes_appended_since_last_flush = 0
+    try:
+        await writer.open(retry_policy=async_retry(client, "write"))
+    except Exception as exc:
+        if retryable(exc):
+            raise
+        raise ResumeImpossible(f"cannot resume the write of {what} after its stream broke: taking generation "
+                               f"{writer.generation} over again failed ({type(exc).__name__}: {exc})") from exc

@@ -1,0 +1,151 @@
+"""A zonal write whose BidiWriteObject stream breaks midway is resumed from the persisted size with the bytes it
+kept: the object is exact and finalized; where resuming could not be exact it fails naming the object, leaving no
+object. Faults are the embedded server's (`cut_replies` of "write": a stream cut after a flush, unflushed bytes
+dropped as GCS drops them)."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from fluxfs.errors import RetryableError
+from fluxfs.zonal.grpc_resume import ResumeImpossible
+from tests.zonal.conftest import zonal_fs
+
+MiB = 2**20
+
+
+def _embedded(server):
+    if server.server is None:
+        pytest.skip("injected write-stream cuts are the embedded server's (the testbench has no such fault)")
+    return server.server
+
+
+def _persisted(server, path: str, size: int) -> None:
+    """Wait until the unfinalized object at `path` shows `size` persisted bytes."""
+    look = zonal_fs(server)
+    deadline = time.monotonic() + 10
+    while True:
+        look.invalidate_cache()
+        if look.exists(path) and look.info(path)["size"] == size:
+            return
+        assert time.monotonic() < deadline, f"{path} never reached {size} persisted bytes"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("cuts", [1, 2])
+def test_write_survives_cut_streams(zonal, cuts):
+    """40 MiB in 1 MiB writes (five 8 MiB parts) with streams cut midway: resumed, byte-exact, finalized."""
+    server, bucket = zonal
+    srv = _embedded(server)
+    fs = zonal_fs(server)
+    data = os.urandom(40 * MiB + 11)
+    srv.reset_stats()
+    srv.configure(cut_replies=cuts, fail_ops="write")
+    try:
+        with fs.open(f"{bucket}/ckpt", "wb") as f:
+            for i in range(0, len(data), MiB):
+                f.write(data[i:i + MiB])
+    finally:
+        srv.configure(cut_replies=0, fail_ops=None)
+    assert srv.stats()["faults"]["write"] == cuts
+    assert "finalized" in f.object_info and f.object_info["size"] == len(data)
+    assert fs.cat_file(f"{bucket}/ckpt") == data
+    with pytest.raises(PermissionError, match="finalized"):
+        fs.open(f"{bucket}/ckpt", "ab")
+
+
+def test_append_survives_a_cut_stream(zonal):
+    """"ab" onto an unfinalized object, its stream cut after the first part: resumed, the object exact and left
+    appendable."""
+    server, bucket = zonal
+    srv = _embedded(server)
+    fs = zonal_fs(server)
+    path = f"{bucket}/log"
+    head, more = os.urandom(MiB + 3), os.urandom(17 * MiB)
+    with fs.open(path, "ab") as f:
+        f.write(head)
+    srv.reset_stats()
+    srv.configure(cut_replies=1, fail_ops="write")
+    try:
+        with fs.open(path, "ab") as f:
+            f.write(more)
+    finally:
+        srv.configure(cut_replies=0, fail_ops=None)
+    assert srv.stats()["faults"]["write"] == 1
+    fs.invalidate_cache()
+    assert fs.cat_file(path) == head + more
+    with fs.open(path, "ab") as f:  # still appendable
+        f.write(b"!")
+    fs.invalidate_cache()
+    assert fs.info(path)["size"] == len(head + more) + 1
+
+
+def test_cut_after_the_object_was_deleted_fails_naming_it(zonal):
+    """The stream breaks after the object was deleted: it cannot be taken over again; the write fails naming it."""
+    server, bucket = zonal
+    srv = _embedded(server)
+    fs = zonal_fs(server)
+    path = f"{bucket}/gone"
+    srv.reset_stats()
+    srv.configure(cut_replies=2, fail_ops="write")  # the first stream's cut is resumed, the second one's is not
+    try:
+        with pytest.raises(ResumeImpossible, match=f"{path}.*stream broke"):
+            with fs.open(path, "wb") as f:
+                f.write(os.urandom(16 * MiB))
+                f.write(b"x")
+                _persisted(server, path, 16 * MiB)  # two parts flushed
+                zonal_fs(server).rm(path)
+                f.write(os.urandom(9 * MiB))
+    finally:
+        srv.configure(cut_replies=0, fail_ops=None)
+    assert srv.stats()["faults"]["write"] == 2
+    fs.invalidate_cache()
+    assert not fs.exists(path)
+
+
+@pytest.mark.parametrize("appended", [MiB, 9 * MiB])
+def test_cut_after_another_writer_appended_fails_naming_it(zonal, appended):
+    """Another writer took the object over and appended before the stream broke: what GCS holds past the confirmed
+    bytes is not ours (within the part in progress, told by crc32c; beyond it, by size): refused, nothing written."""
+    server, bucket = zonal
+    srv = _embedded(server)
+    fs = zonal_fs(server)
+    path = f"{bucket}/shared"
+    srv.reset_stats()
+    srv.configure(cut_replies=2, fail_ops="write")  # the first stream's cut is resumed, the second one's is not
+    try:
+        with pytest.raises(ResumeImpossible, match=f"cannot resume the write of {path}.*another writer"):
+            with fs.open(path, "wb") as f:
+                f.write(os.urandom(16 * MiB))
+                f.write(b"x")
+                _persisted(server, path, 16 * MiB)
+                with zonal_fs(server).open(path, "ab") as other:
+                    other.write(os.urandom(appended))
+                f.write(os.urandom(9 * MiB))
+    finally:
+        srv.configure(cut_replies=0, fail_ops=None)
+    assert srv.stats()["faults"]["write"] == 2
+    fs.invalidate_cache()
+    assert not fs.exists(path)  # the write's own generation is deleted, as for any failed write
+
+
+def test_cuts_beyond_the_retry_policy_fail_naming_the_object(zonal):
+    """Resuming is bounded by the write retry policy: a stream broken again each time fails the write, naming it,
+    and leaves no object."""
+    server, bucket = zonal
+    srv = _embedded(server)
+    fs = zonal_fs(server, retry={"write": {"max_attempts": 2, "initial": 0.01}})
+    path = f"{bucket}/flaky"
+    srv.reset_stats()
+    srv.configure(reset_rate=1.0, fail_ops="write")
+    try:
+        with pytest.raises(RetryableError, match=f"{path}.*cut"):
+            with fs.open(path, "wb") as f:
+                f.write(os.urandom(17 * MiB))
+    finally:
+        srv.configure(reset_rate=0.0, fail_ops=None)
+    assert srv.stats()["faults"]["write"] >= 2
+    fs.invalidate_cache()
+    assert not fs.exists(path)
