@@ -18,7 +18,7 @@ from ..errors import ChecksumMismatch
 from ..gcs.redact import get_logger
 from .grpc_client import connect
 from .grpc_errors import async_retry, reraise
-from .stalls import bounded
+from .stalls import bounded, nothing
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -163,7 +163,7 @@ async def _open(client: "Client", bucket: str, key: str, generation: Optional[st
         opening = AsyncMultiRangeDownloader.create_mrd(await connect(client), bucket, key,
                                                        generation=int(generation) if generation else None,
                                                        retry_policy=async_retry(client, "read"))
-        return await bounded(opening, lambda: 0, client.options.read_timeout, what, "BidiReadObject")
+        return await bounded(opening, nothing, client.options.read_timeout, what, "BidiReadObject")
     except Exception as exc:
         reraise(exc, what)
         raise

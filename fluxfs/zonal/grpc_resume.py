@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import google_crc32c
 
+from ..errors import RequestTimeout
 from ..gcs.redact import get_logger
 from .grpc_client import grpc_client
+from .stalls import bounded, nothing
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -28,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = get_logger(__name__)
 
 CLOSE_WAIT = 5.0  # seconds a broken stream is given to close before it is dropped
+SLICE = 2 * 2**20  # bytes handed to the library per call: its largest message, each bounded by read_timeout
 _closing: "set[asyncio.Future]" = set()
 
 
@@ -48,8 +51,8 @@ def retryable(exc: BaseException) -> bool:
     from google.cloud.storage.asyncio.retry._helpers import _extract_bidi_writes_redirect_proto
 
     if isinstance(exc, (gexc.InternalServerError, gexc.ServiceUnavailable, gexc.DeadlineExceeded,
-                        gexc.TooManyRequests, BidiWriteObjectRedirectedError)):
-        return True
+                        gexc.TooManyRequests, BidiWriteObjectRedirectedError, RequestTimeout)):
+        return True  # (a stalled stream too: taken over again, as a broken one)
     if isinstance(exc, gexc.Aborted):
         try:
             return bool(_extract_bidi_writes_redirect_proto(exc))
@@ -78,6 +81,7 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
     base = int(writer.persisted_size or 0)  # the previous append ended flushed: this is the confirmed size
     end = base + len(data)
     policy = client.retry_policy("write")
+    limit = client.options.read_timeout
     start, attempt, broken = time.monotonic(), 0, False
     while True:
         try:
@@ -85,10 +89,11 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
                 await _reopen(client, writer, what)
                 await _check(client, writer, what, data, base)
             done = int(writer.persisted_size or 0) - base
-            if done < len(data):
-                await writer.append(data if not done else memoryview(data)[done:].tobytes(),
-                                    retry_policy=_no_retry())
-            persisted = await writer.flush()
+            view = memoryview(data)
+            for at in range(done, len(data), SLICE):  # each slice taken within read_timeout, or the stream stalled
+                await bounded(writer.append(view[at:at + SLICE], retry_policy=_no_retry()), nothing, limit, what,
+                              "BidiWriteObject", writing=True)
+            persisted = await bounded(writer.flush(), nothing, limit, what, "BidiWriteObject", writing=True)
             if persisted != end:
                 raise ResumeImpossible(f"the write of {what} cannot go on: GCS holds {persisted} bytes of it after "
                                        f"appending bytes {base}..{end} (another writer appended to it?)")
@@ -154,7 +159,8 @@ async def _reopen(client: "Client", writer: Any, what: str) -> None:
     writer.offset = writer.persisted_size = None
     writer.bytes_appended_since_last_flush = 0
     try:
-        await writer.open(retry_policy=async_retry(client, "write"))
+        await bounded(writer.open(retry_policy=async_retry(client, "write")), nothing, client.options.read_timeout,
+                      what, "BidiWriteObject")
     except Exception as exc:
         if retryable(exc):
             raise

@@ -9,15 +9,25 @@ from typing import Any, Awaitable, Callable
 from ..errors import RequestTimeout
 
 
-def stalled(what: str, limit: float, received: int, call: str) -> RequestTimeout:
-    """The error of a `call` on `what` that moved nothing for `limit` s after `received` bytes."""
+def nothing() -> int:
+    """The progress of a call that shows none until it ends (an opening, a flush): it has `limit` to finish."""
+    return 0
+
+
+def stalled(what: str, limit: float, received: int, call: str, writing: bool = False) -> RequestTimeout:
+    """The error of a `call` on `what` that moved nothing for `limit` s after `received` bytes (`writing`: the
+    server took none of what was sent)."""
+    if writing:
+        return RequestTimeout(f"{what}: timed out: the server took no bytes of the write for {limit:g} s "
+                              f"(gRPC {call})")
     if received:
         return RequestTimeout(f"{what}: timed out: the answer stalled for {limit:g} s after {received} bytes "
                               f"(gRPC {call})")
     return RequestTimeout(f"{what}: timed out: no answer from the server within {limit:g} s (gRPC {call})")
 
 
-async def bounded(aw: Awaitable[Any], moved: Callable[[], int], limit: float, what: str, call: str) -> Any:
+async def bounded(aw: Awaitable[Any], moved: Callable[[], int], limit: float, what: str, call: str,
+                  writing: bool = False) -> Any:
     """`await aw`, cancelled with `stalled(...)` once `moved()` (bytes or messages received) stayed the same for
     `limit` seconds (one timer, looked at four times per `limit`: nothing per message)."""
     loop = asyncio.get_running_loop()
@@ -39,7 +49,7 @@ async def bounded(aw: Awaitable[Any], moved: Callable[[], int], limit: float, wh
         return await task
     except asyncio.CancelledError:
         if watch["expired"] and task.cancelled():
-            raise stalled(what, limit, watch["last"], call) from None
+            raise stalled(what, limit, watch["last"], call, writing) from None
         raise
     finally:
         watch["timer"].cancel()

@@ -294,3 +294,28 @@ def test_reader_gives_up_when_the_stream_stalls(zonal, span):
     assert str(box["error"]).startswith(f"{bucket}/big: timed out: the answer stalled for 1 s after "), box
     assert "(gRPC BidiReadObject)" in str(box["error"])
     assert box["elapsed"] < 10
+
+
+def test_writer_gives_up_when_the_stream_stops_taking_bytes(zonal):
+    """A write stream the server stops reading (stalled after 1 MiB) fails within a few `read_timeout`s with
+    RequestTimeout naming the object, each retry stalling alike, and leaves no object behind."""
+    from tests.badinput.test_stalls import QUICK, within
+
+    server, bucket = zonal
+    if server.server is None:
+        pytest.skip("stalls are injected by the embedded server")
+    fs = zonal_fs(server, read_timeout=1, retry=QUICK)
+    fs.pipe_file(f"{bucket}/warm", b"x")  # over gRPC: the bucket's layout is known
+    data = os.urandom(16 * MiB + 1)
+    server.server.configure(stall_after=MiB, fail_ops={"write"})
+
+    def write():
+        with fs.open(f"{bucket}/big", "wb") as f:
+            f.write(data)
+
+    box = within(60, write)
+    server.server.configure(stall_after=None)
+    assert isinstance(box.get("error"), RequestTimeout), box
+    assert str(box["error"]).startswith(f"{bucket}/big: timed out: the server took no bytes of the write for 1 s")
+    assert box["elapsed"] < 20
+    assert not fs.exists(f"{bucket}/big")

@@ -4,6 +4,8 @@ on `finish_write` (which finalizes) and when the client ends its side; `state_lo
 persisted size. A non-appendable spec is a one-shot upload stored at `finish_write`."""
 from __future__ import annotations
 
+import asyncio
+
 from typing import Any, AsyncIterator, List, Optional
 
 import grpc
@@ -93,6 +95,7 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
     received = rec.size
     finished = flushed = False
     pacer = Pacer(srv)
+    stall = srv.profile.stall_at("write")  # the stream stops taking bytes after this many (as HTTP bodies do)
     message: Optional[Any] = first
     while True:
         if message is None:
@@ -127,6 +130,8 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
             received += len(data.content)
             srv.bytes_in += len(data.content)
             await pacer.pace(len(data.content))
+            if stall is not None and pacer.sent >= stall:
+                await asyncio.Event().wait()  # nothing more is read: the client's sends block, until it gives up
         if message.flush or message.finish_write:
             persist(srv, rec, pending)
             flushed = flushed or bool(pending)
