@@ -92,7 +92,7 @@ class StreamPool:
         if generation and not fresh:
             k = (bucket, key, str(generation))
             mrd = self.open.get(k)
-            if mrd is not None and mrd.is_stream_open:
+            if mrd is not None and mrd.is_stream_open:  # (finalized: an unfinalized one's size is of its opening)
                 self._use(mrd)
                 return mrd, True
             pending = self.opening.get(k)
@@ -103,7 +103,9 @@ class StreamPool:
         else:
             mrd = await _open(client, bucket, key, generation)
         k = (bucket, key, str(mrd.generation))
-        if k not in self.open or not self.open[k].is_stream_open:
+        # Only a finalized object's stream is shared: an unfinalized one grows, and a stream knows the size it
+        # had when it opened (a later read of the new bytes would come back short).
+        if mrd.is_finalized and (k not in self.open or not self.open[k].is_stream_open):
             self.open[k] = mrd
         self._use(mrd)
         return mrd, False

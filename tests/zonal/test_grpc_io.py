@@ -192,6 +192,13 @@ def test_append_is_native_and_readable_unfinalized(zonal):
         f.write(b"world" * 1000)
     assert fs.cat_file(f"{bucket}/log") == b"hello " + b"world" * 1000
     assert fs.info(f"{bucket}/log")["size"] == 6 + 5000
+    # A ranged read right after it grows sees the new bytes (a stream opened before knows only the size then).
+    generation = fs.info(f"{bucket}/log")["generation"]
+    assert fs.read_ranges(f"{bucket}/log", [(0, 6)], generation=generation) == [b"hello "]
+    with fs.open(f"{bucket}/log", "ab") as f:
+        f.write(b"!")
+    whole = b"hello " + b"world" * 1000 + b"!"
+    assert fs.read_ranges(f"{bucket}/log", [(5000, 5007)], generation=generation) == [whole[5000:5007]]
 
 
 def listed(server, path: str) -> list[dict]:
