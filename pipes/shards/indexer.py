@@ -102,9 +102,18 @@ def load_index(fs, url: str, *, build_missing: bool = True) -> ShardIndex:
     return index
 
 
+def _shared_cache(fs) -> bool:
+    """Whether `fs` is one of fsspec's caching filesystems (`filecache::`, `simplecache::`, `blockcache::`): they
+    keep their cache's metadata without a lock, so two threads opening files at once can lose one's entry (an
+    fsspec `TypeError` in `_open`)."""
+    from fsspec.implementations.cached import CachingFileSystem
+
+    return isinstance(fs, CachingFileSystem)
+
+
 def load_indexes(fs, urls: Sequence[str], *, build_missing: bool = True, threads: int = 16) -> list[ShardIndex]:
-    """`load_index` of every shard, concurrently, in the order given."""
-    if len(urls) == 1:
-        return [load_index(fs, urls[0], build_missing=build_missing)]
+    """`load_index` of every shard, concurrently (one at a time through fsspec's caching filesystems), in order."""
+    if len(urls) == 1 or _shared_cache(fs):
+        return [load_index(fs, u, build_missing=build_missing) for u in urls]
     with ThreadPoolExecutor(min(threads, max(1, len(urls)))) as pool:
         return list(pool.map(lambda u: load_index(fs, u, build_missing=build_missing), urls))

@@ -110,6 +110,23 @@ def test_shard_map_dataset_over_filecache_reads_its_second_pass_from_the_cache(f
         assert bool(reads_of(flux_server)) == (n == 0), f"pass {n}: {reads_of(flux_server)}"
 
 
+def test_shard_indexes_are_read_one_at_a_time_through_a_caching_filesystem(flux_server, bucket, storage_options,
+                                                                            tmp_path):
+    """fsspec's caching filesystems keep their cache's metadata unlocked: threads opening files at once can lose one
+    entry (fsspec's TypeError in `_open`), so shard indexes are read through them one at a time."""
+    from fluxfs.pipes.shards import FluxShardMapDataset, ShardWriter
+
+    samples = [{"__key__": f"{i:04d}", "bin": bytes([i]) * 100} for i in range(24)]
+    with ShardWriter(f"flux://{bucket}/sh/{{:02d}}.tar", max_samples=6, storage_options=storage_options) as w:
+        w.write_all(samples)
+    flux_server.configure(latency_ms=200)  # reads in flight together would overlap for long
+    flux_server.reset_stats()
+    ds = FluxShardMapDataset.from_prefix(f"filecache::flux://{bucket}/sh/",
+                                         storage_options=chained(storage_options, tmp_path))
+    assert len(ds) == len(samples)
+    assert flux_server.stats()["peak_in_flight"]["read"] == 1
+
+
 def test_accelerated_is_a_type_check_not_attribute_forwarding(flux_server, storage_options, tmp_path):
     flux = FilesystemHandle("flux", storage_options).fs
     assert fluxfs.accelerated(flux) is flux
