@@ -120,7 +120,7 @@ def test_cat_objects_of_200_small_objects(zonal):
 def test_small_objects_are_read_side_by_side(zonal):
     """Many small objects are read with the filesystem's read concurrency in flight (each on a stream of its own),
     whether the caller gave their sizes (cat_objects) or not (cat of paths): 64 reads 32 at a time take two
-    first-byte latencies, where 8 at a time would take eight."""
+    first-byte latencies (cat lists first: one more), where 8 at a time would take eight."""
     server, bucket = zonal
     if server.server is None:
         pytest.skip("latency is the embedded server's")
@@ -134,7 +134,7 @@ def test_small_objects_are_read_side_by_side(zonal):
     for how, read in (("cat_objects", lambda: fs.cat_objects(infos)), ("cat", lambda: fs.cat(sorted(data)))):
         t0 = time.monotonic()
         assert {k.split("://")[-1]: v for k, v in read().items()} == data
-        assert time.monotonic() - t0 < 4 * 0.4, how
+        assert time.monotonic() - t0 < 7 * 0.4, how  # 8 at a time: 8 latencies (and cat's listing one more)
 
 
 def test_writes_are_finalized_objects(zonal, tmp_path):
