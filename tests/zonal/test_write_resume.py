@@ -82,27 +82,32 @@ def test_append_survives_a_cut_stream(zonal):
     assert fs.info(path)["size"] == len(head + more) + 1
 
 
-def test_cut_after_the_object_was_deleted_fails_naming_it(zonal):
-    """The stream breaks after the object was deleted: it cannot be taken over again; the write fails naming it."""
-    server, bucket = zonal
+def _refused_after(server, path: str, meddle, match: str) -> None:
+    """A write whose first stream cut is resumed and whose second is not, after `meddle(path)` changed the object
+    once two parts were flushed: ResumeImpossible matching `match`, and no object left."""
     srv = _embedded(server)
     fs = zonal_fs(server)
-    path = f"{bucket}/gone"
     srv.reset_stats()
-    srv.configure(cut_replies=2, fail_ops="write")  # the first stream's cut is resumed, the second one's is not
+    srv.configure(cut_replies=2, fail_ops="write")
     try:
-        with pytest.raises(ResumeImpossible, match=f"{path}.*stream broke"):
+        with pytest.raises(ResumeImpossible, match=match):
             with fs.open(path, "wb") as f:
                 f.write(os.urandom(16 * MiB))
                 f.write(b"x")
                 _persisted(server, path, 16 * MiB)  # two parts flushed
-                zonal_fs(server).rm(path)
+                meddle(path)
                 f.write(os.urandom(9 * MiB))
     finally:
         srv.configure(cut_replies=0, fail_ops=None)
     assert srv.stats()["faults"]["write"] == 2
     fs.invalidate_cache()
-    assert not fs.exists(path)
+    assert not fs.exists(path)  # the write's own generation is deleted, as for any failed write
+
+
+def test_cut_after_the_object_was_deleted_fails_naming_it(zonal):
+    """The stream breaks after the object was deleted: it cannot be taken over again; the write fails naming it."""
+    server, bucket = zonal
+    _refused_after(server, f"{bucket}/gone", lambda path: zonal_fs(server).rm(path), f"{bucket}/gone.*stream broke")
 
 
 @pytest.mark.parametrize("appended", [MiB, 9 * MiB])
@@ -110,25 +115,13 @@ def test_cut_after_another_writer_appended_fails_naming_it(zonal, appended):
     """Another writer took the object over and appended before the stream broke: what GCS holds past the confirmed
     bytes is not ours (within the part in progress, told by crc32c; beyond it, by size): refused, nothing written."""
     server, bucket = zonal
-    srv = _embedded(server)
-    fs = zonal_fs(server)
-    path = f"{bucket}/shared"
-    srv.reset_stats()
-    srv.configure(cut_replies=2, fail_ops="write")  # the first stream's cut is resumed, the second one's is not
-    try:
-        with pytest.raises(ResumeImpossible, match=f"cannot resume the write of {path}.*another writer"):
-            with fs.open(path, "wb") as f:
-                f.write(os.urandom(16 * MiB))
-                f.write(b"x")
-                _persisted(server, path, 16 * MiB)
-                with zonal_fs(server).open(path, "ab") as other:
-                    other.write(os.urandom(appended))
-                f.write(os.urandom(9 * MiB))
-    finally:
-        srv.configure(cut_replies=0, fail_ops=None)
-    assert srv.stats()["faults"]["write"] == 2
-    fs.invalidate_cache()
-    assert not fs.exists(path)  # the write's own generation is deleted, as for any failed write
+
+    def append_other(path: str) -> None:
+        with zonal_fs(server).open(path, "ab") as other:
+            other.write(os.urandom(appended))
+
+    _refused_after(server, f"{bucket}/shared", append_other,
+                   f"cannot resume the write of {bucket}/shared.*another writer")
 
 
 def test_cuts_beyond_the_retry_policy_fail_naming_the_object(zonal):
