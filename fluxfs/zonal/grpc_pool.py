@@ -187,8 +187,8 @@ def _size(mrd: Any) -> int:
     return int(meta.size) if meta is not None else 0
 
 
-async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[int] = None, end: Optional[int] = None,
-               generation: Optional[str] = None, chunk: int = CHUNK) -> Got:
+async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[int] = None,
+                      end: Optional[int] = None, generation: Optional[str] = None, chunk: int = CHUNK) -> Got:
     """Bytes [start, end) of `bucket/key` (to its end when `end` is None; of `generation` when given) on the stream
     pooled for that generation, every `chunk` of the range sent at once.
 
@@ -229,15 +229,20 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
                 raise ConnectionError(f"short read of {what} over gRPC: {buf.n} bytes for range {a}-{b}")
         crc = mrd.full_obj_server_crc32c if mrd.is_finalized else None
         if s == 0 and stop == size and crc is not None:
-            value = 0
-            for c in chunks:
-                value = google_crc32c.extend(value, c)
-            if value != crc:
-                raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}) over gRPC")
+            check_whole(chunks, crc, what, gen)
         broken = False
         return Got(chunks, s, size, gen, crc)
     finally:
         pool.release(mrd, broken=broken)
+
+
+def check_whole(chunks: list, crc: int, what: str, gen: Optional[str]) -> None:
+    """ChecksumMismatch unless `chunks` (a whole object's bytes) have the object's crc32c `crc`."""
+    value = 0
+    for c in chunks:
+        value = google_crc32c.extend(value, c)
+    if value != crc:
+        raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}) over gRPC")
 
 
 async def _download(mrd: Any, spans: list, limit: float) -> list:

@@ -23,7 +23,7 @@ from ..gcs.redact import get_logger
 from ..gcs.tasks import gather_all
 from .grpc_client import connect
 from .grpc_errors import reraise
-from .grpc_pool import CHUNK, Got, pool_of, read_pooled
+from .grpc_pool import CHUNK, Got, check_whole, pool_of, read_pooled
 from .stalls import bounded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,16 +91,8 @@ async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional
     rest = await gather_all(one(a, min(a + chunk, stop)) for a in range(s + got, stop, chunk))
     chunks = first.chunks + [c for part in rest for c in part]
     if s == 0 and stop == size:
-        _check_whole(chunks, first.crc32c, what, gen)
+        check_whole(chunks, first.crc32c, what, gen)
     return Got(chunks, s, size, gen, first.crc32c)
-
-
-def _check_whole(chunks: list, crc: int, what: str, gen: Optional[str]) -> None:
-    value = 0
-    for c in chunks:
-        value = google_crc32c.extend(value, c)
-    if value != crc:
-        raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}) over gRPC")
 
 
 async def _finish(client: "Client", bucket: str, key: str, got: Got, length: int, chunk: int) -> Got:
@@ -134,7 +126,7 @@ async def read_whole(client: "Client", bucket: str, key: str, generation: Option
     elif n != got.size:
         raise ConnectionError(f"short read of {what} over gRPC: {n} bytes of {got.size}")
     else:
-        _check_whole(got.chunks, got.crc32c, what, got.generation)
+        check_whole(got.chunks, got.crc32c, what, got.generation)
     return got
 
 

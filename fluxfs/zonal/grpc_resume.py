@@ -44,6 +44,12 @@ def _no_retry() -> Any:
     return AsyncRetry(predicate=lambda exc: False)
 
 
+def within(client: "Client", aw: Any, what: str, writing: bool = False) -> Any:
+    """`aw`, a write-stream call showing no progress until it ends (an opening, 2 MiB handed over, a flush, a
+    finalize), bounded by `read_timeout`: RequestTimeout naming `what` (`writing`: the server took nothing)."""
+    return bounded(aw, nothing, client.options.read_timeout, what, "BidiWriteObject", writing)
+
+
 def retryable(exc: BaseException) -> bool:
     """Whether a write stream failing with `exc` may be resumed: a transient status, or a redirect."""
     from google.api_core import exceptions as gexc
@@ -81,7 +87,6 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
     base = int(writer.persisted_size or 0)  # the previous append ended flushed: this is the confirmed size
     end = base + len(data)
     policy = client.retry_policy("write")
-    limit = client.options.read_timeout
     start, attempt, broken = time.monotonic(), 0, False
     while True:
         try:
@@ -91,9 +96,9 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
             done = int(writer.persisted_size or 0) - base
             view = memoryview(data)
             for at in range(done, len(data), SLICE):  # each slice taken within read_timeout, or the stream stalled
-                await bounded(writer.append(view[at:at + SLICE], retry_policy=_no_retry()), nothing, limit, what,
-                              "BidiWriteObject", writing=True)
-            persisted = await bounded(writer.flush(), nothing, limit, what, "BidiWriteObject", writing=True)
+                await within(client, writer.append(view[at:at + SLICE], retry_policy=_no_retry()), what,
+                             writing=True)
+            persisted = await within(client, writer.flush(), what, writing=True)
             if persisted != end:
                 raise ResumeImpossible(f"the write of {what} cannot go on: GCS holds {persisted} bytes of it after "
                                        f"appending bytes {base}..{end} (another writer appended to it?)")
@@ -159,8 +164,7 @@ async def _reopen(client: "Client", writer: Any, what: str) -> None:
     writer.offset = writer.persisted_size = None
     writer.bytes_appended_since_last_flush = 0
     try:
-        await bounded(writer.open(retry_policy=async_retry(client, "write")), nothing, client.options.read_timeout,
-                      what, "BidiWriteObject")
+        await within(client, writer.open(retry_policy=async_retry(client, "write")), what)
     except Exception as exc:
         if retryable(exc):
             raise

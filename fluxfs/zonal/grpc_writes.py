@@ -19,7 +19,6 @@ from ..gcs.redact import get_logger
 from . import grpc_resume
 from .grpc_client import connect, grpc_client
 from .grpc_errors import async_retry, reraise
-from .stalls import bounded, nothing
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -47,17 +46,12 @@ async def open_writer(client: "Client", bucket: str, key: str, generation: Optio
     if resource:
         writer.blob = _blob(bucket, key, resource)
     try:
-        await _within(client, writer.open(retry_policy=async_retry(client, "write")), what)
-        grpc_resume.track(writer, await _within(client, grpc_resume.persisted_crc(client, writer), what)
+        await grpc_resume.within(client, writer.open(retry_policy=async_retry(client, "write")), what)
+        grpc_resume.track(writer, await grpc_resume.within(client, grpc_resume.persisted_crc(client, writer), what)
                           if generation else 0)
     except Exception as exc:
         _raise_named(exc, what, generation)
     return writer
-
-
-def _within(client: "Client", aw: Any, what: str, writing: bool = False) -> Any:
-    """`aw` (a call showing no progress until it ends) bounded by `read_timeout`: RequestTimeout naming `what`."""
-    return bounded(aw, nothing, client.options.read_timeout, what, "BidiWriteObject", writing)
 
 
 def _raise_named(exc: BaseException, what: str, generation: Optional[int]) -> None:
@@ -89,7 +83,7 @@ async def finalize(client: "Client", writer: Any, crc: int) -> dict:
     """Finalize: the object becomes a normal one; the server refuses it unless its crc32c is `crc`. Everything
     was flushed, so the library's retry (reopen, check the size, finalize) is safe here."""
     try:
-        obj = await _within(client, writer.close(finalize_on_close=True, full_object_checksum=crc,
+        obj = await grpc_resume.within(client, writer.close(finalize_on_close=True, full_object_checksum=crc,
                                                  retry_policy=async_retry(client, "write")),
                             f"{writer.bucket_name}/{writer.object_name}", writing=True)
     except Exception as exc:
@@ -101,9 +95,9 @@ async def close_unfinalized(client: "Client", writer: Any) -> dict:
     """Persist what was appended and close the stream, leaving the object appendable; its resource."""
     what = f"{writer.bucket_name}/{writer.object_name}"
     try:
-        await _within(client, writer.flush(), what, writing=True)
-        await _within(client, writer.close(), what)
-        obj = await _within(client, grpc_client(client).get_object(writer.bucket_name, writer.object_name,
+        await grpc_resume.within(client, writer.flush(), what, writing=True)
+        await grpc_resume.within(client, writer.close(), what)
+        obj = await grpc_resume.within(client, grpc_client(client).get_object(writer.bucket_name, writer.object_name,
                                                                    generation=writer.generation), what)
     except Exception as exc:
         _raise_named(exc, what, writer.generation)
@@ -115,7 +109,7 @@ async def discard(client: "Client", writer: Any, delete: bool) -> None:
     what = f"{writer.bucket_name}/{writer.object_name}"
     try:
         if writer._is_stream_open:
-            await _within(client, writer.close(), what)
+            await grpc_resume.within(client, writer.close(), what)
     except asyncio.CancelledError as exc:  # the stream's call was cancelled with the part using it
         task = asyncio.current_task()
         if task is not None and task.cancelling():  # this discard itself is being cancelled
@@ -125,7 +119,7 @@ async def discard(client: "Client", writer: Any, delete: bool) -> None:
         logger.debug("closing the write stream of %s: %s", what, exc)
     if delete and writer.generation:
         try:
-            await _within(client, grpc_client(client).delete_object(writer.bucket_name, writer.object_name,
+            await grpc_resume.within(client, grpc_client(client).delete_object(writer.bucket_name, writer.object_name,
                                                                     generation=int(writer.generation)), what)
         except Exception as exc:  # noqa: BLE001
             from google.api_core import exceptions as gexc
