@@ -9,7 +9,7 @@ TORCH_INDEX ?=
 
 .PHONY: demo test bench compat notebook notebook-outputs venv clean
 
-$(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
+$(VENV)/.installed: setup.py setup.cfg pyproject.toml constraints.txt
 	@echo "==> [1/4] creating the virtualenv $(VENV) (first run only; the steps below take about 3 minutes)"
 	$(PYTHON) -m venv $(VENV)
 	@echo "==> [2/4] upgrading pip"

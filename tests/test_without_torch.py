@@ -11,17 +11,15 @@ It takes well under a second (no download, no copy); the filesystem's own tests 
 from __future__ import annotations
 
 import configparser
-import importlib.metadata
 import os
 import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
+from ._venvs import TORCH_EXTRA, dist_entries, venv_view
+
 ROOT = Path(__file__).resolve().parents[1]
-TORCH_EXTRA = ("torch", "torchdata", "numpy", "braceexpand")
 HINT = "fluxfs.pipes needs PyTorch: pip install 'fluxfs[torch]'"
 
 # A representative subset of the filesystem's own tests: the fsspec API, batched reads, the CLI's ls/cp/cat.
@@ -29,35 +27,13 @@ FILESYSTEM_TESTS = ["tests/test_filesystem.py", "tests/reads/test_batched.py", "
 CLI_SELECTION = "not cli or ls or cp or cat or console"
 
 
-def torch_extra_entries() -> set[str]:
-    """Top-level site-packages entries installed by the torch extra's distributions (from their RECORD)."""
-    entries: set[str] = set()
-    for name in TORCH_EXTRA:
-        try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        for file in dist.files or ():
-            top = Path(file).parts[0]
-            if top != "..":  # scripts under bin/ are outside site-packages
-                entries.add(top)
-    return entries
-
-
 @pytest.fixture(scope="module")
 def bare_python(tmp_path_factory) -> Path:
     """The interpreter of a virtualenv holding this venv's packages minus the torch extra (module docstring)."""
     venv = tmp_path_factory.mktemp("no-torch") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
-    python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    ours = Path(sysconfig.get_paths()["purelib"])
-    left_out = torch_extra_entries()
+    left_out = dist_entries(*TORCH_EXTRA)
     assert {"torch", "torchdata", "numpy"} <= left_out, left_out  # the view below really lacks them
-    for entry in ours.iterdir():
-        if entry.name not in left_out and not (site / entry.name).exists():
-            (site / entry.name).symlink_to(entry)
+    python = venv_view(venv, left_out)
     # The console script pip writes for `fluxfs` (setup.cfg's entry point), pointing at this interpreter.
     script = venv / "bin" / "fluxfs"
     script.write_text(f"#!{python}\nimport sys\nfrom fluxfs.cli import main\nsys.exit(main())\n", encoding="utf-8")
