@@ -19,6 +19,20 @@ def test_import_contracts_hold():
     assert "0 broken" in out.stdout or "broken" not in out.stdout, out.stdout
 
 
+def test_the_docs_list_the_layers_the_linter_checks():
+    """docs/architecture.md's layer list is .importlinter's layers contract, line for line."""
+    import configparser
+    import re
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / ".importlinter", encoding="utf-8")
+    checked = [ln.strip() for ln in cfg["importlinter:contract:layers"]["layers"].splitlines() if ln.strip()]
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    m = re.search(r"<!-- layers:[^\n]*-->\n```\n(.*?)```", doc, re.S)
+    assert m, "docs/architecture.md lost its <!-- layers --> block"
+    assert [ln.strip() for ln in m.group(1).splitlines() if ln.strip()] == checked
+
+
 def _tracked(*patterns: str) -> list[pathlib.Path]:
     names = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.split()
