@@ -128,9 +128,9 @@ def order_samples(samples: Sequence[PlannedSample], seed: Optional[int]) -> list
     (a uniform shuffle that depends only on the seed and the keys, on every machine and Python)."""
     if seed is None:
         return sorted(samples, key=lambda s: s.key)
-    salt = str(seed).encode()
-    return sorted(samples, key=lambda s: hashlib.blake2b(s.key.encode("utf-8", "surrogatepass"), digest_size=16,
-                                                         key=salt[:64]).digest())
+    salt = f"{int(seed)}\0".encode()
+    return sorted(samples, key=lambda s: hashlib.blake2b(salt + s.key.encode("utf-8", "surrogatepass"),
+                                                         digest_size=16).digest())
 
 
 def plan_shards(samples: Sequence[PlannedSample], max_size: int, max_samples: int) -> list[list[PlannedSample]]:

@@ -85,29 +85,29 @@ def _pinned(fs, src: str, base: str, dst_dir: str, i: int, n: int, labels: Optio
 
 def check_pins(fs, base: str, infos: Sequence[dict], where: str, who: str) -> None:
     """A `SourceChangedError` naming the objects of `infos` (pinned in `where`) replaced or deleted since: packing
-    them would mix two listings. One listing of the source tells."""
+    them would mix two listings. One listing of the source tells (by generation; by size where none is pinned)."""
     bucket, key = base.split("/", 1)
     now = {r["name"]: r for r in list_objects(fs, bucket, key)}
-    gone, replaced = [], []
-    for info in infos:
-        cur = now.get(info["name"])
-        if cur is None:
-            gone.append(info["name"])
-        elif (str(cur.get("generation")) != str(info.get("generation")) if info.get("generation") is not None
-              else int(cur.get("size") or 0) != int(info.get("size") or 0)):
-            replaced.append(info["name"])
-    if gone or replaced:
-        names = [n[len(base):] for n in replaced + gone]
-        shown = "; ".join(p for p in (
-            f"replaced: {', '.join(n[len(base):] for n in replaced[:5])}" + (" ..." if len(replaced) > 5 else "")
-            if replaced else "",
-            f"deleted: {', '.join(n[len(base):] for n in gone[:5])}" + (" ..." if len(gone) > 5 else "")
-            if gone else "") if p)
-        raise SourceChangedError(
-            f"the source {bucket}/{key} changed since this packing pinned its listing in {where}: {len(names)} of "
-            f"{who}'s {len(infos)} objects were replaced or deleted ({shown}); their shards would mix two listings, "
-            f"so nothing was written. Pack again into a new destination (or delete the old one's files first)",
-            replaced + gone)
+
+    def same(pin: dict, cur: dict) -> bool:
+        if pin.get("generation") is not None:
+            return str(cur.get("generation")) == str(pin["generation"])
+        return int(cur.get("size") or 0) == int(pin.get("size") or 0)
+
+    gone = [i["name"] for i in infos if i["name"] not in now]
+    replaced = [i["name"] for i in infos if i["name"] in now and not same(i, now[i["name"]])]
+    if not gone and not replaced:
+        return
+
+    def named(what: str, names: list[str]) -> str:
+        return f"{what}: " + ", ".join(n[len(base):] for n in names[:5]) + (" ..." if len(names) > 5 else "")
+
+    shown = "; ".join(named(what, names) for what, names in (("replaced", replaced), ("deleted", gone)) if names)
+    raise SourceChangedError(
+        f"the source {base} changed since this packing pinned its listing in {where}: {len(replaced) + len(gone)} "
+        f"of {who}'s {len(infos)} objects were replaced or deleted ({shown}); their shards would mix two listings, "
+        f"so nothing was written. Pack again into a new destination (or delete the old one's files first)",
+        replaced + gone)
 
 
 def check_destination(src: str, dst: str) -> str:
@@ -163,8 +163,8 @@ def pack_prefix(src: str, dst: str, *, part: Optional[tuple[int, int]] = None, m
         infos = _list_all(fs, base, labels)
         if not infos:
             raise FileNotFoundError(f"no objects to pack under {src}" + (" named by the manifest" if labels else ""))
-        hint = ("run the command again to pack the objects as they are now (a shard written from the old listing "
-                "is then refused: --overwrite replaces it)")
+        hint = ("pack again to pack the objects as they are now (a shard written from the old listing is then "
+                "refused: --overwrite, overwrite=True, replaces it)")
     else:
         partition = _pinned(fs, src, base, dst_dir, i, n, labels, label_dirs, order, plan_wait, on_wait)
         infos = partition.infos()

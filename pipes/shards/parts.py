@@ -102,8 +102,8 @@ class Partition:
                            "classes": None if self.classes is None else list(self.classes),
                            "order": "key" if self.seed is None else "shuffled", "seed": self.seed,
                            "objects": len(self.objects)}, ensure_ascii=False)
-        rows = ",\n ".join(json.dumps(list(o), ensure_ascii=False) for o in self.objects)
-        return f'{head[:-1]}, "listing": [\n {rows}]}}\n'.encode()
+        rows = ",\n ".join(json.dumps(list(o), ensure_ascii=False) for o in self.objects)  # one object a line
+        return f'{head[:-1]}, "listing": [\n {rows}]}}\n'.encode()   # head[:-1]: the head without its closing brace
 
     @classmethod
     def from_bytes(cls, where: str, data: bytes) -> "Partition":
