@@ -16,8 +16,8 @@ import fsspec
 from ..data.object_store import list_objects
 from ..urls import parse_url
 from .errors import SourceChangedError
-from .pack import (COMPUTE, PlannedSample, class_names, done_shards, object_label, order_samples, pack, plan_marker,
-                   plan_samples, plan_shards)
+from .pack import (COMPUTE, class_names, done_shards, object_label, order_samples, pack, plan_marker, plan_samples,
+                   plan_shards)
 from .partfiles import forget_part, read_partition, settle_partition, try_merge, write_part_manifest
 from .parts import PARTITION_NAME, Partition, check_part, cuts, part_pattern
 from .writer import DEFAULT_MAX_SAMPLES, DEFAULT_MAX_SIZE
