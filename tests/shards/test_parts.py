@@ -352,21 +352,22 @@ def test_a_part_waiting_for_part_0_says_what_it_waits_for(flux_server, bucket, c
     assert capfd.readouterr() == ("", "")   # a library call prints nothing
     # The command says so on stderr while it waits, and packs once part 0 has pinned the listing.
     proc = _cli_part(flux_server, bucket, 1, 2)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
-    line = ""
     try:
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
+        line = ""
         while "waiting" not in line:   # lines before it (an import's warning) are not this test's business
             line = lines.get(timeout=60)
-    except queue.Empty:
-        proc.kill()
-        raise
-    assert line.startswith(f"fluxfs shard: part 1/2: waiting up to 120 s for part 0 to pin the source's listing in "
-                           f"{bucket}/out/fluxfs-pack-parts.json"), line
-    code, err = _run(flux_server, "shard", f"flux://{bucket}/src/", f"flux://{bucket}/out/shard-{{:04d}}.tar",
-                     "--max-size", "8KB", "--part", "0/2")
-    assert code == 0, err
-    assert proc.wait(timeout=120) == 0
+        assert line.startswith(f"fluxfs shard: part 1/2: waiting up to 120 s for part 0 to pin the source's "
+                               f"listing in {bucket}/out/fluxfs-pack-parts.json"), line
+        code, err = _run(flux_server, "shard", f"flux://{bucket}/src/", f"flux://{bucket}/out/shard-{{:04d}}.tar",
+                         "--max-size", "8KB", "--part", "0/2")
+        assert code == 0, err
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     fs.invalidate_cache()
     assert fs.exists(f"{bucket}/out/shards.jsonl")
 
