@@ -19,7 +19,7 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORE
 
 SHARD_USAGE = """\
 fluxfs shard SRC_PREFIX DST_PATTERN [--max-size 256MB] [--max-samples N] [--manifest M | --no-labels]
-                    [--part i/N | --part auto]
+                    [--seed S | --no-shuffle] [--part i/N | --part auto]
        fluxfs shard --merge DST_PATTERN
        fluxfs shard index SHARD_URL|PREFIX/ ... [--force]"""
 
@@ -28,15 +28,19 @@ Packing: every object under SRC_PREFIX becomes a member named by its key below t
 (cats/001.jpg -> sample cats/001, field jpg); objects sharing a key form one sample. Labels
 (a .cls member) come from --manifest (key<TAB>label or JSON lines with "label") or else from
 each object's parent directory; names are numbered in sorted order and listed in classes.txt
-beside the shards. DST_PATTERN numbers the shards: flux://b/train/shard-{:06d}.tar. Each shard
-appears only when complete, followed by its index (SHARD.idx). Rerunning the same command
-after an interruption skips the shards already written.
+beside the shards. Samples are packed in an order shuffled by --seed (default 0), so each shard
+holds a uniform sample of the prefix, not one class directory; --no-shuffle packs in key order.
+DST_PATTERN numbers the shards: flux://b/train/shard-{:06d}.tar. Each shard appears only when
+complete, followed by its index (SHARD.idx, which records the order and seed). Rerunning the
+same command after an interruption skips the shards already written.
 
 In parts: --part i/N packs only part i (from 0) of N, so N processes on any machines pack the
 prefix together (--part auto: torchrun's RANK/WORLD_SIZE). Part i writes below
-DIR/part-iiii-of-NNNN/ (DIR: DST_PATTERN's directory), every sample in exactly one part; the
-split is fixed in DIR/fluxfs-pack-parts.json by the first part to plan, and the last part to
-finish writes DIR/shards.jsonl listing every part's shards (or run --merge DST_PATTERN).
+DIR/part-iiii-of-NNNN/ (DIR: DST_PATTERN's directory), every sample in exactly one part. The
+first part to plan pins the listing (each object's generation), classes and order in
+DIR/fluxfs-pack-parts.json; every part packs that listing, and one whose objects were replaced
+or deleted since refuses, naming them. The last part to finish writes DIR/shards.jsonl listing
+every part's shards (or run --merge DST_PATTERN).
 
 Indexing: builds SHARD.idx for shards without one (any POSIX tar, e.g. written by webdataset or
 tar) by reading their headers with ranged reads; a PREFIX/ indexes every .tar below it.
@@ -64,6 +68,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--manifest", default=None,
                    help="pack only the objects this manifest names, labelled as it says (local path or flux:// URL)")
     p.add_argument("--no-labels", action="store_true", help="no .cls members from parent directories")
+    p.add_argument("--seed", type=int, default=None,
+                   help="the seed of the packing order (default 0): samples are shuffled across shards")
+    p.add_argument("--no-shuffle", action="store_true",
+                   help="pack samples in key order (a folder per class then fills shards one class at a time)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace destination shards this packing did not write (default: refuse)")
     p.add_argument("--force", action="store_true", help="index: rebuild indexes that are up to date")
@@ -153,9 +161,11 @@ def _part(args: argparse.Namespace) -> Optional[Tuple[int, int]]:
 
 
 def _pack(args: argparse.Namespace, src: str, dst: str) -> int:
-    from fluxfs.pipes.shards.packing import check_destination, pack_prefix
+    from fluxfs.pipes.shards.packing import DEFAULT_SEED, check_destination, pack_prefix
 
     part = _part(args)
+    if args.no_shuffle and args.seed is not None:
+        raise UsageError("--seed orders a shuffled packing; --no-shuffle packs in key order: give one of them")
     world = os.environ.get("WORLD_SIZE", "")
     if part is None and world.isdigit() and int(world) > 1 and not args.quiet:
         print(f"fluxfs shard: WORLD_SIZE={world} is set but --part is not: this process packs everything; "
@@ -174,17 +184,25 @@ def _pack(args: argparse.Namespace, src: str, dst: str) -> int:
     labels = _labels(fs, args, src)
     with progress_bar(args, total=0, desc="packing", unit="B", unit_scale=True) as bar:
         def start(total: int) -> None:
+            bar.set_description("packing")
             bar.total = total
             bar.refresh()
 
+        def wait(message: str) -> None:   # a part waiting for part 0's plan says so
+            if not args.quiet:
+                print(f"fluxfs shard: {message}", file=sys.stderr)
+            bar.set_description("waiting for part 0's plan")
+
         res = pack_prefix(src, dst, part=part, max_size=max_size, max_samples=args.max_samples, labels=labels,
-                          label_dirs=not args.no_labels, overwrite=args.overwrite, fs=fs, on_start=start,
-                          on_object=bar.update)
+                          label_dirs=not args.no_labels, overwrite=args.overwrite, shuffle=not args.no_shuffle,
+                          seed=DEFAULT_SEED if args.seed is None else args.seed, fs=fs, on_start=start,
+                          on_object=bar.update, on_wait=wait)
     if not args.quiet:
         took = time.perf_counter() - t0
         share = "" if part is None or part[1] == 1 else f"part {part[0]}/{part[1]}: "
-        print(f"{share}packed {res.samples} samples ({res.objects} objects, {human(res.bytes_read)} read) into "
-              f"{len(res.shards)} shard(s) in {took:.1f} s; {res.already} shard(s) were already complete",
+        order = "in key order" if res.seed is None else f"shuffled with seed {res.seed}"
+        print(f"{share}packed {res.samples} samples ({order}; {res.objects} objects, {human(res.bytes_read)} read) "
+              f"into {len(res.shards)} shard(s) in {took:.1f} s; {res.already} shard(s) were already complete",
               file=sys.stderr)
         if res.merged is not None:
             print(f"every part is complete: {url_of(res.merged, dst)} lists their shards", file=sys.stderr)

@@ -8,8 +8,9 @@ from __future__ import annotations
 from .datasets import FluxIterableDataset, FluxMapDataset
 from .epochs import ResumeStateError, reader_states
 from .nodes import ListObjects, ReadObjects
+from .object_store import AmbiguousPrefixWarning
 from .objects import ObjectMeta
 from .readahead import FluxSampler
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
-           "reader_states", "ResumeStateError"]
+           "reader_states", "ResumeStateError", "AmbiguousPrefixWarning"]

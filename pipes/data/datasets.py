@@ -60,13 +60,18 @@ class _FluxDataset:
         self._transform = transform or key_and_bytes
 
     @classmethod
-    def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, **kwargs: Any):
-        """Every object whose key starts with the URL's key part (``flux://bucket/images/``), listed once.
+    def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, bare_prefix: bool = False,
+                    **kwargs: Any):
+        """Every object below the URL's directory (``flux://bucket/images/``), listed once.
 
-        Keyword arguments the dataset does not take are storage options, merged with `storage_options`.
+        ``.../train`` is the directory ``train/`` when there is one (never ``train2/`` beside it); one that
+        names no directory is a key prefix, with an `AmbiguousPrefixWarning` when it starts several keys
+        (`bare_prefix=True`: a key prefix always, without the warning). Keyword arguments the dataset does
+        not take are storage options, merged with `storage_options`.
         """
         own, options = split_keywords(kwargs, cls.__init__)
-        return cls(ObjectSource("prefix", url, storage_options=cls_options(cls, storage_options, options)), **own)
+        return cls(ObjectSource("prefix", url, storage_options=cls_options(cls, storage_options, options),
+                                bare_prefix=bare_prefix), **own)
 
     @classmethod
     def from_objects(cls, urls: Sequence[str], *, storage_options: Optional[dict] = None,

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from fluxfs.handle import accelerated, cache_lock
 
@@ -26,6 +27,38 @@ def list_objects(fs, bucket: str, key_prefix: str) -> Iterator[dict]:
             name = info["name"].lstrip("/")
             if info.get("type", "file") == "file" and name.startswith(want):
                 yield {**info, "name": name}
+
+
+class AmbiguousPrefixWarning(UserWarning):
+    """A prefix URL without a trailing '/' names no directory but starts several keys: all of them are read."""
+
+
+def prefix_listing(fs, url: str, bucket: str, key_prefix: str, bare: bool = False,
+                   keep: Optional[Callable[[dict], bool]] = None) -> list[dict]:
+    """The objects a dataset's prefix URL names, read as `fs.find` reads a path: ``.../train`` is the directory
+    ``train/`` when there is one (never ``train2/`` beside it), else every key starting with ``train``.
+
+    The latter, when it starts other keys than ``train`` itself (among those `keep` keeps), is read as before
+    (a documented key prefix) with an `AmbiguousPrefixWarning` naming a few; `bare`: every key starting with
+    `key_prefix`, directory or not, without the warning.
+    """
+    if bare or not key_prefix or key_prefix.endswith("/"):
+        return list(list_objects(fs, bucket, key_prefix))
+    inside = list(list_objects(fs, bucket, key_prefix + "/"))
+    if inside:
+        return inside
+    rows = list(list_objects(fs, bucket, key_prefix))
+    exact = f"{bucket}/{key_prefix}"
+    others = sorted(r["name"] for r in rows if r["name"] != exact and (keep is None or keep(r)))
+    if others:
+        shown = ", ".join(n[len(bucket) + 1:] for n in others[:4]) + (f" and {len(others) - 4} more"
+                                                                     if len(others) > 4 else "")
+        warnings.warn(
+            f"{url} names no directory (nothing under {url}/), so it is read as a key prefix: the {len(others)} "
+            f"object(s) whose keys start with {key_prefix!r} ({shown}), from however many directories. End the "
+            f"URL with '/' to read one directory; pass bare_prefix=True to read a key prefix without this warning",
+            AmbiguousPrefixWarning, stacklevel=2)
+    return rows
 
 
 def stream_listing(fs, url: str, bucket: str, key_prefix: str, sort: bool, after: Optional[str]) -> Iterator[dict]:

@@ -13,7 +13,7 @@ from fluxfs.handle import FilesystemHandle, accelerated
 from ..distributed.listing import check_list_once, list_once
 from ..urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 from .manifests import manifest_infos
-from .object_store import list_objects, lookup_objects, read_infos
+from .object_store import lookup_objects, prefix_listing, read_infos
 from .objects import ObjectTable
 
 MISSING_POLICIES = ("raise", "skip")
@@ -31,10 +31,12 @@ class ObjectSource:
     """A prefix, URL list or manifest, resolved lazily to an `ObjectTable`, plus batched reads of its objects."""
 
     def __init__(self, kind: str, target: Any, *, storage_options: Optional[dict] = None,
-                 base_url: Optional[str] = None, on_missing: str = "raise", list_once: bool = True):
+                 base_url: Optional[str] = None, on_missing: str = "raise", list_once: bool = True,
+                 bare_prefix: bool = False):
         if on_missing not in MISSING_POLICIES:
             raise ValueError(f"on_missing must be one of {MISSING_POLICIES}, not {on_missing!r}")
         self.kind, self.target, self.base_url, self.on_missing = kind, target, base_url, on_missing
+        self.bare_prefix = bool(bare_prefix)  # a prefix without '/' is every key starting with it, not a directory
         self.storage_options = dict(storage_options or {})
         self.list_once = check_list_once(list_once, "ObjectSource")  # rank 0 lists, the others receive
         self.protocol = self._protocol()  # a protocol or fsspec chain ("filecache::flux")
@@ -96,7 +98,7 @@ class ObjectSource:
 
     def _resolve_prefix(self, url: str) -> ObjectTable:
         _, bucket, key_prefix = split_url(url)
-        table = ObjectTable.from_infos(list_objects(self.fs, bucket, key_prefix))
+        table = ObjectTable.from_infos(prefix_listing(self.fs, url, bucket, key_prefix, self.bare_prefix))
         if not len(table):
             raise FileNotFoundError(f"no objects under {url}")
         return table

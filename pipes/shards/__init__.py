@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .catalog import MissingIndexWarning, ShardCatalog, ShardInfo
 from .dataset import FluxShardDataset
-from .errors import ShardChanged, ShardError
+from .errors import ShardChanged, ShardError, SourceChangedError
 from .node import ReadShards
 from .index import ShardIndex, index_path
 from .samples import SampleSpan, group_samples, sample_dict, split_key
@@ -25,7 +25,7 @@ _LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding", "pack_pre
          "merge_parts": ".partfiles"}
 
 __all__ = ["FluxShardDataset", "ReadShards", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardChanged",
-           "ShardError",
+           "ShardError", "SourceChangedError",
            "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
            "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter",
            "build_index", "load_index", "load_indexes", "write_index", *_LAZY]

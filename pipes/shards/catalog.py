@@ -15,7 +15,7 @@ from braceexpand import braceexpand
 from fluxfs.handle import FilesystemHandle
 
 from ..data.manifests import manifest_infos
-from ..data.object_store import list_objects, lookup_objects
+from ..data.object_store import lookup_objects, prefix_listing
 from ..distributed.listing import check_list_once, list_once
 from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
 from .errors import ShardError
@@ -83,13 +83,14 @@ def _info(row: dict, has_index: bool) -> ShardInfo:
                      has_index)
 
 
-def shards_under_prefix(fs: Any, url: str, suffixes: Sequence[str] = (SHARD_SUFFIX,)) -> list[ShardInfo]:
-    """Every object whose key starts with the URL's key part and ends with one of `suffixes` (`*.tar`), sorted
-    by name; none is FileNotFoundError."""
+def shards_under_prefix(fs: Any, url: str, suffixes: Sequence[str] = (SHARD_SUFFIX,),
+                        bare: bool = False) -> list[ShardInfo]:
+    """Every object below the URL's directory (``.../train`` is ``train/``: `prefix_listing`) that ends with one
+    of `suffixes` (`*.tar`), sorted by name; none is FileNotFoundError. `bare`: every key starting with the URL's."""
     parsed = parse_url(url)
     if not parsed.bucket:
         raise ValueError(f"no bucket in {url!r}: expected {parsed.protocol}://BUCKET/PREFIX")
-    rows = list(list_objects(fs, parsed.bucket, parsed.key))
+    rows = prefix_listing(fs, url, parsed.bucket, parsed.key, bare, keep=lambda r: r["name"].endswith(tuple(suffixes)))
     names = {r["name"] for r in rows}
     shards = sorted((r for r in rows if r["name"].endswith(tuple(suffixes))), key=lambda r: r["name"])
     for name in sorted(n for n in names if n.endswith("/" + PARTITION_NAME)):
@@ -184,10 +185,11 @@ class ShardCatalog:
     KINDS = ("prefix", "urls", "manifest")
 
     def __init__(self, kind: str, target: Any, *, storage_options: Optional[dict] = None,
-                 base_url: Optional[str] = None, list_once: bool = True):
+                 base_url: Optional[str] = None, list_once: bool = True, bare_prefix: bool = False):
         if kind not in self.KINDS:
             raise ValueError(f"kind must be one of {self.KINDS}, not {kind!r}")
         self.kind, self.base_url = kind, base_url
+        self.bare_prefix = bool(bare_prefix)  # a prefix without '/' is every key starting with it, not a directory
         self.storage_options = dict(storage_options or {})
         self.list_once = check_list_once(list_once, "ShardCatalog")  # rank 0 lists, the others receive
         if kind == "urls":
@@ -230,7 +232,7 @@ class ShardCatalog:
 
     def _resolve(self) -> list[ShardInfo]:
         if self.kind == "prefix":
-            return shards_under_prefix(self.fs, self.target, STREAMED_SUFFIXES)
+            return shards_under_prefix(self.fs, self.target, STREAMED_SUFFIXES, self.bare_prefix)
         if self.kind == "urls":
             return shards_named(self.fs, self.target)
         return shards_in_manifest(self.fs, self.target, self.base_url, self.protocol)

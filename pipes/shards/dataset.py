@@ -76,17 +76,20 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
 
     @classmethod
     def _build(cls, kind: str, target: Any, storage_options: Optional[dict], kwargs: dict,
-               base_url: Optional[str] = None) -> "FluxShardDataset":
+               base_url: Optional[str] = None, bare_prefix: bool = False) -> "FluxShardDataset":
         list_once = kwargs.pop("list_once", True)  # rank 0 lists, the others receive (pipes.distributed)
         own, options = split_keywords(kwargs, cls.__init__)
         options = merge_storage_options(cls.__name__, storage_options, options)
-        return cls(ShardCatalog(kind, target, storage_options=options, base_url=base_url, list_once=list_once),
-                   **own)
+        return cls(ShardCatalog(kind, target, storage_options=options, base_url=base_url, list_once=list_once,
+                                bare_prefix=bare_prefix), **own)
 
     @classmethod
-    def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, **kwargs: Any) -> "FluxShardDataset":
-        """Every ``*.tar`` object whose key starts with the URL's key part; other keywords are storage options."""
-        return cls._build("prefix", url, storage_options, kwargs)
+    def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, bare_prefix: bool = False,
+                    **kwargs: Any) -> "FluxShardDataset":
+        """Every ``*.tar`` object below the URL's directory (``.../train`` is ``train/``, never ``train2/``; a URL
+        naming no directory is a key prefix, with an `AmbiguousPrefixWarning` when it starts several shards'
+        keys, unless `bare_prefix=True`); other keywords are storage options."""
+        return cls._build("prefix", url, storage_options, kwargs, bare_prefix=bare_prefix)
 
     @classmethod
     def from_shards(cls, urls: Union[str, Sequence[str]], *, storage_options: Optional[dict] = None,

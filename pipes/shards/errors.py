@@ -35,3 +35,17 @@ class ShardChanged(ShardError, ObjectChanged):
 
     def __reduce__(self):
         return type(self), (self.shard, self.offset, self.problem, self.generation)
+
+
+class SourceChangedError(PipesError, ValueError):
+    """Objects being packed changed (replaced or deleted) since the packing listed them: `keys` names them.
+
+    Packing them anyway would mix two listings in one set of shards; nothing of the shard being written is kept.
+    """
+
+    def __init__(self, message: str, keys: list[str]):
+        super().__init__(message)
+        self.keys = list(keys)
+
+    def __reduce__(self):  # Dask and process pools hand errors over pickled
+        return type(self), (str(self), self.keys)

@@ -106,15 +106,17 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
 
     @classmethod
     def from_prefix(cls, url: str, *, storage_options: Optional[dict] = None, list_once: bool = True,
-                    **kwargs: Any) -> "FluxShardMapDataset":
-        """Every ``*.tar`` shard under a prefix URL (``flux://bucket/train/``), listed once: under
-        torch.distributed rank 0 lists and the others receive its list (`list_once=False`: each lists)."""
+                    bare_prefix: bool = False, **kwargs: Any) -> "FluxShardMapDataset":
+        """Every ``*.tar`` shard under a prefix URL (``flux://bucket/train/``; ``.../train`` too, never ``train2/``;
+        `bare_prefix=True`: every key starting with it), listed once: under torch.distributed rank 0 lists and
+        the others receive its list (`list_once=False`: each lists)."""
         enabled = check_list_once(list_once, cls.__name__)
         own, options = split_keywords(kwargs, cls.__init__)
         so = merge_storage_options(cls.__name__, storage_options, options)
         protocol = parse_url(url).protocol
         shards = distributed_list_once(
-            lambda: [s.url(protocol) for s in shards_under_prefix(FilesystemHandle(protocol, so).fs, url)],
+            lambda: [s.url(protocol) for s in shards_under_prefix(FilesystemHandle(protocol, so).fs, url,
+                                                                bare=bare_prefix)],
             f"the shards of prefix {url}", enabled)
         return cls(shards, storage_options=so, **own)
 

@@ -1,22 +1,31 @@
 """Pack existing objects into shards (`fluxfs shard SRC DST`): a plan fixed by the listing, so a rerun resumes.
 
 Objects become members named by their key below the source prefix (``cats/001.jpg``: sample
-``cats/001``, field ``jpg``), grouped by sample key, optionally with a ``.cls`` label member. Which
-samples go into which shard follows from their sizes alone, before a byte is read; each finished
-shard's index records the plan's first and last key, so a rerun skips shards already complete and
-refuses to overwrite shards some other packing wrote. Objects are read with the filesystem's batched
-(compose) reads, streamed in order within a memory budget.
+``cats/001``, field ``jpg``), grouped by sample key, optionally with a ``.cls`` label member. Samples
+are packed in an order shuffled by a seed (`order_samples`: a folder per class would otherwise make
+one class per shard, which no read-time shuffle buffer undoes), or in key order. Which samples go
+into which shard follows from that order and their sizes alone, before a byte is read; each finished
+shard's index records the plan (first and last key, order, seed, a digest of its objects' names and
+generations), so a rerun skips shards already complete and refuses to overwrite shards some other
+packing wrote. Objects are read with the filesystem's batched (compose, generation-pinned) reads,
+streamed in order within a memory budget, and checked against the listed size and crc32c: an object
+changed since it was listed is a `SourceChangedError`, never packed.
 """
 from __future__ import annotations
 
+import base64
 import concurrent.futures
+import hashlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
+import google_crc32c
+
 from fluxfs.handle import accelerated
 
+from .errors import SourceChangedError
 from .index import ShardIndex, index_path
 from .samples import split_key
 from .tarformat import END_OF_ARCHIVE
@@ -114,6 +123,16 @@ def plan_samples(infos: Sequence[dict], base: str, labels: Optional[dict[str, An
     return samples, classes
 
 
+def order_samples(samples: Sequence[PlannedSample], seed: Optional[int]) -> list[PlannedSample]:
+    """Samples in packing order: key order when `seed` is None, else sorted by a keyed hash of their keys
+    (a uniform shuffle that depends only on the seed and the keys, on every machine and Python)."""
+    if seed is None:
+        return sorted(samples, key=lambda s: s.key)
+    salt = f"{int(seed)}\0".encode()
+    return sorted(samples, key=lambda s: hashlib.blake2b(salt + s.key.encode("utf-8", "surrogatepass"),
+                                                         digest_size=16).digest())
+
+
 def plan_shards(samples: Sequence[PlannedSample], max_size: int, max_samples: int) -> list[list[PlannedSample]]:
     """Samples cut into shards by the same rule `ShardWriter` follows."""
     shards: list[list[PlannedSample]] = []
@@ -128,12 +147,20 @@ def plan_shards(samples: Sequence[PlannedSample], max_size: int, max_samples: in
     return shards
 
 
-def plan_marker(shard: Sequence[PlannedSample]) -> dict:
+def plan_marker(shard: Sequence[PlannedSample], seed: Optional[int]) -> dict:
+    """What a shard's index records of the plan: a rerun keeps the shard only if the plan is the same, the
+    same objects (names and generations) in the same order included."""
+    digest = hashlib.sha256()
+    for s in shard:
+        for _, info in s.objects:
+            digest.update(f"{info['name']}\0{info.get('generation')}\0{info.get('size')}\n".encode("utf-8",
+                                                                                                  "surrogatepass"))
     return {"first": shard[0].key, "last": shard[-1].key, "samples": len(shard),
-            "bytes": sum(s.span for s in shard) + len(END_OF_ARCHIVE)}
+            "bytes": sum(s.span for s in shard) + len(END_OF_ARCHIVE),
+            "order": "key" if seed is None else "shuffled", "seed": seed, "objects": digest.hexdigest()}
 
 
-def done_shards(fs, urls: Sequence[str], plan: Sequence[Sequence[PlannedSample]], overwrite: bool) -> set[int]:
+def done_shards(fs, urls: Sequence[str], markers: Sequence[dict], overwrite: bool) -> set[int]:
     """Shards of the plan already complete (their index carries this plan's marker and matches the object).
 
     A shard that exists but was not written by this plan is a FileExistsError unless `overwrite`.
@@ -149,14 +176,15 @@ def done_shards(fs, urls: Sequence[str], plan: Sequence[Sequence[PlannedSample]]
             index = ShardIndex.from_bytes(url, fs.cat_file(index_path(path)))
             gen = info.get("generation")
             index.check_current(int(info["size"]), None if gen is None else str(gen))
-            if index.extra.get(PLAN_KEY) == plan_marker(plan[n]):
+            if index.extra.get(PLAN_KEY) == markers[n]:
                 return True
         except (FileNotFoundError, ValueError):
             pass
         if overwrite:
             return False
         raise FileExistsError(f"{url} exists and is not this packing's shard {n} (no index, or one for other "
-                              f"samples): choose another destination, delete it, or pass --overwrite")
+                              f"samples, another order, or objects changed since it was written): choose another "
+                              f"destination, delete it, or pass --overwrite")
 
     with ThreadPoolExecutor(16) as pool:
         return {n for n, ok in zip(range(len(urls)), pool.map(check, range(len(urls)))) if ok}
@@ -167,24 +195,34 @@ def _object_bytes(fs, infos: list[dict], buffer_bytes: int) -> Iterator[bytes]:
     flux = accelerated(fs)  # a cache in front of flux reads through the cache instead
     if flux is not None:
         pos = 0
-        for batch in flux.iter_cat_objects(infos, buffer_bytes=buffer_bytes):
+        for batch in flux.iter_cat_objects(infos, on_error="return", buffer_bytes=buffer_bytes):
             while pos < len(infos) and infos[pos]["name"] in batch:
                 data = batch.pop(infos[pos]["name"])
+                if isinstance(data, FileNotFoundError):
+                    name = infos[pos]["name"]
+                    raise SourceChangedError(f"{name} was deleted since it was listed", [name]) from data
                 if isinstance(data, BaseException):
                     raise data
                 pos += 1
                 yield data
     else:
         for info in infos:
-            yield fs.cat_file(info["name"])
+            try:
+                yield fs.cat_file(info["name"])
+            except FileNotFoundError as exc:
+                raise SourceChangedError(f"{info['name']} was deleted since it was listed", [info["name"]]) from exc
 
 
-def pack(fs, urls: Sequence[str], plan: Sequence[Sequence[PlannedSample]], todo: Sequence[int], *,
-         buffer_bytes: int = 128 * 2**20, on_object: Optional[Callable[[int], None]] = None) -> list[ShardIndex]:
-    """Write shards `todo` of the plan (to `urls`), reading their objects in order; returns their indexes.
+def pack(fs, urls: Sequence[str], plan: Sequence[Sequence[PlannedSample]], todo: Sequence[int],
+         markers: Sequence[dict], *, buffer_bytes: int = 128 * 2**20, on_object: Optional[Callable[[int], None]] = None,
+         changed_hint: str = "list again and rerun") -> list[ShardIndex]:
+    """Write shards `todo` of the plan (to `urls`, recording `markers` in their indexes), reading their objects
+    in order; returns their indexes.
 
     A finished shard completes (its upload, then its index) on a background thread while the next
-    one is written: at most one shard is completing, so memory stays two shards' upload buffers.
+    one is written: at most one shard is completing, so memory stays two shards' upload buffers. An object
+    changed since it was listed is a `SourceChangedError` (its message ends with `changed_hint`); the shard
+    being written is aborted, so nothing of it appears.
     """
     infos = [info for n in todo for s in plan[n] for _, info in s.objects]
     data = _object_bytes(fs, infos, buffer_bytes)
@@ -193,9 +231,13 @@ def pack(fs, urls: Sequence[str], plan: Sequence[Sequence[PlannedSample]], todo:
     with ThreadPoolExecutor(1, thread_name_prefix="fluxfs-shard-close") as closer:
         try:
             for n in todo:
-                shard = ShardFile(fs, fs._strip_protocol(urls[n]), urls[n], extra={PLAN_KEY: plan_marker(plan[n])})
+                shard = ShardFile(fs, fs._strip_protocol(urls[n]), urls[n], extra={PLAN_KEY: markers[n]})
                 try:
-                    _fill(shard, plan[n], data, on_object)
+                    try:
+                        _fill(shard, plan[n], data, on_object)
+                    except SourceChangedError as exc:
+                        raise SourceChangedError(f"{exc}: nothing of {urls[n]} was kept; {changed_hint}",
+                                                 exc.keys) from exc
                     if closing is not None:
                         written.append(closing.result())
                         closing = None
@@ -217,11 +259,22 @@ def _fill(shard: ShardFile, samples: Sequence[PlannedSample], data: Iterator[byt
     for sample in samples:
         for name, info in sample.objects:
             blob = next(data)
-            if len(blob) != int(info.get("size") or 0):
-                raise ValueError(f"{info['name']} changed since it was listed ({len(blob)} bytes, "
-                                 f"listed {info.get('size')}): list again and rerun")
+            why = changed(info, blob)
+            if why:
+                raise SourceChangedError(f"{info['name']} changed since it was listed ({why})", [info["name"]])
             shard.add(name, blob)
             if on_object is not None:
                 on_object(len(blob))
         if sample.label is not None:
             shard.add(sample.key + ".cls", sample.label)
+
+
+def changed(info: dict, blob: bytes) -> Optional[str]:
+    """How `blob` differs from the object `info` listed (size, then crc32c when listed), or None."""
+    size = int(info.get("size") or 0)
+    if len(blob) != size:
+        return f"{len(blob)} bytes, listed {size}"
+    crc = info.get("crc32c")
+    if crc and google_crc32c.value(blob) != int.from_bytes(base64.b64decode(crc), "big"):
+        return "other bytes of the same size: its crc32c differs from the listed one"
+    return None

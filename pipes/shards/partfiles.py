@@ -1,9 +1,10 @@
-"""The files a packing in parts keeps beside its shards: the partition, each part's manifest, the merged manifest.
+"""The files a packing in parts keeps beside its shards: the plan (partition), each part's manifest, the merged one.
 
-The partition file is written create-only, so when several parts plan at once the first write wins and
-every part uses that one. A part's manifest (JSON lines, one per shard, with size and generation) is
-written once the part's shards are all complete: it is what "this part is done" means (a part that
-starts writing shards removes its manifest, and the merged one, from an earlier run). The merged
+The plan file (the pinned listing, classes and order) is written create-only (ifGenerationMatch=0), so
+when several parts plan at once the first write wins and every part uses that one. A part's manifest
+(JSON lines, one per shard, with size and generation) is written once the part's shards are all
+complete: it is what "this part is done" means (a part that starts writing shards removes its
+manifest, and the merged one, from an earlier run). The merged
 manifest (`parts.MERGED_NAME`) lists every part's shards in part order, each exactly once.
 """
 from __future__ import annotations
@@ -41,7 +42,11 @@ def load_partition(fs, dst_dir: str) -> Partition:
     return Partition.from_bytes(where, data)
 
 
-def _check(part: Partition, dst_dir: str, base: str, n: int) -> Partition:
+def _order(seed: Optional[int]) -> str:
+    return "key order (--no-shuffle)" if seed is None else f"shuffled with seed {seed}"
+
+
+def _check(part: Partition, dst_dir: str, base: str, n: int, seed: Optional[int]) -> Partition:
     where = f"{dst_dir}/{PARTITION_NAME}"
     if part.source != base:
         raise ValueError(f"{where}: this destination holds a packing of {part.source}, not of {base}: "
@@ -49,16 +54,19 @@ def _check(part: Partition, dst_dir: str, base: str, n: int) -> Partition:
     if part.parts != n:
         raise ValueError(f"{where}: this destination's packing is split into {part.parts} parts, not {n}: "
                          f"run its parts as i/{part.parts}, or choose another destination")
+    if part.seed != seed:
+        raise ValueError(f"{where}: this destination's packing orders samples {_order(part.seed)}, not "
+                         f"{_order(seed)}: run every part with the same order options, or choose another destination")
     return part
 
 
-def read_partition(fs, dst_dir: str, base: str, n: int, wait: float = 0.0) -> Optional[Partition]:
-    """The partition of `dst_dir`, checked against the source `base` and `n` parts; None if, after up to
-    `wait` seconds of polling, there is none yet."""
+def read_partition(fs, dst_dir: str, base: str, n: int, seed: Optional[int], wait: float = 0.0) -> Optional[Partition]:
+    """The plan of `dst_dir`, checked against the source `base`, `n` parts and the order's `seed`; None if,
+    after up to `wait` seconds of polling, there is none yet."""
     deadline, pause = time.monotonic() + wait, 0.2
     while True:
         try:
-            return _check(load_partition(fs, dst_dir), dst_dir, base, n)
+            return _check(load_partition(fs, dst_dir), dst_dir, base, n, seed)
         except FileNotFoundError:
             if time.monotonic() >= deadline:
                 return None
@@ -72,7 +80,7 @@ def settle_partition(fs, dst_dir: str, planned: Partition) -> Partition:
         fs.pipe_file(f"{dst_dir}/{PARTITION_NAME}", planned.to_bytes(), mode="create")
         return planned
     except FileExistsError:
-        return _check(load_partition(fs, dst_dir), dst_dir, planned.source, planned.parts)
+        return _check(load_partition(fs, dst_dir), dst_dir, planned.source, planned.parts, planned.seed)
 
 
 def manifest_path(dst_dir: str, i: int, n: int) -> str:

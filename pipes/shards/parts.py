@@ -1,10 +1,11 @@
-"""One packing split into parts (`fluxfs shard --part i/N`): who owns which samples, and where each part writes.
+"""One packing split into parts (`fluxfs shard --part i/N`): the one listing every part packs, who owns what, and
+where each part writes.
 
-The source's samples are cut into N contiguous ranges of sample keys, balanced by bytes, at sample
-keys (``bounds``: the first key of parts 1..N-1), so a sample's members are never split: a part owns
-the samples whose key lies in its range, whatever objects appear later. The bounds are fixed once,
-by the first part to plan, in the destination's partition file (`PARTITION_NAME`); every later
-part, and every rerun, reads them there and lists only its own range (`listing_ranges`).
+The first part to plan lists the source once and pins that listing (each object's size, generation and
+crc32c), the class names and the sample order (shuffled by a seed, or key order) in the destination's
+plan file (`PARTITION_NAME`), written create-only; every part, and every rerun, reads it there. The
+samples, in that order, are cut into N contiguous runs of about equal bytes (`cuts`), so a sample's
+members are never split and the parts' samples, one after the other, are those of one packing.
 
 Part i writes to ``DIR/part-{i:04d}-of-{N:04d}/`` (DIR is the pattern's directory, the file
 name pattern is kept) and, when it is complete, its manifest ``DIR/part-{i:04d}-of-{N:04d}.jsonl``.
@@ -21,7 +22,7 @@ from typing import Any, Mapping, Optional, Sequence
 PARTITION_NAME = "fluxfs-pack-parts.json"
 MERGED_NAME = "shards.jsonl"
 FORMAT_KEY = "fluxfs_pack_parts"
-VERSION = 1
+VERSION = 2   # 1: key ranges, each part listing its own (mixing listings when the source changed)
 _PART = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
@@ -68,85 +69,74 @@ def part_pattern(pattern: str, i: int, n: int) -> str:
     return f"{head}{sep}{part_name(i, n)}/{tail}"
 
 
-def owner(key: str, bounds: Sequence[str]) -> int:
-    """The part owning sample `key`: part i has keys in [bounds[i-1], bounds[i])."""
-    return bisect.bisect_right(bounds, key)
-
-
-def choose_bounds(keys: Sequence[str], spans: Sequence[int], n: int) -> list[str]:
-    """N-1 sample keys cutting sorted `keys` (with their bytes `spans`) into n runs of about equal bytes.
-
-    Bounds repeat (parts left empty) when there are fewer samples than parts.
-    """
+def cuts(spans: Sequence[int], n: int) -> list[int]:
+    """The n+1 sample positions cutting samples of `spans` bytes (in packing order) into n runs of about equal
+    bytes; a run is empty when there are fewer samples than parts."""
     starts, total = [], 0
     for s in spans:
         starts.append(total)
         total += s
-    bounds: list[str] = []
+    out = [0]
     for j in range(1, n):
-        at = bisect.bisect_left(starts, total * j / n)
-        at = max(at, 1 if keys else 0)
-        bound = keys[at] if at < len(keys) else (keys[-1] + "\U0010ffff" if keys else "")
-        bounds.append(max(bound, bounds[-1]) if bounds else bound)
-    return bounds
+        at = max(bisect.bisect_left(starts, total * j / n), 1 if spans else 0)
+        out.append(max(min(at, len(spans)), out[-1]))
+    return out + [len(spans)]
 
 
-Listing = tuple[str, Optional[str], Optional[str]]   # (key prefix, startOffset, endOffset)
-
-
-def listing_ranges(base_key: str, lo: Optional[str], hi: Optional[str]) -> list[Listing]:
-    """(key prefix, start, end) listings that together hold every object of the samples with keys in [lo, hi).
-
-    A sample's objects are ``KEY`` and ``KEY.ext``: all at or above KEY, so at or above `lo`; below
-    `hi`, except when KEY is a proper prefix of `hi` followed by a character up to '.', (KEY ``a/x``,
-    `hi` ``a/x-2``: ``a/x.jpg`` sorts above ``a/x-2``): those are listed by prefix ``KEY.`` too. The
-    listings hold other objects as well; the caller keeps those whose sample `owner` is the part.
-    """
-    out: list[Listing] = [
-        (base_key, None if lo is None else base_key + lo, None if hi is None else base_key + hi)]
-    for j in range(1, len(hi or "")):
-        stem = hi[:j]
-        if hi[j] <= "." and (lo is None or stem >= lo):
-            out.append((base_key + stem + ".", None, None))
-    return out
+Pin = tuple[str, int, Optional[str], Optional[str]]   # (key below the source, size, generation, crc32c)
 
 
 @dataclass(frozen=True)
 class Partition:
-    """The split of one packing: its source, number of parts, bounds, and class names (None: numeric labels)."""
+    """One packing in parts: its source, number of parts, class names (None: numeric labels), the sample
+    order's seed (None: key order), and the pinned listing, sorted by key."""
 
     source: str
     parts: int
-    bounds: tuple[str, ...]
-    classes: Optional[tuple[str, ...]] = None
+    classes: Optional[tuple[str, ...]]
+    seed: Optional[int]
+    objects: tuple[Pin, ...]
 
     def to_bytes(self) -> bytes:
-        return (json.dumps({FORMAT_KEY: VERSION, "source": self.source, "parts": self.parts,
-                            "bounds": list(self.bounds),
-                            "classes": None if self.classes is None else list(self.classes)},
-                           ensure_ascii=False, indent=1) + "\n").encode()
+        head = json.dumps({FORMAT_KEY: VERSION, "source": self.source, "parts": self.parts,
+                           "classes": None if self.classes is None else list(self.classes),
+                           "order": "key" if self.seed is None else "shuffled", "seed": self.seed,
+                           "objects": len(self.objects)}, ensure_ascii=False)
+        rows = ",\n ".join(json.dumps(list(o), ensure_ascii=False) for o in self.objects)  # one object a line
+        return f'{head[:-1]}, "listing": [\n {rows}]}}\n'.encode()   # head[:-1]: the head without its closing brace
 
     @classmethod
     def from_bytes(cls, where: str, data: bytes) -> "Partition":
-        """Parse and check a partition file; anything unexpected is a ValueError naming `where`."""
+        """Parse and check a plan file; anything unexpected is a ValueError naming `where`."""
         try:
             head = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise ValueError(f"{where} is not a fluxfs packing's partition file (not JSON: {exc})") from None
-        if not isinstance(head, dict) or head.get(FORMAT_KEY) != VERSION:
+        was = head.get(FORMAT_KEY) if isinstance(head, dict) else None
+        if isinstance(was, int) and not isinstance(was, bool) and was < VERSION:
+            raise ValueError(f"{where} was written by an older fluxfs (format {was}: a split without a pinned "
+                             f"listing, whose parts could pack two listings): pack again into a new destination")
+        if was != VERSION:
             raise ValueError(f"{where} is not a fluxfs packing's partition file (no {FORMAT_KEY!r}: {VERSION})")
-        source, parts, bounds, classes = (head.get(k) for k in ("source", "parts", "bounds", "classes"))
-        ok = (isinstance(source, str) and isinstance(parts, int) and parts >= 1 and isinstance(bounds, list)
-              and len(bounds) == parts - 1 and all(isinstance(b, str) for b in bounds) and bounds == sorted(bounds)
-              and (classes is None or (isinstance(classes, list) and all(isinstance(c, str) for c in classes))))
+        source, parts, classes, seed, listing = (head.get(k) for k in ("source", "parts", "classes", "seed",
+                                                                       "listing"))
+        ok = (isinstance(source, str) and isinstance(parts, int) and parts >= 1
+              and (classes is None or (isinstance(classes, list) and all(isinstance(c, str) for c in classes)))
+              and (seed is None or (isinstance(seed, int) and not isinstance(seed, bool)))
+              and isinstance(listing, list) and all(_pin_ok(r) for r in listing))
         if not ok:
-            raise ValueError(f"{where}: a partition file needs source, parts >= 1, parts-1 sorted string bounds "
-                             f"and classes (a list of names or null)")
-        return cls(source, parts, tuple(bounds), None if classes is None else tuple(classes))
+            raise ValueError(f"{where}: a partition file needs source, parts >= 1, classes (a list of names or null), "
+                             f"seed (a whole number or null) and listing ([key, size, generation, crc32c] rows)")
+        return cls(source, parts, None if classes is None else tuple(classes), seed,
+                   tuple((r[0], r[1], r[2], r[3]) for r in listing))
 
-    def range(self, i: int) -> tuple[Optional[str], Optional[str]]:
-        """Part i's sample keys: [lo, hi), None for unbounded."""
-        return (self.bounds[i - 1] if i > 0 else None), (self.bounds[i] if i < self.parts - 1 else None)
+    def infos(self) -> list[dict]:
+        """The pinned listing as info dicts ("bucket/key" names), as a listing gives them."""
+        return [{"name": self.source + key, "size": size, "generation": gen, "crc32c": crc, "type": "file"}
+                for key, size, gen, crc in self.objects]
 
-    def owns(self, i: int, key: str) -> bool:
-        return owner(key, self.bounds) == i
+
+def _pin_ok(row: Any) -> bool:
+    return (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)
+            and isinstance(row[1], int) and not isinstance(row[1], bool) and row[1] >= 0
+            and all(v is None or isinstance(v, str) for v in row[2:]))

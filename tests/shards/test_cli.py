@@ -100,6 +100,8 @@ def test_index_command_reads_non_utf8_member_names_as_tarfile_does(flux_server, 
     (["flux://{b}/img/", "flux://{b}/img/sh/{{}}.tar"], "lies inside the source prefix"),
     (["flux://{b}/img/", "flux://{b}/o/{{}}.tar", "--max-size", "lots"], "bad size 'lots'"),
     (["flux://{b}/img/"], "takes SRC_PREFIX DST_PATTERN"),
+    (["flux://{b}/img/", "flux://{b}/o/{{}}.tar", "--seed", "3", "--no-shuffle"],
+     "--seed orders a shuffled packing; --no-shuffle packs in key order: give one of them"),
 ])
 def test_bad_pack_arguments_are_usage_errors(flux_server, bucket, argv, message):
     code, err = _run(flux_server, "shard", *[a.format(b=bucket) for a in argv])
@@ -137,24 +139,32 @@ def test_pack_labels_from_a_manifest(flux_server, bucket, tmp_path):
     assert code == 0, err
     so = {"endpoint_url": flux_server.url, "token": "anon", "skip_instance_cache": True}
     ds = FluxShardMapDataset.from_prefix(f"flux://{bucket}/m/", storage_options=so)
-    assert [(s["__key__"], s["cls"]) for s in (ds[0], ds[1])] == [("cats/000", b"7"), ("dogs/005", b"2")]
+    assert sorted((s["__key__"], s["cls"]) for s in (ds[0], ds[1])) == [("cats/000", b"7"), ("dogs/005", b"2")]
     assert len(ds) == 2 and not fs.exists(f"{bucket}/m/classes.txt")
 
 
 def test_an_object_changed_since_listing_stops_the_packing_cleanly(flux_server, bucket):
-    from fluxfs.pipes.shards.pack import pack, plan_samples, plan_shards
+    """Replaced after the listing, with other bytes of another size or of the same size (told by crc32c), or
+    deleted: a SourceChangedError naming it, the shard being written aborted, the earlier ones kept."""
+    from fluxfs.pipes.shards import SourceChangedError
+    from fluxfs.pipes.shards.pack import pack, plan_marker, plan_samples, plan_shards
     from tests.badinput.conftest import assert_nothing_left
 
     fs = make_fs(flux_server)
     _objects(fs, bucket)
-    infos = sorted(fs.find(f"{bucket}/img/", detail=True).values(), key=lambda i: i["name"])
-    plan = plan_shards(plan_samples(infos, f"{bucket}/img/")[0], max_size=16_000, max_samples=100)
-    urls = [f"flux://{bucket}/c/{n}.tar" for n in range(len(plan))]
-    last = plan[-1][0].objects[0][1]["name"]
-    fs.pipe_file(last, b"different")
-    with pytest.raises(ValueError, match=rf"{last} changed since it was listed \(9 bytes, listed \d+\)"):
-        pack(fs, urls, plan, range(len(plan)))
-    written = sorted(p for p in fs.find(f"{bucket}/c/") if p.endswith(".tar"))
-    assert written == [u.split("://")[1] for u in urls[:-1]]
-    assert all(fs.exists(p + ".idx") for p in written)
+    for case, (change, why) in enumerate([(lambda p: fs.pipe_file(p, b"different"), r"\(9 bytes, listed \d+\)"),
+                                          (lambda p: fs.pipe_file(p, bytes(len(fs.cat_file(p)))), "crc32c differs"),
+                                          (lambda p: fs.rm_file(p), "was deleted since it was listed")]):
+        fs.invalidate_cache()
+        infos = sorted(fs.find(f"{bucket}/img/", detail=True).values(), key=lambda i: i["name"])
+        plan = plan_shards(plan_samples(infos, f"{bucket}/img/")[0], max_size=16_000, max_samples=100)
+        urls = [f"flux://{bucket}/c{case}/{n}.tar" for n in range(len(plan))]
+        last = plan[-1][0].objects[0][1]["name"]
+        change(last)
+        with pytest.raises(SourceChangedError, match=rf"{last} .*{why}.*: nothing of {urls[-1]} was kept") as got:
+            pack(fs, urls, plan, range(len(plan)), [plan_marker(s, None) for s in plan])
+        assert got.value.keys == [last]
+        written = sorted(p for p in fs.find(f"{bucket}/c{case}/") if p.endswith(".tar"))
+        assert written == [u.split("://")[1] for u in urls[:-1]]
+        assert all(fs.exists(p + ".idx") for p in written)
     assert_nothing_left(flux_server, bucket)
