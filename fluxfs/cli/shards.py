@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from .. import options
 from .base import UsageError, human, progress_bar, remote_path, url_of
 from .storage import list_objects, make_fs, require_bucket
 
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
 
 SHARD_USAGE = """\
 fluxfs shard SRC_PREFIX DST_PATTERN [--max-size 256MB] [--max-samples N] [--manifest M | --no-labels]
@@ -48,22 +47,22 @@ tar) by reading their headers with ranged reads; a PREFIX/ indexes every .tar be
 
 
 def parse_size(text: str) -> int:
-    """``256MB`` (10^6), ``64MiB`` (2^20), ``1000000``: a byte count."""
-    m = _SIZE.match(str(text))
-    if not m:
-        raise UsageError(f"bad size {text!r}: expected e.g. 256MB, 64MiB or a number of bytes")
-    power = " kmgt".index(m.group(2).lower() or " ")
-    n = float(m.group(1)) * ((1024 if m.group(3) else 1000) ** power)
-    if n < 1:
+    """--max-size: the one size parser of fluxfs (options.parse_size: 256MB is 10^6-based, 256M and 256MiB
+    2^20-based), at least 1 byte."""
+    try:
+        size = options.parse_size("--max-size", text)
+    except ValueError as e:
+        raise UsageError(f"bad size {text!r}: {e}") from None
+    if size < 1:
         raise UsageError(f"bad size {text!r}: must be at least 1 byte")
-    return int(n)
+    return size
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("args", nargs="+", metavar="ARG", help="SRC_PREFIX DST_PATTERN, or: index URL...")
     p.add_argument("--max-size", default="256MB",
-                   help="largest shard: bytes, or with a unit, 256MB (MB = 10^6 bytes) or 64MiB (MiB = 2^20 bytes); "
-                        "default 256MB")
+                   help="largest shard: bytes, or with a unit as every fluxfs size option takes it: 256MB (MB = 10^6 bytes), "
+                        "64MiB or 64M (2^20 bytes); default 256MB")
     p.add_argument("--max-samples", type=int, default=1_000_000, help="most samples per shard (default 1,000,000)")
     p.add_argument("--manifest", default=None,
                    help="pack only the objects this manifest names, labelled as it says (local path or flux:// URL)")

@@ -168,3 +168,12 @@ def test_an_object_changed_since_listing_stops_the_packing_cleanly(flux_server, 
         assert written == [u.split("://")[1] for u in urls[:-1]]
         assert all(fs.exists(p + ".idx") for p in written)
     assert_nothing_left(flux_server, bucket)
+
+
+@pytest.mark.parametrize("text, size", [("256M", 256 * 2**20), ("256MiB", 256 * 2**20), ("256MB", 256 * 10**6),
+                                        ("1000", 1000), ("1.5KB", 1500)])
+def test_max_size_reads_sizes_as_every_option_does(text, size):
+    """One size parser: `--max-size 256M` is what `part_size="256M"` is (2^20-based), 256MB is 10^6-based."""
+    from fluxfs.cli.shards import parse_size
+    from fluxfs.options import parse_size as option_size
+    assert parse_size(text) == option_size("part_size", text) == size
