@@ -26,6 +26,7 @@ class AppendableUploader(BaseUploader):
     taken: Any = None           # "ab": the writer that took the unfinalized object over at open
     had = 0                     # "ab": the object's size then
     appending = False
+    lost = False                # taken over by another writer: its object, not ours to delete
 
     def __init__(self, pw: "PartWriter"):
         super().__init__(pw)
@@ -60,8 +61,11 @@ class AppendableUploader(BaseUploader):
         try:
             await grpc_writes.append(self.client, self.writer, data)
         except AppendTakenOver as exc:
+            self.lost = True  # the object is the other writer's now: the abort must not delete it
             if not self.appending:
-                raise
+                raise AppendTakenOver(f"write of {self.pw.what}: another writer took the unfinished object over "
+                                      "(an \"ab\" open or append elsewhere) before it was finalized: this write was "
+                                      "abandoned; the object is left to that writer, unfinalized", exc.path, 0) from exc
             done = getattr(exc, "at", self.had) - self.had
             raise AppendTakenOver(
                 f"append to {self.pw.what}: another writer took the object over (an \"ab\" open or append "
@@ -93,4 +97,4 @@ class AppendableUploader(BaseUploader):
         if self.writer is not None:
             writer, self.writer = self.writer, None
             type(self).taken = None
-            await grpc_writes.discard(self.client, writer, delete=not self.appending)
+            await grpc_writes.discard(self.client, writer, delete=not self.appending and not self.lost)

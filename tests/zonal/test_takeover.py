@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -25,11 +26,20 @@ def _log(zonal) -> tuple:
     return fs, path
 
 
+def _appended(fs, path: str, size: int) -> None:
+    """Wait until the object holds `size` bytes (a handle appends its full parts in the background)."""
+    deadline = time.monotonic() + 30
+    while not (fs.exists(path) and fs.info(path, refresh=True)["size"] == size):
+        assert time.monotonic() < deadline, f"{path} never reached {size} bytes"
+        time.sleep(0.05)
+
+
 def test_a_handle_whose_bytes_all_persisted_before_the_takeover_succeeds(zonal):
     fs, path = _log(zonal)
     first = fs.open(path, "ab", block_size=PART)
     first.write(b"a" * PART)
-    first.flush()  # appended and confirmed: in the object
+    first.flush()
+    _appended(fs, path, 5 + PART)  # appended and confirmed: in the object
     with fs.open(path, "ab") as second:  # takes the object over
         second.write(b"b" * 10)
     first.close()  # was: "taken over by another writer" (HTTP 409) though its bytes are in the object
@@ -40,7 +50,8 @@ def test_a_handle_taken_over_is_told_how_much_of_its_append_persisted(zonal):
     fs, path = _log(zonal)
     first = fs.open(path, "ab", block_size=PART)
     first.write(b"a" * PART)
-    first.flush()  # persisted
+    first.flush()
+    _appended(fs, path, 5 + PART)  # persisted
     first.write(b"c" * 100)  # still in the handle's buffer
     with fs.open(path, "ab") as second:
         second.write(b"b" * 10)
@@ -105,3 +116,19 @@ def test_refused_and_taken_over_appends_leave_no_pending_task_at_exit(zonal):
     assert proc.stdout.split("\n").count("refused") == 3 and proc.stdout.count("taken over 409") == 3, proc.stdout
     for noise in ("Task was destroyed", "never retrieved", "Traceback", "Retryable write exception"):
         assert noise not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_new_object_taken_over_before_it_is_finalized_is_left_to_the_other_writer(zonal):
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    path = f"{bucket}/new"
+    first = fs.open(path, "wb", block_size=PART)
+    first.write(b"a" * PART)
+    first.flush()  # the object exists, unfinalized, from the first part on
+    _appended(fs, path, PART)
+    with fs.open(path, "ab") as second:
+        second.write(b"b" * 10)
+    first.write(b"c")
+    with pytest.raises(AppendTakenOver, match=f"write of {path}: another writer took the unfinished object over"):
+        first.close()
+    assert fs.cat_file(path) == b"a" * PART + b"b" * 10  # not deleted under the other writer (was: deleted)
