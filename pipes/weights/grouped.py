@@ -70,11 +70,12 @@ def _same_storage(fs: FluxFileSystem, group: Group, asked: list[dict[str, Any]],
                 support.run(fs, fs._read_ranges, opened.path, [(0, 1)], generation=opened.generation, max_gap=0)
             except (ObjectChanged, FileNotFoundError) as exc:
                 others = [r for r, e in enumerate(endpoints) if e == endpoints[group.rank]]
+                why = "another generation" if isinstance(exc, ObjectChanged) else "no such object"
                 error = ValueError(
                     f"{group.where}: {ranks_phrase(others)} read{'s' if len(others) == 1 else ''} through endpoint "
                     f"{endpoints[group.rank]}, rank 0 through {endpoints[0]}, and they do not serve the same "
                     f"objects: rank 0 opened flux://{opened.path} at generation {opened.generation}, which "
-                    f"{endpoints[group.rank]} does not have ({'no such object' if not isinstance(exc, ObjectChanged) else 'another generation'}). "
+                    f"{endpoints[group.rank]} does not have ({why}). "
                     "Every rank of the group must read the same storage (endpoint_url / STORAGE_EMULATOR_HOST)")
                 break
             except Exception as exc:  # noqa: BLE001 - raised on every rank by the agree below (none left waiting)
