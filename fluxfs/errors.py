@@ -14,6 +14,7 @@ from gcsfs.retry import NonRetryableError
 from . import jsontext
 
 __all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "ObjectChanged", "object_changed",
+           "AppendTakenOver",
            "RequestTimeout",
            "ChecksumMismatch", "ServerUnreachable", "UploadLost", "raise_for_status"]
 
@@ -64,6 +65,23 @@ def object_changed(what: str, generation: str | None) -> ObjectChanged:
     """The error for a read pinned to `generation` of `what` ("bucket/key") that found it gone."""
     return ObjectChanged(f"{what}#{generation} changed while being read: generation {generation} no longer exists "
                          "(overwritten or deleted)", what, generation)
+
+
+class AppendTakenOver(HttpError):
+    """409: another writer took an appendable (zonal) object over while this append was being written. Its first
+    `persisted` bytes are in the object, none after them: a retry resends only what follows them. An HttpError
+    with status 409, as such failures were before; `path` ("bucket/key") names the object."""
+
+    def __init__(self, message: str, path: str | None = None, persisted: int = 0):
+        HttpError.__init__(self, 409, message)
+        self.args = (message,)
+        self.path, self.persisted = path, persisted
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):
+        return type(self), (self.message, self.path, self.persisted)
 
 
 class RequestTimeout(FluxError):

@@ -7,6 +7,8 @@ object name, H = sha256 of the name; a tombstone after a delete); ``data/H-GEN``
 ``folders.json`` (an HNS bucket's folders).
 Files are written to a temporary name, fsynced, then renamed (the directory fsynced too), so a
 crash leaves the old or the new version, never a torn one, and an acknowledged write is on disk.
+An unfinalized appendable (zonal) object's body file grows in place instead (grpc/appendable.py): each flush
+fsyncs the appended bytes, then its metadata's size; bytes past that size are a stream's unflushed ones.
 On load, synthetic batches are expanded first, then per-object files (which are newer:
 ``generate`` removes the per-object files of the names it overwrites). In-progress uploads are
 kept under ROOT/uploads/ (pending.py).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AppendTakenOver
 from ..zonal import grpc_writes
 from .strategy import BaseUploader
 
@@ -25,6 +26,7 @@ class AppendableUploader(BaseUploader):
     taken: Any = None           # "ab": the writer that took the unfinalized object over at open
     had = 0                     # "ab": the object's size then
     appending = False
+    lost = False                # taken over by another writer: its object, not ours to delete
 
     def __init__(self, pw: "PartWriter"):
         super().__init__(pw)
@@ -51,19 +53,40 @@ class AppendableUploader(BaseUploader):
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> None:
         await self.start()
-        await grpc_writes.append(self.client, self.writer, data)
+        await self._append(data)
+
+    async def _append(self, data: bytes, size: int | None = None) -> None:
+        """`data` appended; for "ab", a takeover by another writer says how much of the whole handle's append
+        persisted (`size`: its length, once known)."""
+        try:
+            await grpc_writes.append(self.client, self.writer, data)
+        except AppendTakenOver as exc:
+            self.lost = True  # the object is the other writer's now: the abort must not delete it
+            if not self.appending:
+                raise AppendTakenOver(f"write of {self.pw.what}: another writer took the unfinished object over "
+                                      "(an \"ab\" open or append elsewhere) before it was finalized: this write was "
+                                      "abandoned; the object is left to that writer, unfinalized", exc.path, 0) from exc
+            done = getattr(exc, "at", self.had) - self.had
+            raise AppendTakenOver(
+                f"append to {self.pw.what}: another writer took the object over (an \"ab\" open or append "
+                "elsewhere) while this append was being written: "
+                + (f"the first {done} bytes of this append persisted (the object's bytes {self.had}.."
+                   f"{self.had + done}), nothing after them; resend only what follows them" if done else
+                   f"none of {'the ' + str(size) if size is not None else 'the'} bytes of this append persisted"),
+                exc.path, done) from exc
 
     async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict:
         await self.start()
         if tail:
-            await grpc_writes.append(self.client, self.writer, tail)
+            await self._append(tail, size)
         if not self.appending:
             resource = await grpc_writes.finalize(self.client, self.writer, crc)
         else:
             resource = await grpc_writes.close_unfinalized(self.client, self.writer)
-            if int(resource.get("size", -1)) != self.had + size:
+            # Every append was confirmed; another writer may have appended after them (the object then holds more).
+            if int(resource.get("size", -1)) < self.had + size:
                 raise OSError(f"append to {self.pw.what}: the object holds {resource.get('size')} bytes after "
-                              f"appending {size} to {self.had} (another writer took it over)")
+                              f"appending {size} to {self.had} (another writer replaced it?)")
         self.writer = type(self).taken = None  # nothing keeps the finished stream (and its gRPC call) alive
         await self.client.written(f"{self.pw.bucket}/{self.pw.key}")
         return resource
@@ -74,4 +97,4 @@ class AppendableUploader(BaseUploader):
         if self.writer is not None:
             writer, self.writer = self.writer, None
             type(self).taken = None
-            await grpc_writes.discard(self.client, writer, delete=not self.appending)
+            await grpc_writes.discard(self.client, writer, delete=not self.appending and not self.lost)

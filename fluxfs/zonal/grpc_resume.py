@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import google_crc32c
 
-from ..errors import RequestTimeout
+from ..errors import AppendTakenOver, RequestTimeout
 from ..gcs.redact import get_logger
 from .grpc_client import grpc_client
 from .stalls import bounded, nothing
@@ -67,6 +67,25 @@ def retryable(exc: BaseException) -> bool:
     return False
 
 
+def taken_over(exc: BaseException) -> bool:
+    """Whether a write stream failed because another writer took the object over (ABORTED, not a redirect)."""
+    from google.api_core import exceptions as gexc
+
+    return isinstance(exc, gexc.Aborted) and not retryable(exc)
+
+
+def _taken(what: str, writer: Any, base: int, size: int, exc: Optional[BaseException]) -> AppendTakenOver:
+    """The error of an append of `size` bytes at `base` that another writer's takeover cut short: how much persisted
+    (the writer's confirmed size), in `persisted` and in words; `at` is that absolute size."""
+    done = max(0, min(size, int(writer.persisted_size or 0) - base))
+    err = AppendTakenOver(f"append to {what}: another writer took the object over while this append was being "
+                          f"written ({exc or 'an earlier append of this write was cut short'}): "
+                          + (f"the first {done} bytes of this append persisted, nothing after them"
+                             if done else f"none of the {size} bytes of this append persisted"), what, done)
+    err.at = base + done
+    return err
+
+
 def track(writer: Any, crc: Optional[int]) -> None:
     """Start following the crc32c of `writer`'s persisted bytes from `crc` (None: not known)."""
     writer._fluxfs_crc = crc
@@ -86,6 +105,9 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
     what = f"{writer.bucket_name}/{writer.object_name}"
     base = int(writer.persisted_size or 0)  # the previous append ended flushed: this is the confirmed size
     end = base + len(data)
+    if getattr(writer, "_fluxfs_taken", False):  # taken over just after the previous append persisted whole
+        await release(writer)
+        raise _taken(what, writer, base, len(data), None)
     policy = client.retry_policy("write")
     start, attempt, broken = time.monotonic(), 0, False
     while True:
@@ -106,6 +128,13 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
             writer._fluxfs_crc = None if crc is None else google_crc32c.extend(crc, data)
             return
         except Exception as exc:
+            if taken_over(exc):  # what our stream confirmed persisted is ours; nothing after it is
+                if int(writer.persisted_size or 0) >= end:
+                    writer._fluxfs_taken = True  # all of it persisted: the next append (or close) is told
+                    return
+                err = _taken(what, writer, base, len(data), exc)
+                await release(writer)
+                raise err from exc
             if not retryable(exc):
                 raise
             attempt += 1
@@ -148,6 +177,16 @@ def _drop_stream(writer: Any, exc: BaseException) -> None:
         task = asyncio.ensure_future(_close_quietly(stream))
         _closing.add(task)  # held until done (the loop keeps only weak references to tasks)
         task.add_done_callback(_closing.discard)
+
+
+async def release(writer: Any) -> None:
+    """Close a failed writer's stream call (a stream the library no longer counts as open still has its request
+    task pending: left so, asyncio reports "Task was destroyed but it is pending!" at exit)."""
+    stream = getattr(writer, "write_obj_stream", None)
+    writer._is_stream_open = False
+    if stream is not None and getattr(stream, "socket_like_rpc", None) is not None:
+        writer.write_obj_stream = None
+        await _close_quietly(stream)
 
 
 async def _close_quietly(stream: Any) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import base64
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..errors import AppendTakenOver
 from ..gcs.checksums import crc_to_b64
 from ..gcs.redact import get_logger
 from . import grpc_resume
@@ -49,7 +50,10 @@ async def open_writer(client: "Client", bucket: str, key: str, generation: Optio
         await grpc_resume.within(client, writer.open(retry_policy=async_retry(client, "write")), what)
         grpc_resume.track(writer, await grpc_resume.within(client, grpc_resume.persisted_crc(client, writer), what)
                           if generation else 0)
-    except Exception as exc:
+    except BaseException as exc:
+        await grpc_resume.release(writer)  # a refused open leaves the stream's call running
+        if not isinstance(exc, Exception):
+            raise
         _raise_named(exc, what, generation)
     return writer
 
@@ -73,7 +77,7 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
     from the persisted size (`grpc_resume`), never by the library's retry, which resends the wrong bytes."""
     try:
         await grpc_resume.append(client, writer, data)
-    except grpc_resume.ResumeImpossible:
+    except (grpc_resume.ResumeImpossible, AppendTakenOver):
         raise
     except Exception as exc:
         _raise_named(exc, f"{writer.bucket_name}/{writer.object_name}", writer.generation)
@@ -95,8 +99,18 @@ async def close_unfinalized(client: "Client", writer: Any) -> dict:
     """Persist what was appended and close the stream, leaving the object appendable; its resource."""
     what = f"{writer.bucket_name}/{writer.object_name}"
     try:
-        await grpc_resume.within(client, writer.flush(), what, writing=True)
-        await grpc_resume.within(client, writer.close(), what)
+        try:
+            if not getattr(writer, "_fluxfs_taken", False):
+                await grpc_resume.within(client, writer.flush(), what, writing=True)
+                # The stream's own close, not the writer's: its retry re-opens the stream, which takes the
+                # object over again (failing another writer's appends) only to close it.
+                await grpc_resume.within(client, writer.write_obj_stream.close(), what)
+        except Exception as exc:
+            if not grpc_resume.taken_over(exc):
+                raise
+            # Another writer took the object over after our last append: each append ended confirmed, so all
+            # of them persisted; nothing was lost.
+        await grpc_resume.release(writer)
         obj = await grpc_resume.within(client, grpc_client(client).get_object(writer.bucket_name, writer.object_name,
                                                                    generation=writer.generation), what)
     except Exception as exc:
@@ -105,11 +119,11 @@ async def close_unfinalized(client: "Client", writer: Any) -> dict:
 
 
 async def discard(client: "Client", writer: Any, delete: bool) -> None:
-    """Close a failed write's stream; with `delete`, delete the generation it created (pinned)."""
+    """Cancel a failed write's stream (unflushed bytes are dropped: a half-close would persist them, and the
+    writer's close retries by taking the object over again); with `delete`, delete the generation it created."""
     what = f"{writer.bucket_name}/{writer.object_name}"
     try:
-        if writer._is_stream_open:
-            await grpc_resume.within(client, writer.close(), what)
+        await grpc_resume.release(writer)
     except asyncio.CancelledError as exc:  # the stream's call was cancelled with the part using it
         task = asyncio.current_task()
         if task is not None and task.cancelling():  # this discard itself is being cancelled

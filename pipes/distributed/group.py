@@ -12,6 +12,8 @@ from typing import Any, Callable, Optional, TypeVar
 import torch
 import torch.utils.data
 
+from .requests import differences, ranks_phrase, sides
+
 T = TypeVar("T")
 
 
@@ -76,10 +78,26 @@ class Group:
         for r, (_, exc) in enumerate(got):
             if exc is not None:
                 raise _from_rank(exc, r)
-        differ = [r for r, (d, _) in enumerate(got) if d != got[0][0]]
-        if differ:
-            raise ValueError(f"{self.where}: the ranks of the group asked for different {what} (rank {differ[0]} "
-                             f"differs from rank 0); every rank must make the same call")
+        split = sides([d for d, _ in got])
+        if len(split) > 1:
+            apart = [r for ranks, _ in split[:-1] for r in ranks]
+            raise ValueError(f"{self.where}: the ranks of the group asked for different {what} "
+                             f"({ranks_phrase(sorted(apart))} {'differs' if len(apart) == 1 else 'differ'} from "
+                             f"{ranks_phrase(split[-1][0])}); every rank must make the same call")
+
+    def agree_request(self, request: dict[str, Any], spell: Optional[dict[str, Callable[[Any], str]]] = None,
+                      loose: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """Every rank's `request` (field -> value: what it asked for) gathered before anything is read; a
+        ValueError on every rank naming each field the ranks disagree on and which ranks asked for what.
+        Fields in `loose` (e.g. the endpoint) may differ; every rank's request is returned."""
+        got: list = [None] * self.size
+        _dist().all_gather_object(got, request, group=self.pg)
+        found = differences(got, spell, loose)
+        if found:
+            raise ValueError(f"{self.where}: the ranks of the group asked for different things; "
+                             + "; ".join(found) + ". Every rank of the group must make the same call (a rank "
+                             "given another URL would otherwise receive rank 0's tensors)")
+        return got
 
 
 def portable(exc: BaseException) -> BaseException:

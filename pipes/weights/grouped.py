@@ -5,6 +5,8 @@ same tensors out, reads its contiguous 1/N of their bytes (`pipes.distributed.pl
 ranged reads, and each chunk of a rank's share goes to the others as soon as it is read
 (`pipes.distributed.broadcast.share`).
 Tensors a `slices=` function cuts are rank-specific: each rank reads its own, alone.
+Before anything is read the ranks compare what they asked for (`request`: URL, tensors=, endpoint):
+a rank asking for another model raises on every rank instead of receiving rank 0's tensors.
 """
 from __future__ import annotations
 
@@ -16,11 +18,15 @@ import google_crc32c
 import torch
 
 from fluxfs import FluxFileSystem
+from fluxfs import support
 from fluxfs.support import Chunked, gather_all, submit
+
+from fluxfs.errors import ObjectChanged
 
 from ..distributed import Group
 from ..distributed.broadcast import rounds, share
 from ..distributed.plan import split_bytes
+from ..distributed.requests import UNCOMPARED, ranks_phrase
 from .objects import Opened, byte_view, empty_like, fill, load_tensors, select, to_device
 
 Opening = Callable[[], Sequence[tuple[Opened, Optional[list[str]]]]]
@@ -33,12 +39,62 @@ def compact(opened: Opened) -> Opened:
                   google_crc32c.value(head))
 
 
+def request(fs: FluxFileSystem, url: str, tensors: Any = None) -> dict[str, Any]:
+    """What this rank asks for, as the ranks compare it: the URL, the tensors= names (a function of names
+    is checked by what it chose instead) and the endpoint read through."""
+    names = UNCOMPARED if callable(tensors) else None if tensors is None else \
+        tuple(sorted([tensors] if isinstance(tensors, str) else tensors))
+    return {"the URL": url, "tensors=": names, "endpoint": str(fs._location).rstrip("/")}
+
+
+def _spell_tensors(names: Any) -> str:
+    if names is None:
+        return "every tensor"
+    shown = ", ".join(map(repr, names[:3])) + (", ..." if len(names) > 3 else "")
+    return f"{len(names)} tensor{'s' if len(names) != 1 else ''} ({shown})"
+
+
+SPELL = {"the URL": str, "tensors=": _spell_tensors}
+
+
+def _same_storage(fs: FluxFileSystem, group: Group, asked: list[dict[str, Any]], objects: list) -> None:
+    """Ranks may read through different endpoints (proxies of one storage), but each must find the
+    generations rank 0 opened: otherwise every rank is told which endpoints differ, before any read."""
+    endpoints = [a["endpoint"] for a in asked]
+    if all(e == endpoints[0] for e in endpoints):
+        return
+    error: Optional[BaseException] = None
+    if endpoints[group.rank] != endpoints[0]:
+        for opened, _ in objects:
+            try:
+                support.run(fs, fs._read_ranges, opened.path, [(0, 1)], generation=opened.generation, max_gap=0)
+            except (ObjectChanged, FileNotFoundError) as exc:
+                others = [r for r, e in enumerate(endpoints) if e == endpoints[group.rank]]
+                why = "another generation" if isinstance(exc, ObjectChanged) else "no such object"
+                error = ValueError(
+                    f"{group.where}: {ranks_phrase(others)} read{'s' if len(others) == 1 else ''} through endpoint "
+                    f"{endpoints[group.rank]}, rank 0 through {endpoints[0]}, and they do not serve the same "
+                    f"objects: rank 0 opened flux://{opened.path} at generation {opened.generation}, which "
+                    f"{endpoints[group.rank]} does not have ({why}). "
+                    "Every rank of the group must read the same storage (endpoint_url / STORAGE_EMULATOR_HOST)")
+                break
+            except Exception as exc:  # noqa: BLE001 - raised on every rank by the agree below (none left waiting)
+                error = exc
+                break
+    group.agree(None, error, "endpoints")
+
+
 def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency: int,
                  slices: Optional[Callable[[str, tuple], Any]], device: torch.device,
-                 choose: Callable[[str], bool] = lambda name: True) -> dict[str, torch.Tensor]:
+                 choose: Callable[[str], bool] = lambda name: True,
+                 asking: Optional[dict[str, Any]] = None) -> dict[str, torch.Tensor]:
     """The tensors `opening()` (run on rank 0: [(opened object, names or None for all)]) names that this
-    rank's `choose` takes, on every rank (a ValueError on every rank when ranks chose differently)."""
+    rank's `choose` takes, on every rank. `asking` (`request(...)`) is compared first: a ValueError on every
+    rank naming which ranks asked for what when they differ (or when their tensors or cuts differ)."""
+    asked = group.agree_request(asking or {}, SPELL, loose=("endpoint",))
     objects = group.first(lambda: [(compact(o), names) for o, names in opening()])
+    if asking is not None:
+        _same_storage(fs, group, asked, objects)
     out: dict[str, torch.Tensor] = {}
     buffers: list[memoryview] = []
     located: list[tuple[int, int]] = []  # per shared buffer: (object, offset in it)

@@ -17,7 +17,7 @@ from fluxfs.support import gather_all
 
 from .header import SafetensorsError
 from ..distributed import NO_GROUP, resolve_group
-from .grouped import load_grouped
+from .grouped import load_grouped, request
 from .objects import Opened, filesystem, load_tensors, open_object, select, to_device
 from .staged import load_staged
 
@@ -119,11 +119,14 @@ def load_model_dir(url: str, device: Any = "cpu", *, tensors: Selector = None,
     """
     if concurrency < 1:
         raise ValueError(f"load_model_dir: concurrency must be at least 1, not {concurrency}")
+    if tensors is not None and not callable(tensors) and not isinstance(tensors, str):
+        tensors = list(tensors)  # read twice below (a generator once)
     fs, root = filesystem(str(url).rstrip("/") + "/", fs, storage_options, options, "load_model_dir")
     where, root, choose = f"load_model_dir({url})", root.rstrip("/"), _chooser(tensors)
     grouped = resolve_group(group, where)
     if grouped is not None:
         # Rank 0 opens every shard; each rank chooses its tensors itself (the group checks they agree).
         return load_grouped(fs, grouped, lambda: support.run(fs, _open_shards, fs, root, _chooser(None), where),
-                            concurrency, slices, torch.device(device), choose)
+                            concurrency, slices, torch.device(device), choose,
+                            asking=request(fs, f"flux://{root}", tensors))
     return support.run(fs, _load, fs, root, choose, concurrency, where, slices, torch.device(device))

@@ -1,7 +1,8 @@
 """Gloo ranks for test_group.py (launched by `tests._gloo.run_ranks` with MODE BUCKET; one rank per server).
 
 MODE load: load_model_dir and load_file with group=; slices: rank-specific slices next to shared tensors;
-errors: what each rank is told when the ranks disagree; denied: a load whose reads fail on rank 1 (its server
+errors: what each rank is told when the ranks disagree; asked: ranks asking for other URLs or tensors;
+endpoint: rank 1 reading through a server of other objects; denied: a load whose reads fail on rank 1 (its server
 refuses them), then one more once it serves again; list: datasets listed once. Each rank reports what it got
 (tensor digests, bytes, list calls).
 """
@@ -37,13 +38,36 @@ def rank_main(me: GlooRank, mode: str, bucket: str) -> None:
                 return "loaded"
             except Exception as exc:  # noqa: BLE001 - the test checks type and message
                 return f"{type(exc).__name__}: {exc}"
-        mine = ["scale"] if rank == 0 else ["empty"]
+        mine = (lambda n: n == "scale") if rank == 0 else (lambda n: n == "empty")  # checked by what they chose
         report["differ"] = outcome(lambda: load_model_dir(f"flux://{bucket}/model", group=None, tensors=mine,
                                                           **options))
         report["missing"] = outcome(lambda: load_model_dir(f"flux://{bucket}/nothing", group=None, **options))
         only_zero = dist.new_group([0])
         report["member"] = outcome(lambda: load_file(f"flux://{bucket}/model/model-00002-of-00002.safetensors",
                                                      group=only_zero, **options))
+    elif mode == "asked":  # rank-dependent requests: every rank raises, naming who asked for what
+        def outcome(call) -> str:
+            try:
+                call()
+                return "loaded"
+            except Exception as exc:  # noqa: BLE001 - the test checks type and message
+                return f"{type(exc).__name__}: {exc}"
+        step = "other" if rank == 1 else "model"  # e.g. a restarted rank handed another step's directory
+        report["url"] = outcome(lambda: load_model_dir(f"flux://{bucket}/{step}/", group=None, **options))
+        shard = 2 if rank == 2 else 1
+        report["file"] = outcome(lambda: load_file(
+            f"flux://{bucket}/model/model-0000{shard}-of-00002.safetensors", group=None, **options))
+        names = ["scale", "empty"] if rank == 0 else ["scale"]
+        report["tensors"] = outcome(lambda: load_model_dir(f"flux://{bucket}/model", group=None,
+                                                           tensors=iter(names), **options))
+        report["after"] = digests(load_model_dir(f"flux://{bucket}/model", group=None, tensors=["scale"],
+                                                 **options))
+    elif mode == "endpoint":  # rank 1 reads through a server of its own: same names, other objects
+        try:
+            load_model_dir(f"flux://{bucket}/model", group=None, **options)
+            report["endpoint"] = "loaded"
+        except Exception as exc:  # noqa: BLE001 - the test checks type and message
+            report["endpoint"] = f"{type(exc).__name__}: {exc}"
     elif mode == "denied":  # rank 1's server refuses reads: rank 1's share fails after the headers
         try:
             load_model_dir(f"flux://{bucket}/model", group=None, **options)

@@ -124,10 +124,42 @@ def test_bad_group_calls_fail_on_every_rank_naming_why(servers, tmp_path):
     for report in (zero, one):  # no rank is left waiting in a collective: each raises
         assert report["differ"].startswith("ValueError: load_model_dir(flux://")
         assert "the ranks of the group asked for different tensors" in report["differ"]
+        assert "(rank 1 differs from rank 0)" in report["differ"]
         assert report["missing"].startswith("FileNotFoundError: load_model_dir(flux://")
         assert "neither model.safetensors.index.json nor model.safetensors" in report["missing"]
     assert zero["member"] == "loaded"  # a group of one: rank 0 loads alone
     assert one["member"].startswith("ValueError: load_file(flux://") and "is not a member of the group" in one["member"]
+
+
+def test_ranks_asking_for_another_model_all_raise_naming_who_asked_for_what(servers, tmp_path):
+    bucket, handles, fs = servers
+    got = run_ranks("asked", tmp_path, bucket, handles[:3])
+    for r, report in enumerate(got):  # every rank raises (none receives rank 0's tensors, none hangs)
+        assert report["url"].startswith("ValueError: load_model_dir(flux://"), (r, report["url"])
+        assert (f"the URL: rank 1 asked for flux://{bucket}/other, ranks 0 and 2 for flux://{bucket}/model"
+                in report["url"]), report["url"]
+        assert report["file"].startswith("ValueError: load_file(flux://"), (r, report["file"])
+        assert (f"rank 2 asked for flux://{bucket}/model/model-00002-of-00002.safetensors, ranks 0 and 1 for "
+                f"flux://{bucket}/model/model-00001-of-00002.safetensors") in report["file"], report["file"]
+        assert ("tensors=: ranks 1 and 2 asked for 1 tensor ('scale'), rank 0 for 2 tensors ('empty', 'scale')"
+                in report["tensors"]), report["tensors"]
+        assert "endpoint" not in report["url"]  # the three servers share one root: their endpoints may differ
+        assert report["after"] == {"scale": reference(fs, bucket)["scale"]}  # the group goes on after
+
+
+def test_a_rank_reading_other_storage_is_told_its_endpoint_differs(servers, tmp_path):
+    bucket, handles, fs = servers
+    with run() as elsewhere:  # the same bucket and names, other objects (other generations)
+        other = make_fs(elsewhere)
+        other.mkdir(bucket)
+        write_dir(other, f"{bucket}/model", {"scale": torch.tensor(1.0)}, 1)
+        zero, one = gloo.run_ranks("tests.weights._group_child", tmp_path, [handles[0].url, elsewhere.url],
+                                   "endpoint", bucket)
+    for report in (zero, one):
+        assert report["endpoint"].startswith("ValueError: load_model_dir(flux://"), report["endpoint"]
+        assert (f"rank 1 reads through endpoint {elsewhere.url.rstrip('/')}, rank 0 through "
+                f"{handles[0].url.rstrip('/')}, and they do not serve the same objects") in report["endpoint"]
+        assert "changed while being read" not in report["endpoint"]
 
 
 def test_a_read_failing_on_one_rank_raises_on_every_rank_and_the_group_goes_on(servers, tmp_path):

@@ -1,10 +1,17 @@
 """Appendable objects not yet finalized: one record per (bucket, name) holding the generation being appended
-to, its persisted bytes and a write handle. The object itself lives in the store like any other, with its
-persisted size, so the JSON and XML APIs list and read it up to that size; finalizing drops the record,
-leaving a normal object."""
+to, its persisted size, crc32c and md5, and a write handle. The object itself lives in the store like any
+other, with its persisted size, so the JSON and XML APIs list and read it up to that size; finalizing drops
+the record, leaving a normal object.
+
+In memory the record keeps the persisted bytes (the object's body). Under ``--root`` the body is the object's
+file: a stream writes what it receives straight to the file's tail (`Unflushed`), and a flush makes it
+persisted (fsync, then the metadata's size), so no copy of the object is held in memory and each byte is
+written once (a flush used to rewrite the whole file: quadratic).
+"""
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -14,13 +21,15 @@ import grpc
 
 from ...gcs.checksums import crc_to_b64
 from ...gcs.chunks import Chunked
+from ..diskerr import disk_writes
 from ..objects import Obj, b64
 from .status import RpcError
 
 
 @dataclass
 class Appendable:
-    """An unfinalized appendable object: `chunks` hold its persisted bytes (what the store's object shows)."""
+    """An unfinalized appendable object: `chunks` hold its persisted bytes (what the store's object shows;
+    empty under --root, where the object's file holds them)."""
 
     bucket: str
     name: str
@@ -61,31 +70,64 @@ def current(srv: Any, rec: Appendable) -> Obj:
     return obj
 
 
-def persist(srv: Any, rec: Appendable, pending: List[bytes]) -> Obj:
-    """Add `pending` to the persisted bytes: the store's object then shows (and serves) them."""
-    obj = current(srv, rec)
-    if not pending:
+class Unflushed:
+    """What one stream received past the persisted size, not yet flushed: in memory, or (under --root) already
+    in the body file past the object's size (invisible to reads, overwritten by the next stream if never
+    flushed). `persist` makes it part of the object."""
+
+    def __init__(self, srv: Any, rec: Appendable):
+        self.srv, self.rec = srv, rec
+        self.chunks: List[bytes] = []
+        self.size = 0
+        self.crc, self.md5 = rec.crc, rec.md5.copy()
+        self.file: Any = None
+        obj = current(srv, rec)
+        if srv.store.persist and obj.path:  # opened once: a replaced object's file is never made again
+            self.file = open(obj.path, "r+b")
+
+    def add(self, data: bytes) -> None:
+        self.crc = google_crc32c.extend(self.crc, data)
+        self.md5.update(data)
+        if self.file is not None:
+            with disk_writes(f"{self.rec.bucket}/{self.rec.name}"):
+                os.pwrite(self.file.fileno(), data, self.rec.size + self.size)
+        else:
+            self.chunks.append(data)
+        self.size += len(data)
+
+    def persist(self) -> Obj:
+        """Add what was received to the persisted bytes: the store's object then shows (and serves) them."""
+        srv, rec = self.srv, self.rec
+        obj = current(srv, rec)
+        if not self.size:
+            return obj
+        if self.file is not None:
+            with disk_writes(f"{rec.bucket}/{rec.name}"):
+                os.fsync(self.file.fileno())
+        else:
+            rec.chunks.extend(self.chunks)
+        rec.size, rec.crc, rec.md5 = rec.size + self.size, self.crc, self.md5
+        self.chunks, self.size, self.md5 = [], 0, self.md5.copy()
+        _show(srv, rec, obj)
         return obj
-    for piece in pending:
-        rec.crc = google_crc32c.extend(rec.crc, piece)
-        rec.md5.update(piece)
-        rec.size += len(piece)
-    rec.chunks.extend(pending)
-    _show(srv, rec, obj)
-    return obj
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
 
 
 def _show(srv: Any, rec: Appendable, obj: Obj) -> None:
-    body = Chunked(list(rec.chunks))
     obj.size, obj._crc, obj._md5 = rec.size, crc_to_b64(rec.crc), ""
     obj.updated = time.time()
     obj._json = None
     store = srv.store
-    if store.persist:  # --root: the body file rewritten whole (appends are small; the record keeps the chunks)
-        obj.data, obj.path = bytes(body), None
-        store.persist.save_object(rec.bucket, obj)
+    if store.persist and obj.path:  # --root: the bytes are in the body file already; its metadata says how many
+        obj.data = None
+        with disk_writes(f"{rec.bucket}/{rec.name}"):
+            store.persist.save_meta(rec.bucket, obj)
     else:
-        obj.data, obj.path = body, None
+        obj.data, obj.path = Chunked(list(rec.chunks)), None
 
 
 def finalize(srv: Any, rec: Appendable, expect_crc: Optional[int]) -> Obj:
@@ -101,5 +143,8 @@ def finalize(srv: Any, rec: Appendable, expect_crc: Optional[int]) -> Obj:
     obj.updated = time.time()
     obj._json = None
     if srv.store.persist:
-        srv.store.persist.save_meta(rec.bucket, obj)
+        with disk_writes(f"{rec.bucket}/{rec.name}"):
+            if obj.path and os.path.getsize(obj.path) > rec.size:  # a broken stream's unflushed bytes
+                os.truncate(obj.path, rec.size)
+            srv.store.persist.save_meta(rec.bucket, obj)
     return obj

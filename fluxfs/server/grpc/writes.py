@@ -5,15 +5,17 @@ persisted size. A non-appendable spec is a one-shot upload stored at `finish_wri
 from __future__ import annotations
 
 import asyncio
-
+import os
 from typing import Any, AsyncIterator, List, Optional
 
 import grpc
 from google.cloud._storage_v2 import types as v2
 
 from ...gcs.checksums import crc32c, crc_to_b64
+from .. import spool
+from ..diskerr import disk_writes
 from ..preconditions import check_preconditions
-from .appendable import Appendable, current, finalize, persist, registry
+from .appendable import Appendable, Unflushed, current, finalize, registry
 from .convert import extra_of, object_pb
 from .reads import Pacer
 from .status import RpcError, bucket_name, cut_status, gate, optional
@@ -91,7 +93,17 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
                        "(resumable upload_id streams are not served).")
     epoch = rec.epoch
     yield _response(srv, rec, resource=True)
-    pending: List[bytes] = []
+    pending = Unflushed(srv, rec)
+    try:
+        async for out in _appending(srv, rec, epoch, first, pending, requests, context, cut):
+            yield out
+    finally:
+        pending.close()
+
+
+async def _appending(srv: Any, rec: Appendable, epoch: int, first: Any, pending: Unflushed,
+                     requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, cut: Any):
+    """The messages of an appendable stream, from its first (which may carry data too)."""
     received = rec.size
     finished = flushed = False
     pacer = Pacer(srv)
@@ -110,7 +122,7 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
                                                     "(append_object_spec on a newer stream).")
         if message is None:  # the client closed its side: what it sent is kept
             if not finished:
-                persist(srv, rec, pending)
+                pending.persist()
                 yield _response(srv, rec)
             return
         if finished:
@@ -126,16 +138,18 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
                 raise RpcError(grpc.StatusCode.FAILED_PRECONDITION,
                                f"Provided CRC32C {data.crc32c} of the data at offset {message.write_offset} of "
                                f"{rec.bucket}/{rec.name} doesn't match calculated CRC32C {crc32c(data.content)}.")
-            pending.append(data.content)
+            pending.add(data.content)
             received += len(data.content)
             srv.bytes_in += len(data.content)
             await pacer.pace(len(data.content))
             if stall is not None and pacer.sent >= stall:
                 await asyncio.Event().wait()  # nothing more is read: the client's sends block, until it gives up
         if message.flush or message.finish_write:
-            persist(srv, rec, pending)
-            flushed = flushed or bool(pending)
-            pending = []
+            if rec.epoch != epoch:  # taken over while this message's data came in: none of it is persisted
+                raise RpcError(grpc.StatusCode.ABORTED, f"{rec.bucket}/{rec.name} was taken over by another "
+                                                        "writer (append_object_spec on a newer stream).")
+            flushed = flushed or bool(pending.size)
+            pending.persist()
         if message.finish_write:
             expect = optional(message.object_checksums, "crc32c") if message.HasField("object_checksums") else None
             finalize(srv, rec, expect)
@@ -156,32 +170,77 @@ def _cut_here(message: Optional[Any], flushed: bool) -> bool:
 
 
 async def _one_shot(srv: Any, first: Any, requests: AsyncIterator[Any]):
-    """A non-appendable BidiWriteObject: every byte, then `finish_write` stores the object at once."""
+    """A non-appendable BidiWriteObject: every byte, then `finish_write` stores the object at once (under
+    --root the bytes go to a file as they come, renamed into place: never held in memory)."""
     spec = first.write_object_spec
     res = spec.resource
     bucket = bucket_name(res.bucket)
-    parts: List[bytes] = []
-    message: Optional[Any] = first
-    while message is not None:
-        if message.HasField("checksummed_data"):
-            if message.write_offset != sum(map(len, parts)):
-                raise RpcError(grpc.StatusCode.OUT_OF_RANGE, f"write_offset {message.write_offset} of "
-                                                             f"{bucket}/{res.name} is not where its data ends.")
-            parts.append(message.checksummed_data.content)
-            srv.bytes_in += len(parts[-1])
-        if message.finish_write:
-            expect = optional(message.object_checksums, "crc32c") if message.HasField("object_checksums") else None
-            obj = srv.store.put(bucket, res.name, b"".join(parts), content_type=res.content_type or None,
-                                metadata=dict(res.metadata) or None, extra=extra_of(res),
-                                expect_crc=crc_to_b64(expect) if expect is not None else None,
-                                preconditions={"if_gen": optional(spec, "if_generation_match"),
-                                               "if_meta": optional(spec, "if_metageneration_match")})
-            out = Response()
-            out.resource.CopyFrom(object_pb(srv.store.bucket(bucket), obj))
-            yield out
-            return
-        message = None
-        async for message in requests:
-            break
-    raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, f"The write of {bucket}/{res.name} ended without "
-                                                     "finish_write: nothing was stored.")
+    srv.store.bucket(bucket)  # a missing bucket is named before any byte is taken
+    what = f"{bucket}/{res.name}"
+    body = _Body(srv, bucket, what)
+    try:
+        message: Optional[Any] = first
+        while message is not None:
+            if message.HasField("checksummed_data"):
+                if message.write_offset != body.size:
+                    raise RpcError(grpc.StatusCode.OUT_OF_RANGE, f"write_offset {message.write_offset} of "
+                                                                 f"{what} is not where its data ends.")
+                body.add(message.checksummed_data.content)
+                srv.bytes_in += len(message.checksummed_data.content)
+            if message.finish_write:
+                expect = optional(message.object_checksums, "crc32c") if message.HasField("object_checksums") \
+                    else None
+                obj = srv.store.put(bucket, res.name, body.done(), content_type=res.content_type or None,
+                                    metadata=dict(res.metadata) or None, extra=extra_of(res),
+                                    expect_crc=crc_to_b64(expect) if expect is not None else None,
+                                    preconditions={"if_gen": optional(spec, "if_generation_match"),
+                                                   "if_meta": optional(spec, "if_metageneration_match")})
+                out = Response()
+                out.resource.CopyFrom(object_pb(srv.store.bucket(bucket), obj))
+                yield out
+                return
+            message = None
+            async for message in requests:
+                break
+        raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, f"The write of {what} ended without "
+                                                         "finish_write: nothing was stored.")
+    finally:
+        body.discard()
+
+
+class _Body:
+    """A one-shot write's bytes: in memory, or under --root in a file of its own (spool.py) as they come."""
+
+    def __init__(self, srv: Any, bucket: str, what: str):
+        self.parts: List[bytes] = []
+        self.size = 0
+        self.what = what
+        self.file: Any = None
+        self.spooled: Any = None
+        if srv.store.persist:
+            self.file, self.spooled = spool.new_file(srv.store.persist.data_dir(bucket), what)
+
+    def add(self, data: bytes) -> None:
+        if self.file is not None:
+            with disk_writes(self.what):
+                self.file.write(data)
+            self.spooled.add(data)
+        else:
+            self.parts.append(data)
+        self.size += len(data)
+
+    def done(self) -> Any:
+        """What `store.put` takes: the Spooled file (fsynced) or the bytes."""
+        if self.file is None:
+            return b"".join(self.parts)
+        with disk_writes(self.what):
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+        return self.spooled
+
+    def discard(self) -> None:
+        """The file removed (a no-op once `store.put` renamed it into place)."""
+        if self.file is not None:
+            self.file.close()
+            self.spooled.discard()
