@@ -1,0 +1,93 @@
+"""Equal sample counts per reader (rank x DataLoader worker) under a world size > 1 or drop_uneven: padded by
+repeating the epoch's first samples, or the last ones dropped; through mid-epoch and elastic resume too."""
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+
+import pytest
+from torch.utils.data import DataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from fluxfs.pipes import reader_states
+from fluxfs.pipes.shards import FluxShardDataset, MissingIndexWarning
+
+from .conftest import COUNTS, all_sample_keys
+
+TOTAL = sum(COUNTS)  # 21, over shards of 7, 3, 5, 0 and 6 samples (one without an index)
+
+
+def make(server, bucket, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingIndexWarning)
+        return FluxShardDataset.from_prefix(f"flux://{bucket}/ds/", shuffle=True, seed=3, shuffle_buffer=4,
+                                            storage_options={"endpoint_url": server.url, "token": "anon"}, **kwargs)
+
+
+def rank_keys(loader) -> list[str]:
+    return [k for batch in loader for k in batch["__key__"]]
+
+
+@pytest.mark.parametrize("world,workers,drop", [(2, 2, False), (3, 1, False), (2, 2, True), (3, 1, True)])
+def test_every_rank_reads_the_same_count_padded_or_dropped(flux_server, shard_bucket, world, workers, drop):
+    readers = world * workers
+    per = TOTAL // readers if drop else -(-TOTAL // readers)
+    for epoch in (0, 1):
+        ranks = []
+        for rank in range(world):
+            ds = make(flux_server, shard_bucket, rank=rank, world_size=world, drop_uneven=drop)
+            ds.set_epoch(epoch)
+            ranks.append(rank_keys(DataLoader(ds, batch_size=2, num_workers=workers)))
+        assert [len(r) for r in ranks] == [per * workers] * world, (epoch, [len(r) for r in ranks])
+        seen = Counter(k for r in ranks for k in r)
+        if drop:  # fewer than readers left out, none repeated
+            assert max(seen.values()) == 1 and TOTAL - len(seen) == TOTAL % readers
+            assert set(seen) <= set(all_sample_keys())
+        else:  # every sample, and fewer than readers of them once more
+            assert set(seen) == set(all_sample_keys()) and sum(seen.values()) - TOTAL == per * readers - TOTAL
+
+
+def test_one_process_reads_every_sample_once_unless_drop_uneven(flux_server, shard_bucket):
+    keys = rank_keys(DataLoader(make(flux_server, shard_bucket), batch_size=2, num_workers=2))
+    assert Counter(keys) == Counter(all_sample_keys())
+    dropped = rank_keys(DataLoader(make(flux_server, shard_bucket, drop_uneven=True), batch_size=2, num_workers=2))
+    assert len(dropped) == TOTAL - TOTAL % 2 and len(set(dropped)) == len(dropped)
+
+
+def test_mid_epoch_resume_keeps_every_rank_at_the_same_count(flux_server, shard_bucket):
+    """Each of 2 ranks x 2 workers stops after 3 batches and resumes in a fresh loader: 11 samples per rank."""
+    per_rank = 2 * -(-TOTAL // 4)
+    for rank in range(2):
+        full = rank_keys(StatefulDataLoader(make(flux_server, shard_bucket, rank=rank, world_size=2),
+                                            batch_size=2, num_workers=2))
+        loader = StatefulDataLoader(make(flux_server, shard_bucket, rank=rank, world_size=2), batch_size=2,
+                                    num_workers=2)
+        it = iter(loader)
+        head = [k for _ in range(3) for k in next(it)["__key__"]]
+        state = loader.state_dict()
+        del it
+        again = StatefulDataLoader(make(flux_server, shard_bucket, rank=rank, world_size=2), batch_size=2,
+                                   num_workers=2)
+        again.load_state_dict(state)
+        assert head + rank_keys(again) == full and len(full) == per_rank
+
+
+def test_elastic_resume_gives_the_new_ranks_equal_shares_of_what_is_left(flux_server, shard_bucket):
+    """2 ranks x 1 worker stop after 2 batches; 3 ranks x 1 worker share the rest equally (padded)."""
+    saved, head = [], []
+    for rank in range(2):
+        loader = StatefulDataLoader(make(flux_server, shard_bucket, rank=rank, world_size=2), batch_size=2,
+                                    num_workers=1)
+        it = iter(loader)
+        head += [k for _ in range(2) for k in next(it)["__key__"]]
+        saved.append(loader.state_dict())
+        del it
+    gathered = {"readers": reader_states(*saved)}
+    rest = []
+    for rank in range(3):
+        ds = make(flux_server, shard_bucket, rank=rank, world_size=3)
+        ds.load_state_dict(gathered)
+        rest.append([s["__key__"] for s in DataLoader(ds, batch_size=None, num_workers=1)])
+    left = TOTAL + 1 - len(head)  # the epoch over 2 readers was padded to 22
+    assert [len(r) for r in rest] == [-(-left // 3)] * 3
+    assert set(head) | {k for r in rest for k in r} == set(all_sample_keys())
