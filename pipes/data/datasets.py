@@ -112,14 +112,19 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
     be handed next while the current one trains (`pipes.readahead`).
     """
 
-    def sampler(self, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH) -> FluxSampler:
+    def sampler(self, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH, *,
+                rank: Optional[int] = None, world_size: Optional[int] = None,
+                drop_uneven: Optional[bool] = False) -> FluxSampler:
         """The DataLoader `sampler` that lets workers read ahead: this dataset's order, shuffled from (seed, epoch).
 
         Each worker keeps up to `read_ahead` of its coming batches (at most 128 MiB) being read; 0 turns
         that off. Call the sampler's `set_epoch(epoch)` before each epoch for a new order (as with
-        DistributedSampler).
+        DistributedSampler). Under torch.distributed (rank and world size from the default group, or as
+        given) each rank gets its share of the order, disjoint and the same count on every rank: padded by
+        repeating the first indices, or ``drop_uneven=True`` dropping the last (`FluxSampler`).
         """
-        self._order = FluxSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead)
+        self._order = FluxSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead, rank=rank,
+                                  world_size=world_size, drop_uneven=drop_uneven)
         return self._order
 
     def __getstate__(self) -> dict:
