@@ -91,3 +91,35 @@ def test_elastic_resume_gives_the_new_ranks_equal_shares_of_what_is_left(flux_se
     left = TOTAL + 1 - len(head)  # the epoch over 2 readers was padded to 22
     assert [len(r) for r in rest] == [-(-left // 3)] * 3
     assert set(head) | {k for r in rest for k in r} == set(all_sample_keys())
+
+
+def test_counts_come_from_an_index_written_before_headers_counted_samples(flux_server, shard_bucket, fs):
+    """An index whose first line has no sample count is read whole; the shares are the same."""
+    import json
+
+    from fluxfs.pipes.shards.index import index_path
+
+    src = f"{shard_bucket}/ds/shard-000000.tar"
+    path = f"{shard_bucket}/old/shard-000000.tar"
+    fs.pipe(path, fs.cat(src))
+    head, rest = fs.cat(index_path(src)).split(b"\n", 1)
+    meta = json.loads(head)
+    assert meta.pop("samples") == COUNTS[0]
+    meta["generation"] = str(fs.info(path)["generation"])
+    fs.pipe(index_path(path), json.dumps(meta).encode() + b"\n" + rest)
+    shares = [[s["__key__"] for s in FluxShardDataset.from_prefix(
+        f"flux://{shard_bucket}/old/", rank=r, world_size=2,
+        storage_options={"endpoint_url": flux_server.url, "token": "anon"})] for r in range(2)]
+    assert [len(s) for s in shares] == [4, 4] and set(shares[0] + shares[1]) == set(all_sample_keys()[:COUNTS[0]])
+
+
+def test_drop_uneven_other_than_true_false_none_is_refused(flux_server, shard_bucket):
+    from fluxfs.pipes import FluxIterableDataset, FluxSampler
+
+    with pytest.raises(TypeError, match=r"drop_uneven must be False .* True .* or None .*not 'yes'"):
+        make(flux_server, shard_bucket, drop_uneven="yes")
+    with pytest.raises(TypeError, match=r"FluxIterableDataset: drop_uneven must be"):
+        FluxIterableDataset.from_prefix(f"flux://{shard_bucket}/ds/", drop_uneven=1,
+                                        storage_options={"endpoint_url": flux_server.url, "token": "anon"})
+    with pytest.raises(TypeError, match=r"FluxSampler: drop_uneven must be"):
+        FluxSampler(10, drop_uneven="drop")
