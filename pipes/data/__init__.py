@@ -8,8 +8,9 @@ from __future__ import annotations
 from .datasets import FluxIterableDataset, FluxMapDataset
 from .epochs import ResumeStateError, reader_states
 from .nodes import ListObjects, ReadObjects
+from .rank_split import RankSplit
 from .objects import ObjectMeta
 from .readahead import FluxSampler
 
-__all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
+__all__ = ["ListObjects", "ReadObjects", "RankSplit", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
            "reader_states", "ResumeStateError"]

@@ -13,6 +13,7 @@ from .catalog import MissingIndexWarning, ShardCatalog, ShardInfo
 from .dataset import FluxShardDataset
 from .errors import ShardChanged, ShardError
 from .node import ReadShards
+from .pieces import ShardPieces
 from .index import ShardIndex, index_path
 from .samples import SampleSpan, group_samples, sample_dict, split_key
 from .tarformat import Member, TarScanner, member_bytes, scan
@@ -24,7 +25,7 @@ from ..lazy import lazy_exports
 _LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding", "pack_prefix": ".packing",
          "merge_parts": ".partfiles"}
 
-__all__ = ["FluxShardDataset", "ReadShards", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardChanged",
+__all__ = ["FluxShardDataset", "ReadShards", "ShardPieces", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardChanged",
            "ShardError",
            "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
            "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter",

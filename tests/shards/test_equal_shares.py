@@ -123,3 +123,36 @@ def test_drop_uneven_other_than_true_false_none_is_refused(flux_server, shard_bu
                                         storage_options={"endpoint_url": flux_server.url, "token": "anon"})
     with pytest.raises(TypeError, match=r"FluxSampler: drop_uneven must be"):
         FluxSampler(10, drop_uneven="drop")
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_shard_pieces_give_read_shards_equal_counts_per_rank_every_epoch(flux_server, shard_bucket, drop):
+    """The Nodes' way: ReadShards(ShardPieces(prefix)) on 2 ranks, two passes of the Loader (epochs 0 and 1)."""
+    from torchdata.nodes import Loader
+
+    from fluxfs.pipes.shards import ReadShards, ShardPieces
+
+    options = {"endpoint_url": flux_server.url, "token": "anon"}
+
+    def loader(rank):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MissingIndexWarning)
+            return Loader(ReadShards(ShardPieces(f"flux://{shard_bucket}/ds/", shuffle=True, seed=4, rank=rank,
+                                                 world_size=2, drop_uneven=drop, storage_options=options),
+                                     storage_options=options, transform=lambda s: s["__key__"]))
+
+    per = TOTAL // 2 if drop else -(-TOTAL // 2)
+    ranks = [loader(r) for r in range(2)]
+    epochs = [[list(r) for r in ranks] for _ in range(2)]  # each pass over a Loader is the next epoch
+    for shares in epochs:
+        assert [len(s) for s in shares] == [per, per]
+        seen = Counter(shares[0] + shares[1])
+        assert (max(seen.values()) == 1 and len(seen) == TOTAL - 1) if drop else set(seen) == set(all_sample_keys())
+    assert epochs[0][0] != epochs[1][0]
+    for stop in (1, 6):  # resumed mid-epoch from the Loader's state: the rest of that rank's share
+        node = loader(1)
+        it = iter(node)
+        head = [next(it) for _ in range(stop)]
+        again = loader(1)
+        again.load_state_dict(node.state_dict())
+        assert head + list(again) == epochs[0][1]
