@@ -33,6 +33,10 @@ def test_sampler_splits_the_order_by_rank_like_distributed_sampler():
     assert sorted(sum(once, [])) == list(range(10)) and [len(s) for s in once] == [4, 3, 3]
     assert [len(FluxSampler(10, rank=r, world_size=3)) for r in range(3)] == [4, 4, 4]
     assert list(FluxSampler(10, seed=3)) == FluxSampler(10, seed=3).whole_order(0).tolist()  # one process: all
+    from fluxfs.pipes.shards.map_dataset import BlockSampler  # the shard map dataset's sampler(block=...)
+
+    blocks = [list(BlockSampler(50, block=4, window=8, seed=1, rank=r, world_size=4)) for r in range(4)]
+    assert [len(b) for b in blocks] == [13] * 4 and set(sum(blocks, [])) == set(range(50))
 
 
 @pytest.fixture(scope="module")
