@@ -32,6 +32,7 @@ _LAZY = {
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
-           "FluxShardDataset", "ReadShards", "ShardPieces", "RankSplit", "reader_states", "PipesError", "ResumeStateError", *_LAZY]
+           "FluxShardDataset", "ReadShards", "ShardPieces", "RankSplit",
+           "reader_states", "PipesError", "ResumeStateError", *_LAZY]
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -12,5 +12,6 @@ from .rank_split import RankSplit
 from .objects import ObjectMeta
 from .readahead import FluxSampler
 
-__all__ = ["ListObjects", "ReadObjects", "RankSplit", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
+__all__ = ["ListObjects", "ReadObjects", "RankSplit",
+           "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
            "reader_states", "ResumeStateError"]

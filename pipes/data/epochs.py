@@ -127,7 +127,8 @@ def _cut(pieces: list, a: int, b: int, to_end: bool) -> list[Run]:
     when `to_end`: the sequence's last empty slots)."""
     out: list[Run] = []
     for run, slots, starts, n in pieces:
-        inside = np.where(n > 0, (starts < b) & (starts + n > a), (starts >= a) & ((starts < b) | (to_end & (starts == b))))
+        empty_in = (starts >= a) & ((starts < b) | (to_end & (starts == b)))
+        inside = np.where(n > 0, (starts < b) & (starts + n > a), empty_in)
         picked = np.flatnonzero(inside)
         if not len(picked):
             continue

@@ -25,7 +25,8 @@ from ..lazy import lazy_exports
 _LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding", "pack_prefix": ".packing",
          "merge_parts": ".partfiles"}
 
-__all__ = ["FluxShardDataset", "ReadShards", "ShardPieces", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardChanged",
+__all__ = ["FluxShardDataset", "ReadShards", "ShardPieces",
+           "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardChanged",
            "ShardError",
            "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
            "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter",

@@ -48,8 +48,9 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
     by repeating the epoch's first samples (fewer than readers of them, as DistributedSampler pads);
     ``drop_uneven=True`` leaves out the epoch's last samples instead (fewer than readers; on one process
     too); ``drop_uneven=None`` does neither (every sample exactly once, counts may differ: for evaluation,
-    not for DDP training). The counts come from the shards' indexes (one small read of each when the dataset is built,
-    on rank 0, sent to the others); shards without an index are scanned, compressed ones streamed.
+    not for DDP training). The counts come from the shards' indexes (one small read of each when the
+    dataset is built, on rank 0, sent to the others); shards without an index are scanned, compressed
+    ones streamed. Every rank must use the same num_workers.
     Resuming (below) keeps the counts equal.
 
     Resume: with ``StatefulDataLoader`` on the same world size and num_workers, load the loader's
@@ -210,6 +211,8 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
         split = current_split(*distributed_rank(self._rank, self._world_size))
         loaded, self._loaded = self._loaded, None
         fresh = replace(self._mine(), split=(split.index, split.count), planned=split.count)
+        # The units of the layout the epoch was planned for (an old one, when resuming gathered states: then
+        # `plan` replaces the fresh share with this reader's equal share of what was left).
         planned = loaded[0].planned if loaded and loaded[0].planned else split.count
         even = self._even(split.world_size, fresh.epoch, planned)  # type: ignore[arg-type]
         if even is not None:

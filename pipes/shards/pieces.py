@@ -45,7 +45,8 @@ class ShardPieces(BaseNode[Dict[str, Any]]):
                  storage_options: Optional[dict] = None, list_once: bool = True, **options: Any):
         super().__init__()
         so = merge_storage_options(type(self).__name__, storage_options, options)
-        prefix = isinstance(shards, str) and not shards.endswith(STREAMED_SUFFIXES + (SHARD_SUFFIX,)) and "{" not in shards
+        named = isinstance(shards, str) and (shards.endswith(STREAMED_SUFFIXES + (SHARD_SUFFIX,)) or "{" in shards)
+        prefix = isinstance(shards, str) and not named
         self.catalog = ShardCatalog("prefix" if prefix else "urls", shards, storage_options=so, list_once=list_once)
         self.shuffle, self.seed, self._next_epoch = bool(shuffle), int(seed), int(epoch)
         self.rank, self.world_size = distributed_rank(rank, world_size)

@@ -109,8 +109,9 @@ def test_shuffle_differs_per_epoch_and_repeats_for_the_same_seed(data_bucket, st
 
 def test_explicit_rank_and_world_size_shard_disjoint_and_complete(data_bucket, storage_options):
     def shares(**kwargs):
-        return [order_of(FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
-                                                         rank=r, world_size=3, **kwargs)) for r in range(3)]
+        url = f"flux://{data_bucket}/small/"
+        return [order_of(FluxIterableDataset.from_prefix(url, storage_options=storage_options, rank=r, world_size=3,
+                                                         **kwargs)) for r in range(3)]
 
     once = shares(shuffle=True, drop_uneven=None)  # neither padded nor dropped: each object once
     assert sum(once, []) and Counter(sum(once, [])) == all_keys("small/", N_SMALL)
