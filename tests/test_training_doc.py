@@ -5,13 +5,14 @@ torchrun lines: every rank finishes every epoch with the same number of steps.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import new_bucket_name
+from tests.conftest import make_fs, new_bucket_name
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "training.md"
 
@@ -45,6 +46,9 @@ def test_the_ddp_scripts_of_docs_training_run_on_two_ranks_with_equal_steps(flux
     assert r.returncode == 0, r.stdout + r.stderr[-4000:]
     env.update(line.split("=", 1) for line in r.stdout.splitlines()  # what the setup exported
                if line.startswith(("STORAGE_EMULATOR_HOST=", "FSSPEC_FLUX_TOKEN=")))
+    fs = make_fs(flux_server)  # the shards of uneven sizes the doc says were packed
+    heads = [json.loads(fs.cat(p).split(b"\n", 1)[0]) for p in sorted(fs.glob(f"{bucket}/train/*.tar.idx"))]
+    assert [h["samples"] for h in heads] == [60, 60, 60, 20]
     out = ""
     for name in scripts:
         port = str(free_port())
