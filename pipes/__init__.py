@@ -12,11 +12,11 @@ from .requirements import require_torch
 
 require_torch()  # before anything below imports torch: a missing one is named with the command that installs it
 
-from .data import (FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, ReadObjects,
-                   ResumeStateError, reader_states)
+from .data import (FluxIterableDataset, FluxMapDataset, FluxSampler, ListObjects, ObjectMeta, RankSplit,
+                   ReadObjects, ResumeStateError, reader_states)
 from .errors import PipesError
 from .lazy import lazy_exports
-from .shards import FluxShardDataset, ReadShards
+from .shards import FluxShardDataset, ReadShards, ShardPieces
 
 # Checkpoint classes are imported on first use (they pull in torch.distributed.checkpoint, which a
 # data pipeline does not need), and so are the shard classes (fluxfs.pipes.shards).
@@ -32,6 +32,7 @@ _LAZY = {
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
-           "FluxShardDataset", "ReadShards", "reader_states", "PipesError", "ResumeStateError", *_LAZY]
+           "FluxShardDataset", "ReadShards", "ShardPieces", "RankSplit",
+           "reader_states", "PipesError", "ResumeStateError", *_LAZY]
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -10,7 +10,8 @@ from .epochs import ResumeStateError, reader_states
 from .nodes import ListObjects, ReadObjects
 from .object_store import AmbiguousPrefixWarning
 from .objects import ObjectMeta
+from .rank_split import RankSplit
 from .readahead import FluxSampler
 
-__all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",
-           "reader_states", "ResumeStateError", "AmbiguousPrefixWarning"]
+__all__ = ["ListObjects", "ReadObjects", "RankSplit", "FluxMapDataset", "FluxIterableDataset", "FluxSampler",
+           "ObjectMeta", "reader_states", "ResumeStateError", "AmbiguousPrefixWarning"]

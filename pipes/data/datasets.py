@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch.utils.data
@@ -19,10 +19,10 @@ from ..distributed.listing import check_list_once
 from ..in_flight import in_order
 from ..options import merge_storage_options, split_keywords
 from .objects import Transform, key_and_bytes
-from .epochs import EpochCell
+from .epochs import EpochCell, Run, even_share
 from .readahead import DEFAULT_DEPTH, FluxSampler, ReadAhead
 from .resume import ReaderState, listing_digest, load, plan
-from .splits import current_split, distributed_rank, epoch_order
+from .splits import check_drop_uneven, current_split, distributed_rank, epoch_order, equal_counts
 from .source import ObjectSource
 
 # Batched reads kept in flight by the iterable dataset, per DataLoader worker (ReadObjects keeps
@@ -117,14 +117,19 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
     be handed next while the current one trains (`pipes.readahead`).
     """
 
-    def sampler(self, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH) -> FluxSampler:
+    def sampler(self, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH, *,
+                rank: Optional[int] = None, world_size: Optional[int] = None,
+                drop_uneven: Optional[bool] = False) -> FluxSampler:
         """The DataLoader `sampler` that lets workers read ahead: this dataset's order, shuffled from (seed, epoch).
 
         Each worker keeps up to `read_ahead` of its coming batches (at most 128 MiB) being read; 0 turns
         that off. Call the sampler's `set_epoch(epoch)` before each epoch for a new order (as with
-        DistributedSampler).
+        DistributedSampler). Under torch.distributed (rank and world size from the default group, or as
+        given) each rank gets its share of the order, disjoint and the same count on every rank: padded by
+        repeating the first indices, or ``drop_uneven=True`` dropping the last (`FluxSampler`).
         """
-        self._order = FluxSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead)
+        self._order = FluxSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead, rank=rank,
+                                  world_size=world_size, drop_uneven=drop_uneven)
         return self._order
 
     def __getstate__(self) -> dict:
@@ -179,9 +184,14 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
 class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
     """Iterable dataset split over distributed ranks x DataLoader workers, with seeded shuffling and resume.
 
-    Every object is read exactly once per epoch across all ranks and workers (``drop_uneven=True``
-    instead gives every reader the same count, leaving out up to readers-1 objects per epoch, different
-    ones each epoch when shuffled). The object list is resolved when the dataset is built. `state_dict` /
+    Every object is read once per epoch across all ranks and workers. Under torch.distributed (world_size > 1)
+    every reader (rank x DataLoader worker) gets the same count, so DDP's ranks take the same number of
+    steps: by default the epoch's order is padded by repeating its first objects (up to readers-1 of them,
+    as DistributedSampler pads); ``drop_uneven=True`` leaves out its last objects instead (up to readers-1,
+    different ones each epoch when shuffled; on one process too); ``drop_uneven=None`` does neither (each
+    object exactly once, counts may differ: for evaluation, not for DDP training). With equal counts each
+    reader reads a contiguous piece of the (seed, epoch) order. The object list is resolved when the dataset
+    is built. `state_dict` /
     `load_state_dict` let ``torchdata.stateful_dataloader.StatefulDataLoader`` resume mid-epoch; on another
     world size or num_workers, give a fresh dataset every old rank's loader state instead:
     ``ds.load_state_dict({"readers": reader_states(*states)})`` (`pipes.data.epochs`). `set_epoch` reaches
@@ -195,7 +205,7 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
     def __init__(self, source: Union[ObjectSource, str], *, transform: Optional[Transform] = None,
                  shuffle: bool = False, seed: int = 0, rank: Optional[int] = None,
                  world_size: Optional[int] = None, read_batch: int = 32, prefetch: int = DEFAULT_PREFETCH,
-                 drop_uneven: bool = False, storage_options: Optional[dict] = None, on_missing: str = "raise",
+                 drop_uneven: Optional[bool] = False, storage_options: Optional[dict] = None, on_missing: str = "raise",
                  list_once: bool = True, **options: Any):
         super().__init__(source, transform=transform, storage_options=storage_options, on_missing=on_missing,
                          list_once=list_once, **options)
@@ -204,7 +214,8 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
         # List now, in the constructing (main) process: DataLoader forks its workers without asking
         # an IterableDataset anything, so a lazy listing would run once in every worker.
         self._listing = listing_digest(self._source.table.names)
-        self.shuffle, self.seed, self.drop_uneven = bool(shuffle), int(seed), bool(drop_uneven)
+        self.shuffle, self.seed = bool(shuffle), int(seed)
+        self.drop_uneven = check_drop_uneven(drop_uneven, type(self).__name__)
         self.read_batch, self.prefetch = read_batch, prefetch
         self._rank, self._world_size = rank, world_size
         self._epoch = EpochCell(0)  # shared: set_epoch reaches persistent DataLoader workers
@@ -257,8 +268,15 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
         self._epoch.set(self._loaded[0].epoch)
 
     def _slots(self, count: int, planned: int) -> int:
-        # equal shares (DDP steps in lockstep): drop this epoch's last count % readers
+        # drop_uneven: equal shares of this epoch's first count - count % readers objects
         return count - count % planned if self.drop_uneven else count
+
+    def _even(self, world_size: int, count: int) -> Optional[Callable[[list[Run], int, int], list[Run]]]:
+        """Each reader's equal share of runs (padded, or dropped), when readers must read equal counts."""
+        if not equal_counts(self.drop_uneven, world_size):
+            return None
+        drop = self.drop_uneven is True
+        return lambda runs, reader, readers: even_share(runs, np.ones_like, reader, readers, drop)
 
     # -- iteration -------------------------------------------------------------------------
 
@@ -272,7 +290,10 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
         def slots(planned: int) -> int:
             return self._slots(count, planned)
 
-        state = plan(loaded, self._gathered, fresh, slots)
+        even = self._even(split.world_size, count)
+        if even is not None:
+            fresh = replace(fresh, runs=tuple(even([Run(0, slots(split.count))], split.index, split.count)))
+        state = plan(loaded, self._gathered, fresh, slots, even)
         self._state, self._position = state, state.cursor[0]
         order = epoch_order(count, self.shuffle, self.seed, state.epoch)
         picked = [np.arange(r.start, r.stop, r.step) for r in state.runs_of(slots)]

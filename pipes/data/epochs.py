@@ -11,8 +11,9 @@ records all this is `pipes.data.resume.ReaderState`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
+import numpy as np
 import torch
 
 from ..errors import PipesError
@@ -87,6 +88,74 @@ def share(runs: Iterable[Run], reader: int, readers: int) -> list[Run]:
                 out.append(Run(start, run.stop, run.step * readers, run.skip if partial else 0,
                                run.take if partial else None))
             at += n
+    return out
+
+
+def even_share(runs: Iterable[Run], items: Callable[[np.ndarray], np.ndarray], reader: int, readers: int,
+               drop: bool) -> list[Run]:
+    """`reader`'s share when `runs` (one sequence of slots holding `items(slots)` items each) is cut into `readers`
+    contiguous pieces of equal item counts: the last total % readers items dropped (`drop`), or the sequence
+    repeated from its start to fill the last pieces (padding, as DistributedSampler pads). Slots of no items
+    still go to a reader (its shard is read, and checked): the one whose piece starts at or after them."""
+    pieces = []  # (run, its slots, offset of each slot's first item in the sequence, items of each slot)
+    at = 0
+    for whole in runs:
+        for run in split_first(whole):
+            slots = np.arange(run.start, run.stop, run.step, dtype=np.int64)
+            n = np.asarray(items(slots), dtype=np.int64).copy()
+            if len(n) == 1 and (run.skip or run.take is not None):
+                n[0] = max(0, n[0] - run.skip) if run.take is None else max(0, min(n[0] - run.skip, run.take))
+            cum = np.cumsum(n)
+            pieces.append((run, slots, at + cum - n, n))
+            at += int(cum[-1]) if len(cum) else 0
+    total = at
+    per = total // readers if drop else -(-total // readers)
+    if not total:
+        return [r for r, _, _, _ in pieces] if reader == 0 else []
+    lo, hi = reader * per, (reader + 1) * per
+    out: list[Run] = []
+    while lo < hi:  # [lo, hi) of the sequence repeated end to end
+        a = lo % total
+        b = min(total, a + hi - lo)
+        out += _cut(pieces, a, b, lo < total and b == total)
+        lo += b - a
+    return out
+
+
+def _cut(pieces: list, a: int, b: int, to_end: bool) -> list[Run]:
+    """Runs holding items [a, b) of `pieces` (see `even_share`), with the empty slots at offsets a..b-1 (and at b
+    when `to_end`: the sequence's last empty slots)."""
+    out: list[Run] = []
+    for run, slots, starts, n in pieces:
+        empty_in = (starts >= a) & ((starts < b) | (to_end & (starts == b)))
+        inside = np.where(n > 0, (starts < b) & (starts + n > a), empty_in)
+        picked = np.flatnonzero(inside)
+        if not len(picked):
+            continue
+        k0, k1 = int(picked[0]), int(picked[-1])
+        first = max(0, a - int(starts[k0]))  # items of slot k0 (and of k1) outside [a, b)
+        last = min(int(n[k1]), b - int(starts[k1]))
+        if len(slots) == 1 and (run.skip or run.take is not None):  # a partial slot: its items from run.skip
+            whole = first == 0 and last == int(n[0])
+            out.append(run if whole else Run(run.start, run.start + 1, 1, run.skip + first, last - first))
+            continue
+        if k0 == k1:
+            s = int(slots[k0])
+            whole = first == 0 and last == int(n[k0])
+            out.append(Run(s, s + 1, 1) if whole else Run(s, s + 1, 1, first, last - first))
+            continue
+        m0, m1 = k0, k1 + 1  # whole slots slots[m0:m1], once the partial ends are cut off
+        if first:
+            out.append(Run(int(slots[k0]), int(slots[k0]) + 1, 1, first, int(n[k0]) - first))
+            m0 += 1
+        tail = None
+        if last < int(n[k1]):
+            tail = Run(int(slots[k1]), int(slots[k1]) + 1, 1, 0, last)
+            m1 -= 1
+        if m1 > m0:
+            out.append(Run(int(slots[m0]), int(slots[m1 - 1]) + 1, run.step))
+        if tail is not None:
+            out.append(tail)
     return out
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch.utils.data
 
 from .epochs import EpochCell
-from .splits import epoch_order
+from .splits import check_drop_uneven, distributed_rank, epoch_order
 
 from fluxfs.support import get_logger
 
@@ -31,20 +31,29 @@ MAX_BYTES = 128 * 2**20
 
 
 class FluxSampler(torch.utils.data.Sampler[int]):
-    """The order a `FluxMapDataset` is read in: 0..n-1, or shuffled from (seed, epoch).
+    """The order a `FluxMapDataset` is read in on this rank: 0..n-1, or shuffled from (seed, epoch).
 
     Made by `FluxMapDataset.sampler()`; pass it as the DataLoader's `sampler`. The dataset (and so
     each worker) knows it, which lets workers read their next batch ahead. Call `set_epoch` before
-    each epoch, as with DistributedSampler, for a new shuffle. It does not split the data between
-    distributed ranks: under DDP use DistributedSampler (no read-ahead) or `FluxIterableDataset`.
+    each epoch, as with DistributedSampler, for a new shuffle.
+
+    Under torch.distributed (or with `rank` and `world_size` given) it splits the order between ranks as
+    DistributedSampler does: rank r takes every world_size-th index from the r-th, and every rank the same
+    count (ceil(n / world_size)): the order is padded by repeating its first indices; ``drop_uneven=True``
+    drops its last n % world_size instead (DistributedSampler's ``drop_last``), ``drop_uneven=None`` does
+    neither (counts may differ by one: for evaluation, not DDP training). Rank and world size are taken
+    when the sampler is made: make it after ``init_process_group``.
     A batch read ahead holds the objects' bytes as of that read, a few batches before it is served.
     """
 
-    def __init__(self, num_objects: int, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH):
+    def __init__(self, num_objects: int, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH, *,
+                 rank: Optional[int] = None, world_size: Optional[int] = None, drop_uneven: Optional[bool] = False):
         if read_ahead < 0:
             raise ValueError(f"read_ahead must be >= 0 batches, not {read_ahead}")
         self.num_objects, self.shuffle, self.seed = int(num_objects), bool(shuffle), int(seed)
         self.read_ahead = int(read_ahead)
+        self.rank, self.world_size = distributed_rank(rank, world_size)
+        self.drop_uneven = check_drop_uneven(drop_uneven, type(self).__name__)
         self._epoch = EpochCell(0)  # shared, so persistent workers' read-ahead follows set_epoch
 
     @property
@@ -54,14 +63,29 @@ class FluxSampler(torch.utils.data.Sampler[int]):
     def set_epoch(self, epoch: int) -> None:
         self._epoch.set(epoch)
 
+    def whole_order(self, epoch: int) -> np.ndarray:
+        """Every rank's order of the epoch (this rank's is every world_size-th of it)."""
+        return epoch_order(self.num_objects, self.shuffle, self.seed, epoch)
+
+    def _total(self) -> int:
+        """Indices of the epoch over all ranks: padded to, or dropped to, a multiple of the world size."""
+        n, world = self.num_objects, self.world_size
+        if self.drop_uneven is None or not n:
+            return n
+        return n - n % world if self.drop_uneven else -(-n // world) * world
+
     def order(self, epoch: Optional[int] = None) -> np.ndarray:
-        return epoch_order(self.num_objects, self.shuffle, self.seed, self.epoch if epoch is None else epoch)
+        """This rank's indices of the epoch, in order."""
+        whole = self.whole_order(self.epoch if epoch is None else epoch)
+        if self.world_size == 1:
+            return whole
+        return np.resize(whole, self._total())[self.rank::self.world_size]  # np.resize repeats from the start
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.order().tolist())
 
     def __len__(self) -> int:
-        return self.num_objects
+        return len(range(self.rank, self._total(), self.world_size))
 
 
 class ReadAhead:
@@ -108,7 +132,7 @@ class ReadAhead:
         for epoch in (self.epoch, self.epoch + 1, self.sampler.epoch):
             order, pos = self._order(epoch)
             first = int(pos[indices[0]])
-            if first % size == 0 and all(int(pos[i]) == first + k for k, i in enumerate(indices)):
+            if first >= 0 and first % size == 0 and all(int(pos[i]) == first + k for k, i in enumerate(indices)):
                 self.epoch = epoch
                 coming, total = [], 0
                 for j in range(1, self.depth + 1):
@@ -126,9 +150,9 @@ class ReadAhead:
     def _order(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         cached = self._orders.get(epoch)
         if cached is None:
-            order = self.sampler.order(epoch)
-            pos = np.empty(len(order), dtype=np.int64)
-            pos[order] = np.arange(len(order), dtype=np.int64)
+            order = self.sampler.order(epoch)  # this rank's
+            pos = np.full(self.sampler.num_objects, -1, dtype=np.int64)  # -1: another rank's index
+            pos[order[::-1]] = np.arange(len(order) - 1, -1, -1, dtype=np.int64)  # a padded repeat: its first place
             cached = (order, pos)
             self._orders = {epoch: cached, **{e: c for e, c in self._orders.items() if e >= epoch - 1}}
         return cached

@@ -98,7 +98,8 @@ class ReaderState:
     LISTING_KEY = "listing"  # digest of their names (None: not known, a state of the older layout)
     SPLIT_KEY = "split"  # [index, count] of the reader this state belongs to; None before it started
     PLANNED_KEY = "planned_readers"  # readers the epoch was dealt to at its start
-    RUNS_KEY = "runs"  # the reader's share after a resume on another layout (None: its fresh share)
+    RUNS_KEY = "runs"  # the reader's share: after a resume on another layout, or its equal share (None: every
+    # count-th slot from its index, `epochs.reader_runs`)
     CURSOR_KEY = "cursor"  # [slot position, item] of the next item to read
     BUFFERED_KEY = "buffered"  # [slot, item] of each sample in the shuffle buffer, in buffer order
     RNG_KEY = "rng"  # the shuffle buffer's generator state (None: not drawn from yet)
@@ -246,8 +247,13 @@ def load(state: Any, mine: ReaderState, what: str, slots: Callable[[int], int],
 
 
 def plan(loaded: Optional[Sequence[ReaderState]], gathered: bool, fresh: ReaderState,
-         slots: Callable[[int], int]) -> ReaderState:
-    """This reader's state at the start of iteration: `fresh`, the restored one, or its share of a gathered one."""
+         slots: Callable[[int], int], even: Optional[Callable[[list[Run], int, int], list[Run]]] = None
+         ) -> ReaderState:
+    """This reader's state at the start of iteration: `fresh`, the restored one, or its share of a gathered one.
+
+    `even(runs, reader, readers)`: the reader's equal share of `runs` (`epochs.even_share`), when every reader
+    must get the same number of items; without it a gathered state's rest is dealt slot by slot (`share`).
+    """
     if not loaded or (not gathered and loaded[0].split is None):
         return fresh
     index, count = fresh.split  # type: ignore[misc]
@@ -270,7 +276,8 @@ def plan(loaded: Optional[Sequence[ReaderState]], gathered: bool, fresh: ReaderS
     for s in sorted(loaded, key=lambda s: s.split):  # type: ignore[arg-type,return-value]
         left += [Run(slot, slot + 1, 1, item, 1) for slot, item in s.buffered]
         left += remaining(s.runs_of(slots), *s.cursor)
-    return replace(fresh, planned=planned.pop(), runs=tuple(share(left, index, count)),
+    mine = even(left, index, count) if even is not None else share(left, index, count)
+    return replace(fresh, planned=planned.pop(), runs=tuple(mine),
                    resumes=1 + max(s.resumes for s in loaded))
 
 

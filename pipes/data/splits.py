@@ -40,6 +40,19 @@ def distributed_rank(rank: Optional[int] = None, world_size: Optional[int] = Non
     return rank, world_size
 
 
+def check_drop_uneven(value: object, where: str) -> Optional[bool]:
+    """`drop_uneven` as given: False (pad), True (drop) or None (neither); anything else is a TypeError."""
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{where}: drop_uneven must be False (pad to equal counts under torch.distributed), True "
+                        f"(drop to equal counts) or None (every sample once, counts may differ), not {value!r}")
+    return value
+
+
+def equal_counts(drop_uneven: Optional[bool], world_size: int) -> bool:
+    """Whether every reader must read the same number of items: `drop_uneven`, or padding under DDP."""
+    return drop_uneven is True or (drop_uneven is False and world_size > 1)
+
+
 def current_split(rank: int, world_size: int) -> Split:
     """The split of this DataLoader worker (or of the main process when there are no workers)."""
     info = torch.utils.data.get_worker_info()

@@ -13,6 +13,7 @@ from .catalog import MissingIndexWarning, ShardCatalog, ShardInfo
 from .dataset import FluxShardDataset
 from .errors import ShardChanged, ShardError, SourceChangedError
 from .node import ReadShards
+from .pieces import ShardPieces
 from .index import ShardIndex, index_path
 from .samples import SampleSpan, group_samples, sample_dict, split_key
 from .tarformat import Member, TarScanner, member_bytes, scan
@@ -24,8 +25,8 @@ from ..lazy import lazy_exports
 _LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding", "pack_prefix": ".packing",
          "merge_parts": ".partfiles"}
 
-__all__ = ["FluxShardDataset", "ReadShards", "MissingIndexWarning", "ShardCatalog", "ShardInfo", "ShardChanged",
-           "ShardError", "SourceChangedError",
+__all__ = ["FluxShardDataset", "ReadShards", "ShardPieces", "MissingIndexWarning", "ShardCatalog", "ShardInfo",
+           "ShardChanged", "ShardError", "SourceChangedError",
            "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
            "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter",
            "build_index", "load_index", "load_indexes", "write_index", *_LAZY]

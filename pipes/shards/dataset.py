@@ -3,7 +3,10 @@
 An epoch's work is a list of units: each shard, or, when there are fewer shards than readers (ranks x
 DataLoader workers), each of `parts` pieces of every shard. Units are put in an order fixed by (seed,
 epoch) and dealt to the readers in turn (each reader's split, `pipes.data.epochs`), so every sample is
-read exactly once per epoch by exactly one reader. Each reader streams its units (`stream.ShardReader`)
+read exactly once per epoch by exactly one reader. When readers must read equal counts (torch.distributed with
+more than one rank, or ``drop_uneven=True``) the units' sample counts are learnt when the dataset is built
+(`counts`) and each reader instead takes a contiguous piece of the epoch's samples, all pieces the same
+size (`epochs.even_share`). Each reader streams its units (`stream.ShardReader`)
 through a shuffle buffer whose draws come from a generator seeded by (seed, epoch, reader), so a state (where the reader
 is, which samples its buffer holds, the generator's state) resumes the exact same sequence.
 """
@@ -16,11 +19,13 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 import numpy as np
 import torch.utils.data
 
-from ..data.epochs import EpochCell, Run, iter_slots
+from ..data.epochs import EpochCell, Run, even_share, iter_slots
 from ..data.resume import ReaderState, ResumeStateError, listing_digest, load, plan
-from ..data.splits import current_split, distributed_rank, epoch_order
+from ..data.splits import check_drop_uneven, current_split, distributed_rank, epoch_order, equal_counts
 from ..options import merge_storage_options, split_keywords
+from ..distributed.listing import list_once
 from .catalog import ShardCatalog
+from .counts import sample_counts
 from .stream import DEFAULT_RANGE_SIZE, DEFAULT_RANGES_IN_FLIGHT, ShardReader, UnitRead, part_bounds
 
 # Samples a reader's shuffle buffer holds when shuffling (memory: this x the sample size, per worker).
@@ -35,6 +40,18 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
     Build it with `from_prefix`, `from_shards` (URLs, brace patterns allowed) or `from_manifest`.
     Call `set_epoch(epoch)` before each epoch (it reaches persistent DataLoader workers too); with
     ``shuffle=True`` the unit order and the shuffle buffer's draws change per (seed, epoch).
+
+    Equal counts: under torch.distributed (world_size > 1) every reader (rank x DataLoader worker) gets
+    the same number of samples per epoch, so DDP's ranks take the same number of steps (a rank with a
+    batch fewer would leave the others waiting in an all-reduce forever). The epoch's samples (units in
+    the (seed, epoch) order) are cut into equal contiguous pieces: by default the last pieces are padded
+    by repeating the epoch's first samples (fewer than readers of them, as DistributedSampler pads);
+    ``drop_uneven=True`` leaves out the epoch's last samples instead (fewer than readers; on one process
+    too); ``drop_uneven=None`` does neither (every sample exactly once, counts may differ: for evaluation,
+    not for DDP training). The counts come from the shards' indexes (one small read of each when the
+    dataset is built, on rank 0, sent to the others); shards without an index are scanned, compressed
+    ones streamed. Every rank must use the same num_workers.
+    Resuming (below) keeps the counts equal.
 
     Resume: with ``StatefulDataLoader`` on the same world size and num_workers, load the loader's
     state as usual. On another layout, gather every reader's state from the old loaders' states
@@ -51,8 +68,10 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
                  shuffle: bool = False, seed: int = 0, shuffle_buffer: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  extensions: Optional[Sequence[str]] = None, range_size: int = DEFAULT_RANGE_SIZE,
-                 ranges_in_flight: int = DEFAULT_RANGES_IN_FLIGHT):
+                 ranges_in_flight: int = DEFAULT_RANGES_IN_FLIGHT, drop_uneven: Optional[bool] = False):
         self.catalog = catalog
+        self.drop_uneven = check_drop_uneven(drop_uneven, type(self).__name__)
+        self._counts: Optional[list[int]] = None  # samples per shard, learnt when readers need equal counts
         self.transform = transform
         self.shuffle, self.seed = bool(shuffle), int(seed)
         buffer = (DEFAULT_SHUFFLE_BUFFER if shuffle else 0) if shuffle_buffer is None else int(shuffle_buffer)
@@ -71,6 +90,8 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
         self._state: Optional[ReaderState] = None  # this reader's, as planned at iter()
         self._cursor = (0, 0)  # [slot position, sample] of the next sample to read
         self._live: Optional[tuple[list, np.random.Generator]] = None
+        if self._equal(distributed_rank(rank, world_size)[1]):
+            self._sample_counts()  # now, while every rank builds its datasets in the same order
 
     # -- constructors -------------------------------------------------------------------------
 
@@ -117,7 +138,40 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
         # Workers started by spawn/forkserver cannot see the parent's process group: fix rank now.
         state = dict(self.__dict__)
         state["_rank"], state["_world_size"] = distributed_rank(self._rank, self._world_size)
+        if self._equal(state["_world_size"]):
+            state["_counts"] = self._sample_counts()
         return state
+
+    def _equal(self, world_size: int) -> bool:
+        """Whether every reader must read the same number of samples (DDP, or drop_uneven)."""
+        return equal_counts(self.drop_uneven, world_size)
+
+    def _sample_counts(self) -> list[int]:
+        """Samples per shard: rank 0 reads them (`counts`) and sends them to the other ranks."""
+        if self._counts is None:
+            catalog = self.catalog
+            self._counts = list_once(lambda: sample_counts(catalog.fs, catalog.shards, catalog.protocol),
+                                     f"the sample counts of the shards of {catalog.describe()}", catalog.list_once)
+        return self._counts
+
+    def _unit_items(self, parts: int) -> np.ndarray:
+        """Samples of each unit: part p of a shard of c samples holds part_bounds' contiguous share of them
+        (indexed shards) or every parts-th sample from the p-th (streamed ones)."""
+        counts = np.asarray(self._sample_counts(), dtype=np.int64)
+        p = np.arange(parts, dtype=np.int64)
+        indexed = np.array([s.has_index for s in self.catalog.shards], dtype=bool)
+        contiguous = ((counts[:, None] * (p + 1)) // parts) - ((counts[:, None] * p) // parts)
+        strided = np.maximum(0, (counts[:, None] - p + parts - 1) // parts)
+        return np.where(indexed[:, None], contiguous, strided).reshape(-1)
+
+    def _even(self, world_size: int, epoch: int, planned: int) -> Optional[Callable[[list[Run], int, int], list[Run]]]:
+        """Each reader's equal share of runs of this epoch's units, when readers must read equal counts."""
+        if not self._equal(world_size):
+            return None
+        units, parts = self._units(planned)
+        items = self._unit_items(parts)[epoch_order(units, self.shuffle, self.seed, epoch)]
+        drop = self.drop_uneven is True
+        return lambda runs, reader, readers: even_share(runs, lambda slots: items[slots], reader, readers, drop)
 
     def _mine(self) -> ReaderState:
         """A state of this dataset before any reader started (what a loaded state is checked against)."""
@@ -160,7 +214,13 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
         split = current_split(*distributed_rank(self._rank, self._world_size))
         loaded, self._loaded = self._loaded, None
         fresh = replace(self._mine(), split=(split.index, split.count), planned=split.count)
-        state = plan(loaded, self._gathered, fresh, self._slots)
+        # The units of the layout the epoch was planned for (an old one, when resuming gathered states: then
+        # `plan` replaces the fresh share with this reader's equal share of what was left).
+        planned = loaded[0].planned if loaded and loaded[0].planned else split.count
+        even = self._even(split.world_size, fresh.epoch, planned)  # type: ignore[arg-type]
+        if even is not None:
+            fresh = replace(fresh, runs=tuple(even([Run(0, self._slots(split.count))], split.index, split.count)))
+        state = plan(loaded, self._gathered, fresh, self._slots, even)
         self._state, self._cursor, self._live = state, state.cursor, None
         return self._generate(state)
 

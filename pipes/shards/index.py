@@ -1,9 +1,10 @@
 """A shard's index: every member's name, data offset and size, so any sample is one ranged read.
 
 Stored beside the shard as `<shard>.idx`, JSON lines: a first line describing the shard
-(`{"fluxfs_shard_index": 1, "size": ..., "generation": ..., "members": N}`) and one
+(`{"fluxfs_shard_index": 1, "size": ..., "generation": ..., "members": N, "samples": S}`) and one
 `["name", offset, size]` line per member, in shard order. The shard's size and generation make a
-stale index detectable: a shard replaced after indexing no longer matches.
+stale index detectable: a shard replaced after indexing no longer matches. The sample count in the
+first line lets a reader learn it from a small ranged read (indexes written before it have none).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from .tarformat import BLOCK, Member
 INDEX_SUFFIX = ".idx"
 FORMAT_KEY = "fluxfs_shard_index"
 VERSION = 1
+SAMPLES_KEY = "samples"  # the header's sample count
 
 
 def _is_utf8(name: str) -> bool:
@@ -51,7 +53,7 @@ class ShardIndex:
 
     def to_bytes(self) -> bytes:
         head = {FORMAT_KEY: VERSION, "size": self.size, "generation": self.generation,
-                "members": len(self.members), **self.extra}
+                "members": len(self.members), SAMPLES_KEY: len(self.samples), **self.extra}
         lines = [json.dumps(head, separators=(",", ":"))]
         lines += [json.dumps([m.name, m.offset, m.size], ensure_ascii=not _is_utf8(m.name), separators=(",", ":"))
                   for m in self.members]
@@ -79,9 +81,12 @@ class ShardIndex:
                 members.append(Member(str(name), int(offset), int(length)))
             except (ValueError, TypeError):
                 raise ShardError(where, None, f"line {n} is not [name, offset, size]") from None
-        extra = {k: v for k, v in head.items() if k not in (FORMAT_KEY, "size", "generation", "members")}
+        extra = {k: v for k, v in head.items() if k not in (FORMAT_KEY, "size", "generation", "members", SAMPLES_KEY)}
         index = cls(shard, size, members, head.get("generation"), extra)
         index.validate()
+        if SAMPLES_KEY in head and head[SAMPLES_KEY] != len(index.samples):
+            raise ShardError(where, None, f"header says {head[SAMPLES_KEY]!r} samples, the members make "
+                                          f"{len(index.samples)}")
         return index
 
     def validate(self) -> None:

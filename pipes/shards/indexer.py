@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence, TypeVar
 
 from .compressed import refuse_compressed
 from .errors import ShardError
@@ -19,6 +19,7 @@ from .ranges import pins_generations, read_range
 from .tarformat import TarScanner
 
 logger = logging.getLogger(__name__)
+T, R = TypeVar("T"), TypeVar("R")
 
 HEADER_WINDOW = 4096          # a header block, with room for pax records of long names
 FIRST_WINDOW = 64 * 1024
@@ -111,9 +112,15 @@ def _shared_cache(fs) -> bool:
     return isinstance(fs, CachingFileSystem)
 
 
+def per_shard(fs, call: Callable[[T], R], items: Sequence[T], threads: int = 16) -> list[R]:
+    """`call(item)` of every item (reads through `fs`), concurrently (one at a time through fsspec's caching
+    filesystems), in order."""
+    if len(items) <= 1 or _shared_cache(fs):
+        return [call(item) for item in items]
+    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+        return list(pool.map(call, items))
+
+
 def load_indexes(fs, urls: Sequence[str], *, build_missing: bool = True, threads: int = 16) -> list[ShardIndex]:
     """`load_index` of every shard, concurrently (one at a time through fsspec's caching filesystems), in order."""
-    if len(urls) == 1 or _shared_cache(fs):
-        return [load_index(fs, u, build_missing=build_missing) for u in urls]
-    with ThreadPoolExecutor(min(threads, max(1, len(urls)))) as pool:
-        return list(pool.map(lambda u: load_index(fs, u, build_missing=build_missing), urls))
+    return per_shard(fs, lambda u: load_index(fs, u, build_missing=build_missing), urls, threads)

@@ -48,11 +48,11 @@ class BlockSampler(FluxSampler):
             raise ValueError(f"window must be >= 1 sample, not {window}")
         self.block, self.window = int(block), int(window)
 
-    def order(self, epoch: Optional[int] = None) -> np.ndarray:
+    def whole_order(self, epoch: int) -> np.ndarray:
         n = self.num_objects
         if not self.shuffle:
             return np.arange(n, dtype=np.int64)
-        rng = np.random.default_rng([self.seed, self.epoch if epoch is None else epoch])
+        rng = np.random.default_rng([self.seed, epoch])
         starts = rng.permutation(-(-n // self.block)) * self.block
         runs = (starts[:, None] + np.arange(self.block)[None, :]).ravel()
         runs = runs[runs < n]
@@ -142,8 +142,12 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
     # -- read-ahead --------------------------------------------------------------------------
 
     def sampler(self, shuffle: bool = True, seed: int = 0, read_ahead: int = DEFAULT_DEPTH,
-                block: int = 1, window: Optional[int] = None) -> FluxSampler:
+                block: int = 1, window: Optional[int] = None, *, rank: Optional[int] = None,
+                world_size: Optional[int] = None, drop_uneven: Optional[bool] = False) -> FluxSampler:
         """The DataLoader `sampler` that lets workers read their next batches ahead (see `FluxSampler`).
+
+        Under torch.distributed each rank gets its share, the same count on every rank (as DistributedSampler:
+        padded, or ``drop_uneven=True`` dropped; `FluxSampler`).
 
         ``block=1`` (default) shuffles samples freely: a batch's samples are scattered over the shards,
         about one ranged GET each. ``block=B`` shuffles runs of B neighbouring samples instead, then
@@ -152,11 +156,12 @@ class FluxShardMapDataset(torch.utils.data.Dataset):
         """
         if block < 1:
             raise ValueError(f"block must be >= 1 sample, not {block}")
+        ranks = dict(rank=rank, world_size=world_size, drop_uneven=drop_uneven)
         if block == 1:
-            self._order = FluxSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead)
+            self._order = FluxSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead, **ranks)
         else:
             self._order = BlockSampler(len(self), shuffle=shuffle, seed=seed, read_ahead=read_ahead,
-                                       block=block, window=window or 8 * block)
+                                       block=block, window=window or 8 * block, **ranks)
         return self._order
 
     def _read_ahead(self) -> Optional[ReadAhead]:

@@ -26,8 +26,9 @@ class ReadShards(BaseNode[Any]):
     """Samples (``{"__key__", "__shard__", ext: bytes...}``, or `transform` of them) of each shard its source yields.
 
     Source items: shard URLs, or info dicts as `ListObjects` yields (their size and generation save
-    a metadata request; index files among them are skipped). A shard without an index is streamed
-    from its first byte (one `MissingIndexWarning` per node).
+    a metadata request; index files among them are skipped). An info dict with ``first`` and ``count``
+    (as `ShardPieces` yields: under DDP, each rank's equal share) stands for those samples of the shard.
+    A shard without an index is streamed from its first byte (one `MissingIndexWarning` per node).
 
     Args:
         source: node yielding shard URLs or info dicts.
@@ -40,7 +41,8 @@ class ReadShards(BaseNode[Any]):
 
     SOURCE_KEY = "source"  # the source's state just after the current shard was taken from it
     SHARD_KEY = "shard"  # the current shard: [path, size, generation, has_index], or None
-    SAMPLES_KEY = "samples"  # samples of the current shard handed out
+    SAMPLES_KEY = "samples"  # samples of the current shard handed out (its first sample's number, for a piece)
+    UNTIL_KEY = "until"  # where the current piece of the shard ends (a sample number), or None: the shard's end
 
     def __init__(self, source: BaseNode, *, storage_options: Optional[dict] = None, protocol: Optional[str] = None,
                  extensions: Optional[Sequence[str]] = None, range_size: int = DEFAULT_RANGE_SIZE,
@@ -76,13 +78,15 @@ class ReadShards(BaseNode[Any]):
         self._close()
         self._shard: Optional[ShardInfo] = None
         self._handed = 0
+        self._until: Optional[int] = None
         if initial_state is not None:
             source = need(initial_state, self.SOURCE_KEY, "ReadShards")
             shard, skip = self._checked(initial_state)
+            until = check_int("ReadShards", self.UNTIL_KEY, initial_state.get(self.UNTIL_KEY), lo=skip, optional=True)
             self.source.reset(source)
             self._source_state = source
             if shard is not None:
-                self._open(shard, skip)
+                self._open(shard, skip, until)
         else:
             self.source.reset()
             self._source_state = self.source.state_dict()
@@ -110,6 +114,11 @@ class ReadShards(BaseNode[Any]):
 
     def _info(self, item: Union[str, dict]) -> Optional[ShardInfo]:
         """The shard an item names (None for an index file), its size and generation looked up if not given."""
+        self._piece = (0, None)
+        if isinstance(item, dict) and ("first" in item or "count" in item):  # a piece: samples [first, first+count)
+            first = check_int("ReadShards", "first", item.get("first", 0))
+            count = check_int("ReadShards", "count", item.get("count"), optional=True)
+            self._piece = (first, None if count is None else first + count)  # type: ignore[operator]
         if isinstance(item, str):
             protocol = url_protocol(item)
             if self.protocol is None:
@@ -130,7 +139,7 @@ class ReadShards(BaseNode[Any]):
         return ShardInfo(path, int(info.get("size") or 0), None if gen is None else str(gen), info.get("crc32c"),
                          True)
 
-    def _open(self, shard: ShardInfo, skip: int) -> None:
+    def _open(self, shard: ShardInfo, skip: int, until: Optional[int] = None) -> None:
         index = read_index(self.fs, shard)
         if index is None and not self._warned and not is_compressed_name(shard.path):
             self._warned = True
@@ -143,8 +152,9 @@ class ReadShards(BaseNode[Any]):
             raise ResumeStateError(f"ReadShards resume state: {self.SAMPLES_KEY!r} must be in 0..{len(index.samples)}"
                                    f" ({shard.url(self.protocol or DEFAULT_PROTOCOL)} has {len(index.samples)} "
                                    f"samples), not {skip}")
-        unit = UnitRead(shard, shard.url(self.protocol or DEFAULT_PROTOCOL), first=skip)
-        self._shard, self._handed = shard, skip
+        unit = UnitRead(shard, shard.url(self.protocol or DEFAULT_PROTOCOL), first=skip,
+                        count=None if until is None else until - skip)
+        self._shard, self._handed, self._until = shard, skip, until
         self._samples = reader.samples(unit, index)
 
     def next(self) -> Any:
@@ -155,16 +165,16 @@ class ReadShards(BaseNode[Any]):
                     self._handed = got[0] + 1
                     sample = got[1]
                     return self.transform(sample) if self.transform is not None else sample
-                self._samples, self._shard, self._handed = None, None, 0
+                self._samples, self._shard, self._handed, self._until = None, None, 0, None
             shard = None
             while shard is None:
                 shard = self._info(next(self.source))  # StopIteration ends this node too
             self._source_state = self.source.state_dict()
-            self._open(shard, 0)
+            self._open(shard, *self._piece)
 
     def get_state(self) -> Dict[str, Any]:
         shard = self._shard
         return {self.SOURCE_KEY: self._source_state,
                 self.SHARD_KEY: None if shard is None else [shard.path, shard.size, shard.generation, shard.crc32c,
                                                             shard.has_index],
-                self.SAMPLES_KEY: self._handed}
+                self.SAMPLES_KEY: self._handed, self.UNTIL_KEY: self._until}

@@ -109,10 +109,17 @@ def test_shuffle_differs_per_epoch_and_repeats_for_the_same_seed(data_bucket, st
 
 
 def test_explicit_rank_and_world_size_shard_disjoint_and_complete(data_bucket, storage_options):
-    shares = [order_of(FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
-                                                       shuffle=True, rank=r, world_size=3)) for r in range(3)]
-    assert sum(shares, []) and Counter(sum(shares, [])) == all_keys("small/", N_SMALL)
-    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+    def shares(**kwargs):
+        url = f"flux://{data_bucket}/small/"
+        return [order_of(FluxIterableDataset.from_prefix(url, storage_options=storage_options, rank=r, world_size=3,
+                                                         **kwargs)) for r in range(3)]
+
+    once = shares(shuffle=True, drop_uneven=None)  # neither padded nor dropped: each object once
+    assert sum(once, []) and Counter(sum(once, [])) == all_keys("small/", N_SMALL)
+    assert max(map(len, once)) - min(map(len, once)) <= 1
+    padded = shares(shuffle=True)  # the default under a world size > 1: equal counts, the first objects repeated
+    per = -(-N_SMALL // 3)
+    assert [len(p) for p in padded] == [per] * 3 and set(sum(padded, [])) == set(all_keys("small/", N_SMALL))
     even = [order_of(FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
                                                      rank=r, world_size=3, drop_uneven=True)) for r in range(3)]
     assert [len(e) for e in even] == [N_SMALL // 3] * 3
@@ -276,7 +283,8 @@ def test_elastic_resume_reads_every_remaining_object_once(data_bucket, storage_o
 
     def make(rank, world_size):
         return FluxIterableDataset.from_prefix(f"flux://{data_bucket}/small/", storage_options=storage_options,
-                                               shuffle=True, seed=4, rank=rank, world_size=world_size, read_batch=8)
+                                               shuffle=True, seed=4, rank=rank, world_size=world_size, read_batch=8,
+                                               drop_uneven=None)
 
     head, states = [], []
     for rank in range(old[0]):

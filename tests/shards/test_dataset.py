@@ -48,10 +48,11 @@ EXPECTED = {"all": all_sample_keys(), "two": shard_keys(0, COUNTS[0]) + shard_ke
 @pytest.mark.parametrize("world_size", [1, 2, 3])
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
 def test_every_sample_once_per_epoch_over_ranks_and_workers(shard_bucket, options, which, world_size, num_workers):
+    """drop_uneven=None: neither padded nor dropped (equal counts: tests/shards/test_equal_shares.py)."""
     got = []
     for rank in range(world_size):
         ds = make(shard_bucket, options, which, shuffle=True, seed=1, rank=rank, world_size=world_size,
-                  shuffle_buffer=3)
+                  shuffle_buffer=3, drop_uneven=None)
         got += loader_keys(ds, num_workers)
     assert Counter(got) == Counter(EXPECTED[which])
 
@@ -176,12 +177,13 @@ def test_set_epoch_reaches_persistent_workers(shard_bucket, options):
 @pytest.mark.parametrize("old,new", [((1, 0), (2, 3)), ((2, 2), (3, 1)), ((3, 1), (1, 2)), ((2, 3), (2, 0))])
 @pytest.mark.parametrize("which", ["all", "two"])
 def test_elastic_resume_reads_every_remaining_sample_once(shard_bucket, options, old, new, which):
-    """Checkpointed at world size A x workers W, resumed at B x V: every sample of the epoch exactly once."""
+    """Checkpointed at world size A x workers W, resumed at B x V: every sample of the epoch exactly once
+    (drop_uneven=None; equal counts through an elastic resume: tests/shards/test_equal_shares.py)."""
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     from fluxfs.pipes.data.epochs import reader_states
 
-    kwargs = dict(shuffle=True, seed=9, shuffle_buffer=3)
+    kwargs = dict(shuffle=True, seed=9, shuffle_buffer=3, drop_uneven=None)
     head, states = [], []
     for rank in range(old[0]):
         ds = make(shard_bucket, options, which, rank=rank, world_size=old[0], **kwargs)

@@ -25,7 +25,8 @@ def options(flux_server) -> dict:
 
 
 def make(bucket, options, shards=None, **kwargs) -> FluxShardDataset:
-    kwargs = {"shuffle": True, "seed": 3, "shuffle_buffer": 4, "rank": 1, "world_size": 2, **kwargs}
+    kwargs = {"shuffle": True, "seed": 3, "shuffle_buffer": 4, "rank": 1, "world_size": 2, "drop_uneven": None,
+              **kwargs}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MissingIndexWarning)
         if shards is None:  # 5 shards
