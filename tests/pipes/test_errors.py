@@ -12,7 +12,7 @@ from fluxfs.pipes import PipesError, ResumeStateError
 from fluxfs.pipes.checkpoint import CheckpointChangedError, CheckpointSaveError, IncompleteCheckpointError
 from fluxfs.pipes.checkpoint.errors import UnsafeCheckpointError
 from fluxfs.pipes.safetensors import SafetensorsError
-from fluxfs.pipes.shards import ShardChanged, ShardError
+from fluxfs.pipes.shards import ShardChanged, ShardError, SourceChangedError
 from fluxfs.pipes.shards.partfiles import IncompletePackError
 
 ERRORS = [  # (an instance as pipes raises it, the built-in base it always had)
@@ -25,6 +25,7 @@ ERRORS = [  # (an instance as pipes raises it, the built-in base it always had)
     (SafetensorsError("flux://b/model.safetensors: header too large"), ValueError),
     (ResumeStateError("FluxIterableDataset resume state must be a dict, not list"), ValueError),
     (IncompletePackError("cannot merge B/out/: 1 of 3 parts are not complete", [1]), FileNotFoundError),
+    (SourceChangedError("b/img/a.jpg changed since part 0 pinned the listing", ["img/a.jpg"]), ValueError),
 ]
 
 
