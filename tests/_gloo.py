@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -32,9 +33,17 @@ def run_ranks(module: str, out: Path, urls: list[str], *args: str) -> list[dict]
     """Run `python -m module OUT PORT URL,URL... ARGS...` (one gloo rank per server URL); every rank's report."""
     from tests.pipes.test_distributed import free_port
 
-    proc = subprocess.run([sys.executable, "-m", module, str(out), str(free_port()), ",".join(urls), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    # Its own process group, so a hung run's forked ranks are killed with it, not left running.
+    proc = subprocess.Popen([sys.executable, "-m", module, str(out), str(free_port()), ",".join(urls), *args],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, stderr = proc.communicate()
+        raise AssertionError(f"{module}: ranks still running after 240 s (killed): {stderr[-4000:]}") from None
+    assert proc.returncode == 0, stderr[-4000:]
     return [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(len(urls))]
 
 
