@@ -62,9 +62,10 @@ def _state() -> dict:
 class Fill:
     """This process's fill of entry `eid` (its exclusive `lock` held): see the module docstring."""
 
-    def __init__(self, fs: Any, cache: NodeCache, path: str, eid: str, bucket: str, key: str, generation: str,
-                 lock: FileLock, part: int):
+    def __init__(self, fs: Any, cache: NodeCache, path: str, eid: str, store: str, bucket: str, key: str,
+                 generation: str, lock: FileLock, part: int):
         self.fs, self.cache, self.path, self.eid, self.lock, self.part = fs, cache, path, eid, lock, part
+        self.store = store
         self.bucket, self.key, self.generation = bucket, key, generation
         self.meta: Optional[Meta] = None   # known with the first part's answer (or a metadata GET)
         self.count = 0                     # parts, once the size is known
@@ -149,7 +150,7 @@ class Fill:
 
     def known(self, size: int, crc32c: Optional[int]) -> None:
         """The object's size and crc32c: room is reserved for it (or it is not cached) on the fills' threads."""
-        self.meta = Meta(self.bucket, self.key, str(self.generation), size, crc32c)
+        self.meta = Meta(self.bucket, self.key, str(self.generation), size, crc32c, store=self.store)
         self.count = max(1, -(-size // self.part))
         asyncio.ensure_future(self._open())
 

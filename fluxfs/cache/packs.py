@@ -22,7 +22,7 @@ import google_crc32c
 from . import body, direct, index
 
 PACK = re.compile(r"^(?P<id>[0-9a-f]{24})\.pack$")
-Wanted = tuple[str, str, str, int]  # bucket, key, generation, size
+Wanted = tuple[str, str, str, str, int]  # store, bucket, key, generation, size
 
 
 def path_of(directory: str, pack: str) -> str:
@@ -135,15 +135,15 @@ def read_batch(directory: str, wanted: list[tuple[int, Wanted]]) -> dict[int, by
     if not wanted or not index.exists(directory):
         return {}
     db = index.connect(directory)
-    rows = index.lookup(db, [w[:3] for _, w in wanted])
+    rows = index.lookup(db, [w[:4] for _, w in wanted])
     groups: dict[str, list[tuple[int, int, int, int]]] = {}
-    names: dict[int, tuple[str, str, str, str]] = {}
-    for i, (bucket, key, generation, size) in wanted:
-        found = rows.get((bucket, key, generation))
+    names: dict[int, tuple[str, str, str, str, str]] = {}
+    for i, (store, bucket, key, generation, size) in wanted:
+        found = rows.get((store, bucket, key, generation))
         if found is not None and found[0][2] == size:
             pack, offset, n, crc = found[0]
             groups.setdefault(pack, []).append((i, offset, n, crc))
-            names[i] = (bucket, key, generation, pack)
+            names[i] = (store, bucket, key, generation, pack)
     out: dict[int, bytes] = {}
     bad: list[int] = []
     for pack, items in groups.items():

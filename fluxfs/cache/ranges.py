@@ -18,6 +18,7 @@ from . import evict
 from .entry import Meta, crc_value, entry_id
 from .fill import FILLS, TOO_LARGE, Fill
 from .lock import FileLock
+from .reader import head, store_of
 from .store import NodeCache
 
 PART = 8 * 2**20          # the fill's unit: one ranged GET (the shard stream's range size)
@@ -54,10 +55,10 @@ async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[in
         return None  # nothing to read: no request, as without a cache
     size = crc = None
     if not generation:  # the live generation, never an older cached one
-        from .reader import head
         meta = await head(fs, bucket, key)
         generation, size, crc = str(meta["generation"]), int(meta.get("size") or 0), crc_value(meta.get("crc32c"))
-    eid = entry_id(bucket, key, generation)
+    store = store_of(fs)
+    eid = entry_id(bucket, key, generation, store)
     if size is not None and any(s > size for s, _ in spans):
         return None  # the uncached read names the mistake
     if (cache.directory, eid) in TOO_LARGE:
@@ -65,13 +66,13 @@ async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[in
     for attempt in range(2):
         fill = FILLS.get((cache.directory, eid))
         if fill is None:
-            got = await _hit(cache, bucket, key, generation, size, spans, into)
+            got = await _hit(cache, store, bucket, key, generation, size, spans, into)
             if got is not None:
                 return got
-            fill = FILLS.get((cache.directory, eid)) or _start(fs, cache, path, bucket, key, eid, generation,
+            fill = FILLS.get((cache.directory, eid)) or _start(fs, cache, path, store, bucket, key, eid, generation,
                                                                size, crc)
             if fill is None:  # filled by another process just now, or not to be cached by this one
-                return await _hit(cache, bucket, key, generation, size, spans, into)
+                return await _hit(cache, store, bucket, key, generation, size, spans, into)
         got = await _from_fill(fill, spans, into)
         if got is not _ENDED:
             return got
@@ -124,10 +125,10 @@ async def _from_fill(fill: Fill, spans: list[tuple[int, int]], into: Optional[li
     return out, meta.size, fill.generation, meta.crc32c
 
 
-async def _hit(cache: NodeCache, bucket: str, key: str, generation: str, size: Optional[int],
+async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: str, size: Optional[int],
                spans: list[tuple[int, int]], into: Optional[list]) -> Optional[tuple]:
     """The spans from the complete entry of that generation (held while read), or None: there is none."""
-    held = cache.lookup(bucket, key, generation, size)
+    held = cache.lookup(bucket, key, generation, size, store=store)
     if held is None:
         return None
     try:
@@ -146,7 +147,7 @@ async def _hit(cache: NodeCache, bucket: str, key: str, generation: str, size: O
         held.release()
 
 
-def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, eid: str, generation: str,
+def _start(fs: Any, cache: NodeCache, path: str, store: str, bucket: str, key: str, eid: str, generation: str,
            size: Optional[int], crc: Optional[int]) -> Optional[Fill]:
     """This process's fill of the entry (registered before any await, so its other reads join it), or None:
     another process fills it, or it was completed just now."""
@@ -157,7 +158,7 @@ def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, eid: str
     except OSError:
         return None
     try:
-        if cache._complete(eid, bucket, key, generation, size):
+        if cache._complete(eid, bucket, key, generation, size, store=store):
             lock.release()  # filled by another process just before we locked
             return None
         if lock.was_filling():
@@ -167,7 +168,7 @@ def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, eid: str
         lock.remove()
         lock.release()
         raise
-    fill = Fill(fs, cache, path, eid, bucket, key, str(generation), lock, PART)
+    fill = Fill(fs, cache, path, eid, store, bucket, key, str(generation), lock, PART)
     if size is not None:
         fill.known(size, crc)
     return fill

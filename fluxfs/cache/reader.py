@@ -11,6 +11,7 @@ import os
 from typing import Any, BinaryIO, Iterator, Optional
 
 from ..gcs import bridge, http
+from .entry import store_id
 from .store import NodeCache
 
 FILL_PART = 64 * 2**20  # an object opened through the cache is fetched this much at a time (parallel ranges)
@@ -28,6 +29,11 @@ def cache_of(fs: Any) -> Optional[NodeCache]:
     if cache is None:
         cache = _CACHES.setdefault(where, NodeCache(*where))
     return cache
+
+
+def store_of(fs: Any) -> str:
+    """The store the filesystem reads from (its normalized endpoint): part of every entry's name."""
+    return store_id(fs.client.endpoints.location)
 
 
 async def head(fs: Any, bucket: str, key: str, generation: Optional[str] = None) -> dict:
@@ -63,7 +69,7 @@ def open_file(fs: Any, cache: NodeCache, path: str, **kwargs: Any) -> Optional[B
             yield bridge.run(fs, fs._cat_file, name, start=start, end=min(start + FILL_PART, size) if size else None,
                              generation=gen, cache=False)
 
-    f = cache.open(bucket, key, gen, size, info["crc32c"], fetch)
+    f = cache.open(bucket, key, gen, size, info["crc32c"], fetch, store=store_of(fs))
     f.path, f.size = name, info["size"]  # type: ignore[attr-defined]
     return f
 
@@ -86,7 +92,8 @@ async def acached_cat(fs: Any, info: dict, cache: Optional[NodeCache] = None, **
     async def fetch() -> bytes:
         return await fs._cat_file(name, generation=generation, cache=False, **kwargs)
 
-    return await cache.aget(bucket, key, generation, int(info.get("size") or 0), info.get("crc32c"), fetch)
+    return await cache.aget(bucket, key, generation, int(info.get("size") or 0), info.get("crc32c"), fetch,
+                            store=store_of(fs))
 
 
 def cached_cat(fs: Any, info: dict, cache: Optional[NodeCache] = None) -> bytes:

@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import errno
 import inspect
 import io
@@ -94,18 +95,20 @@ class NodeCache:
     # -- reading --------------------------------------------------------------------------
 
     def get(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch,
-            durable: bool = True) -> bytes:
+            durable: bool = True, store: str = "") -> bytes:
         """The object's bytes: from the cache, or fetched once for the node (blocking). `durable=False`: the
-        fill is not fsynced (for many small objects whose every read checks the crc32c: `objects.py`)."""
-        held = self.hold(bucket, key, generation, size, crc32c, fetch, durable)
+        fill is not fsynced (for many small objects whose every read checks the crc32c: `objects.py`).
+        `store`: the endpoint the bytes come from (`entry.store_id`): part of the entry's name."""
+        held = self.hold(bucket, key, generation, size, crc32c, fetch, durable, store=store)
         try:
             return held.read()
         finally:
             held.release()
 
-    def open(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch) -> BinaryIO:
+    def open(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch,
+             store: str = "") -> BinaryIO:
         """A readable binary file of the object; a cached entry stays (is not evicted) until it is closed."""
-        held = self.hold(bucket, key, generation, size, crc32c, fetch)
+        held = self.hold(bucket, key, generation, size, crc32c, fetch, store=store)
         if held.path is None:
             return io.BytesIO(held.data)  # type: ignore[arg-type]
         try:
@@ -115,7 +118,7 @@ class NodeCache:
             raise
 
     async def aget(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any,
-                   fetch: AsyncFetch) -> bytes:
+                   fetch: AsyncFetch, store: str = "") -> bytes:
         """`get` for a coroutine: file work and lock waits run on the cache's threads, `fetch` on this loop."""
         loop = asyncio.get_running_loop()
 
@@ -125,8 +128,8 @@ class NodeCache:
                 got = asyncio.run_coroutine_threadsafe(got, loop).result()  # type: ignore[arg-type]
             return body.chunks_from(got, loop) if hasattr(got, "__anext__") else got
 
-        return await loop.run_in_executor(self._executor(), self.get, bucket, key, generation, size, crc32c,
-                                          fetch_here)
+        return await loop.run_in_executor(self._executor(), functools.partial(
+            self.get, bucket, key, generation, size, crc32c, fetch_here, store=store))
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._guard:
@@ -136,35 +139,35 @@ class NodeCache:
             return self._pool
 
     def lookup(self, bucket: str, key: str, generation: Any, size: Optional[int] = None,
-               checked_by_caller: bool = False) -> Optional[Held]:
+               checked_by_caller: bool = False, store: str = "") -> Optional[Held]:
         """The complete entry of that generation, held (shared lock; `release()` it), or None: never waits.
         `checked_by_caller`: the caller checks the bytes it reads against the sidecar's crc32c (a non-durable
         entry is then not read twice)."""
-        eid = entry_id(bucket, key, generation)
+        eid = entry_id(bucket, key, generation, store)
         lock = FileLock(self._path(eid, "lock"))
         if not lock.try_acquire(shared=True):
             return None
-        if self._complete(eid, bucket, key, generation, size, checked_by_caller):
+        if self._complete(eid, bucket, key, generation, size, checked_by_caller, store=store):
             return Held(self._path(eid, "data"), None, lock)
         lock.release()
         return None
 
     def hold(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch,
-             durable: bool = True) -> Held:
+             durable: bool = True, store: str = "") -> Held:
         """The entry held for reading, filling it first if no process has; see the module docstring."""
         if generation is None or generation == "":
             raise ValueError(f"the node-local cache needs the generation of {bucket}/{key}: the bytes of an "
                              "object overwritten since would otherwise be served")
         crc = crc_value(crc32c)
         try:  # packed by fs.cat_objects: checked as it is read (a torn one is dropped and filled again)
-            packed = packs.read_batch(self.directory, [(0, (bucket, key, str(generation), int(size)))])
+            packed = packs.read_batch(self.directory, [(0, (store, bucket, key, str(generation), int(size)))])
         except sqlite3.Error as exc:
             self.warn_index(exc)
             packed = {}
         if packed:
             return Held(None, packed[0], None)
-        eid = entry_id(bucket, key, generation)
-        meta = Meta(bucket, key, str(generation), int(size), crc, durable)
+        eid = entry_id(bucket, key, generation, store)
+        meta = Meta(bucket, key, str(generation), int(size), crc, durable, store)
         need = int(size) + len(meta.to_bytes())
         if self.limit is not None and need > self.limit:
             return self._stream(meta, fetch)  # can never fit: never cached, nothing evicted for it
@@ -177,10 +180,10 @@ class NodeCache:
             self._warn_full(exc)
             return self._stream(meta, fetch)
         try:
-            if self._complete(eid, bucket, key, generation, size):
+            if self._complete(eid, bucket, key, generation, size, store=store):
                 return self._hit(eid, lock)
             lock.acquire(shared=False)  # one filler per entry on the node
-            if self._complete(eid, bucket, key, generation, size):  # filled while we waited
+            if self._complete(eid, bucket, key, generation, size, store=store):  # filled while we waited
                 lock.downgrade()
                 return self._hit(eid, lock)
             if lock.was_filling():
@@ -197,9 +200,9 @@ class NodeCache:
             raise
 
     def _complete(self, eid: str, bucket: str, key: str, generation: Any, size: Optional[int],
-                  checked_by_caller: bool = False) -> bool:
+                  checked_by_caller: bool = False, store: str = "") -> bool:
         meta = Meta.read(self._path(eid, "meta"))
-        if meta is None or not meta.names(bucket, key, generation, size):
+        if meta is None or not meta.names(bucket, key, generation, size, store):
             return False
         try:
             if os.stat(self._path(eid, "data")).st_size != meta.size:
@@ -345,9 +348,9 @@ class NodeCache:
             if meta is not None:
                 out.append((meta, mtime))
         db = evict.index_db(self.directory)
-        for bucket, key, generation, size, crc, pack in index.entries(db) if db is not None else ():
+        for store, bucket, key, generation, size, crc, pack in index.entries(db) if db is not None else ():
             if pack in now.packs:  # packed objects: last used when their pack was
-                out.append((Meta(bucket, key, generation, size, crc, durable=False), now.packs[pack][0]))
+                out.append((Meta(bucket, key, generation, size, crc, False, store), now.packs[pack][0]))
         return sorted(out, key=lambda e: e[1])
 
     def usage(self) -> int:

@@ -1,0 +1,63 @@
+"""The cache is invisible: with and without `cache_dir` every read returns the same bytes or the same error,
+and nothing on disk is trusted more than storage would be (fluxfs issue "Trust at scale")."""
+from __future__ import annotations
+
+import pytest
+
+from fluxfs.cache import cached_cat
+from fluxfs.server import run
+from tests.conftest import make_fs, new_bucket_name
+
+
+@pytest.fixture(scope="module")
+def other_server():
+    """A second embedded server (another port): another store with the same bucket and key names."""
+    with run() as srv:
+        yield srv
+
+
+def reads(server) -> int:
+    return server.stats()["requests"].get("read", 0)
+
+
+def _info(fs, path: str) -> dict:
+    return {k: v for k, v in fs.info(path).items() if k in ("name", "size", "generation", "crc32c")}
+
+
+def _outcome(call):
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - compared by type
+        return type(exc)
+
+
+def test_entries_are_keyed_by_the_store_they_came_from(flux_server, other_server, tmp_path):
+    name = new_bucket_name()
+    flux_server.create_bucket(name)
+    other_server.create_bucket(name)
+    a, b = make_fs(flux_server, cache_dir=str(tmp_path)), make_fs(other_server, cache_dir=str(tmp_path))
+    a.pipe(f"{name}/k", b"A's bytes " * 1000)
+    a.pipe(f"{name}/small", b"A small")
+    b.pipe(f"{name}/k", b"B's bytes " * 1000)
+    b.pipe(f"{name}/small", b"B small")
+    info_k, info_small = _info(a, f"{name}/k"), _info(a, f"{name}/small")
+    gen = info_k["generation"]
+    # A's entries: whole (cached_cat, read_ranges) and packed (cat_objects)
+    assert cached_cat(a, info_k) == b"A's bytes " * 1000
+    assert a.read_ranges(f"{name}/k", [(0, 9)], generation=gen)[0] == b"A's bytes"
+    assert a.cat_objects([info_small]) == {f"{name}/small": b"A small"}
+    from fluxfs.cache import objects
+    objects.flush()
+    plain = make_fs(other_server)  # B without a cache: what B's reads must give with one too
+    want_ranges = _outcome(lambda: plain.read_ranges(f"{name}/k", [(0, 9)], generation=gen))
+    want_cat = _outcome(lambda: plain.cat_objects([info_small], on_error="return")[f"{name}/small"])
+    want_cached = _outcome(lambda: cached_cat(plain, info_k))
+    assert not isinstance(want_ranges, list) or want_ranges[0] != b"A's bytes"
+    other_server.reset_stats()
+    got_ranges = _outcome(lambda: b.read_ranges(f"{name}/k", [(0, 9)], generation=gen))
+    assert got_ranges == want_ranges
+    got_cat = _outcome(lambda: b.cat_objects([info_small], on_error="return")[f"{name}/small"])
+    assert got_cat == want_cat or type(got_cat) is type(want_cat)
+    assert got_cat != b"A small"
+    assert _outcome(lambda: cached_cat(b, info_k)) == want_cached
+    assert reads(other_server) > 0  # asked of B, not served from A's entries
