@@ -63,20 +63,24 @@ def _cacheable(fs: Any, info: Any) -> Optional[Entry]:
     if not isinstance(info, dict) or not info.get("generation") or info.get("size") is None:
         return None
     bucket, key, _ = fs.split_path(fs.client.strip_protocol(info["name"]))
-    return store_of(fs), bucket, key, str(info["generation"]), int(info["size"]), info.get("crc32c")
+    try:
+        crc = crc_value(info.get("crc32c"))
+    except ValueError:
+        return None  # the uncached read names the mistake
+    return store_of(fs), bucket, key, str(info["generation"]), int(info["size"]), crc
 
 
 def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]:
     """{position: bytes} of the wanted objects that have a complete entry (read on a cache thread)."""
     try:
-        out = packs.read_batch(cache.directory, [(i, e[:5]) for i, e in wanted])
+        out = packs.read_batch(cache.directory, [(i, e) for i, e in wanted])
     except sqlite3.Error as exc:
         cache.warn_index(exc)
         out = {}
-    for i, (store, bucket, key, generation, size, _) in wanted:
+    for i, (store, bucket, key, generation, size, crc) in wanted:
         if i in out or not os.path.exists(cache._path(entry_id(bucket, key, generation, store), "data")):
             continue  # a miss, told without making a file (a file creation: ~1 ms on a busy disk)
-        held = cache.lookup(bucket, key, generation, size, checked_by_caller=True, store=store)  # a whole entry
+        held = cache.lookup(bucket, key, generation, size, True, store, crc)  # a whole-object entry
         if held is not None:
             try:
                 data = held.read()

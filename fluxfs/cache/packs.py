@@ -22,7 +22,7 @@ import google_crc32c
 from . import body, direct, index
 
 PACK = re.compile(r"^(?P<id>[0-9a-f]{24})\.pack$")
-Wanted = tuple[str, str, str, str, int]  # store, bucket, key, generation, size
+Wanted = tuple[str, str, str, str, int, Optional[int]]  # store, bucket, key, generation, size, crc32c (None: unknown)
 
 
 def path_of(directory: str, pack: str) -> str:
@@ -131,21 +131,25 @@ def read(directory: str, pack: str, items: list[tuple[int, int, int, int]]) -> t
 
 def read_batch(directory: str, wanted: list[tuple[int, Wanted]]) -> dict[int, bytes]:
     """{i: bytes} of the wanted objects that have a complete packed entry: one index query, then each pack
-    read once; entries that fail their check are dropped from the index (filled again)."""
+    read once; entries that fail their check, or whose crc32c is not the one the caller knows (another
+    object's bytes), are dropped from the index (filled again)."""
     if not wanted or not index.exists(directory):
         return {}
     db = index.connect(directory)
     rows = index.lookup(db, [w[:4] for _, w in wanted])
     groups: dict[str, list[tuple[int, int, int, int]]] = {}
     names: dict[int, tuple[str, str, str, str, str]] = {}
-    for i, (store, bucket, key, generation, size) in wanted:
+    bad: list[int] = []
+    for i, (store, bucket, key, generation, size, known) in wanted:
         found = rows.get((store, bucket, key, generation))
         if found is not None and found[0][2] == size:
             pack, offset, n, crc = found[0]
-            groups.setdefault(pack, []).append((i, offset, n, crc))
             names[i] = (store, bucket, key, generation, pack)
+            if known is not None and crc != known:
+                bad.append(i)  # the caller's crc32c wins: a miss
+                continue
+            groups.setdefault(pack, []).append((i, offset, n, crc))
     out: dict[int, bytes] = {}
-    bad: list[int] = []
     for pack, items in groups.items():
         got, failed = read(directory, pack, items)
         out.update(got)

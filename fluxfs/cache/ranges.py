@@ -66,13 +66,13 @@ async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[in
     for attempt in range(2):
         fill = FILLS.get((cache.directory, eid))
         if fill is None:
-            got = await _hit(cache, store, bucket, key, generation, size, spans, into)
+            got = await _hit(cache, store, bucket, key, generation, size, crc, spans, into)
             if got is not None:
                 return got
             fill = FILLS.get((cache.directory, eid)) or _start(fs, cache, path, store, bucket, key, eid, generation,
                                                                size, crc)
             if fill is None:  # filled by another process just now, or not to be cached by this one
-                return await _hit(cache, store, bucket, key, generation, size, spans, into)
+                return await _hit(cache, store, bucket, key, generation, size, crc, spans, into)
         got = await _from_fill(fill, spans, into)
         if got is not _ENDED:
             return got
@@ -126,9 +126,9 @@ async def _from_fill(fill: Fill, spans: list[tuple[int, int]], into: Optional[li
 
 
 async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: str, size: Optional[int],
-               spans: list[tuple[int, int]], into: Optional[list]) -> Optional[tuple]:
+               crc: Optional[int], spans: list[tuple[int, int]], into: Optional[list]) -> Optional[tuple]:
     """The spans from the complete entry of that generation (held while read), or None: there is none."""
-    held = cache.lookup(bucket, key, generation, size, store=store)
+    held = cache.lookup(bucket, key, generation, size, store=store, crc32c=crc)
     if held is None:
         return None
     try:
@@ -158,7 +158,7 @@ def _start(fs: Any, cache: NodeCache, path: str, store: str, bucket: str, key: s
     except OSError:
         return None
     try:
-        if cache._complete(eid, bucket, key, generation, size, store=store):
+        if cache._complete(eid, bucket, key, generation, size, store=store, crc=crc):
             lock.release()  # filled by another process just before we locked
             return None
         if lock.was_filling():

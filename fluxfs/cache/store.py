@@ -139,15 +139,16 @@ class NodeCache:
             return self._pool
 
     def lookup(self, bucket: str, key: str, generation: Any, size: Optional[int] = None,
-               checked_by_caller: bool = False, store: str = "") -> Optional[Held]:
+               checked_by_caller: bool = False, store: str = "", crc32c: Any = None) -> Optional[Held]:
         """The complete entry of that generation, held (shared lock; `release()` it), or None: never waits.
         `checked_by_caller`: the caller checks the bytes it reads against the sidecar's crc32c (a non-durable
-        entry is then not read twice)."""
+        entry is then not read twice). `crc32c` (when the caller knows it): an entry of another crc32c is a miss."""
+        crc = crc_value(crc32c)
         eid = entry_id(bucket, key, generation, store)
         lock = FileLock(self._path(eid, "lock"))
         if not lock.try_acquire(shared=True):
             return None
-        if self._complete(eid, bucket, key, generation, size, checked_by_caller, store=store):
+        if self._complete(eid, bucket, key, generation, size, checked_by_caller, store=store, crc=crc):
             return Held(self._path(eid, "data"), None, lock)
         lock.release()
         return None
@@ -160,7 +161,7 @@ class NodeCache:
                              "object overwritten since would otherwise be served")
         crc = crc_value(crc32c)
         try:  # packed by fs.cat_objects: checked as it is read (a torn one is dropped and filled again)
-            packed = packs.read_batch(self.directory, [(0, (store, bucket, key, str(generation), int(size)))])
+            packed = packs.read_batch(self.directory, [(0, (store, bucket, key, str(generation), int(size), crc))])
         except sqlite3.Error as exc:
             self.warn_index(exc)
             packed = {}
@@ -180,10 +181,10 @@ class NodeCache:
             self._warn_full(exc)
             return self._stream(meta, fetch)
         try:
-            if self._complete(eid, bucket, key, generation, size, store=store):
+            if self._complete(eid, bucket, key, generation, size, store=store, crc=crc):
                 return self._hit(eid, lock)
             lock.acquire(shared=False)  # one filler per entry on the node
-            if self._complete(eid, bucket, key, generation, size, store=store):  # filled while we waited
+            if self._complete(eid, bucket, key, generation, size, store=store, crc=crc):  # filled while we waited
                 lock.downgrade()
                 return self._hit(eid, lock)
             if lock.was_filling():
@@ -200,9 +201,13 @@ class NodeCache:
             raise
 
     def _complete(self, eid: str, bucket: str, key: str, generation: Any, size: Optional[int],
-                  checked_by_caller: bool = False, store: str = "") -> bool:
+                  checked_by_caller: bool = False, store: str = "", crc: Optional[int] = None) -> bool:
+        """The entry is complete and is the object asked for: its sidecar names it (and the size, and the crc32c
+        the caller knows: an entry of another crc32c, say from a store reset since, is a miss and is refilled)."""
         meta = Meta.read(self._path(eid, "meta"))
         if meta is None or not meta.names(bucket, key, generation, size, store):
+            return False
+        if crc is not None and meta.crc32c != crc:
             return False
         try:
             if os.stat(self._path(eid, "data")).st_size != meta.size:

@@ -61,3 +61,29 @@ def test_entries_are_keyed_by_the_store_they_came_from(flux_server, other_server
     assert got_cat != b"A small"
     assert _outcome(lambda: cached_cat(b, info_k)) == want_cached
     assert reads(other_server) > 0  # asked of B, not served from A's entries
+
+
+def test_the_callers_crc32c_wins_over_an_entry_or_a_pack_row(flux_server, bucket, tmp_path):
+    """Entries of the same store, bucket, key, generation and size whose bytes are another object's (a store
+    reset since: an emulator restarted reuses generations) are misses when the caller knows the crc32c."""
+    import google_crc32c
+
+    from fluxfs.cache import objects
+    from fluxfs.cache.reader import store_of
+
+    fs = make_fs(flux_server, cache_dir=str(tmp_path))
+    real, other = b"the real bytes" * 100, b"other's bytes!" * 100
+    fs.pipe({f"{bucket}/whole": real, f"{bucket}/packed": real})
+    whole, packed = _info(fs, f"{bucket}/whole"), _info(fs, f"{bucket}/packed")
+    store, crc = store_of(fs), google_crc32c.value(other)
+    fs.cache.get(bucket, "whole", whole["generation"], len(other), crc, lambda: other, store=store)
+    objects.fill(fs.cache, [((store, bucket, "packed", packed["generation"], len(other), crc), other)])
+    assert fs.cat_objects([packed]) == {f"{bucket}/packed": real}
+    assert cached_cat(fs, whole) == real
+    assert fs.cat_file(f"{bucket}/whole") == real
+    assert fs.read_ranges(f"{bucket}/whole", [(0, 14)])[0] == b"the real bytes"
+    objects.flush()
+    flux_server.reset_stats()  # refilled with the real bytes: served from the cache now
+    assert fs.cat_objects([packed]) == {f"{bucket}/packed": real}
+    assert cached_cat(fs, whole) == real
+    assert reads(flux_server) == 0
