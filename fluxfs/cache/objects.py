@@ -84,11 +84,12 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
         if held is not None:
             try:
                 data = held.read()
-                meta = Meta.read((held.path or "")[:-len("data")] + "meta")
             finally:
                 held.release()
-            if meta is not None and meta.crc32c is not None and google_crc32c.value(data) == meta.crc32c:
+            if held.crc32c is not None and google_crc32c.value(data) == held.crc32c:
                 out[i] = data
+            elif held.path is not None:
+                cache._failed_check(held.path)
     return out
 
 

@@ -11,11 +11,12 @@ generation given, a metadata GET learns the live one first (never a cached older
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from typing import Any, Optional, Sequence
 
 from . import evict
-from .entry import Meta, crc_value, entry_id
+from .entry import crc_value, entry_id
 from .fill import FILLS, TOO_LARGE, Fill
 from .lock import FileLock
 from .reader import head, store_of
@@ -128,7 +129,12 @@ async def _from_fill(fill: Fill, spans: list[tuple[int, int]], into: Optional[li
 async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: str, size: Optional[int],
                crc: Optional[int], spans: list[tuple[int, int]], into: Optional[list]) -> Optional[tuple]:
     """The spans from the complete entry of that generation (held while read), or None: there is none."""
-    held = cache.lookup(bucket, key, generation, size, store=store, crc32c=crc)
+    look = functools.partial(cache.lookup, bucket, key, generation, size, store=store, crc32c=crc)
+    eid = entry_id(bucket, key, generation, store)
+    if cache.checked(eid) or not os.path.exists(cache._path(eid, "data")):
+        held = look()
+    else:  # its first use in this process reads the whole file (its crc32c): off the event loop
+        held = await asyncio.get_running_loop().run_in_executor(cache._executor(), look)
     if held is None:
         return None
     try:
@@ -136,13 +142,12 @@ async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: 
         n = os.stat(path).st_size
         if any(s > n for s, _ in spans):
             return None  # the uncached read names the mistake
-        meta = Meta.read(path[:-len("data")] + "meta")
         args = (path, spans, n, into)
         if sum(e - s for s, e in spans) > 2**20:  # a large read off the event loop
             got = await asyncio.get_running_loop().run_in_executor(cache._executor(), _read_from, *args)
         else:
             got = _read_from(*args)
-        return got, n, generation, meta.crc32c if meta else None
+        return got, n, generation, held.crc32c
     finally:
         held.release()
 

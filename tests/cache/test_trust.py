@@ -2,6 +2,8 @@
 and nothing on disk is trusted more than storage would be (fluxfs issue "Trust at scale")."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from fluxfs.cache import cached_cat
@@ -87,3 +89,51 @@ def test_the_callers_crc32c_wins_over_an_entry_or_a_pack_row(flux_server, bucket
     assert fs.cat_objects([packed]) == {f"{bucket}/packed": real}
     assert cached_cat(fs, whole) == real
     assert reads(flux_server) == 0
+
+
+def _entry(directory, timeout: float = 30.0):
+    """The one whole entry's data file, once a fill (range fills complete after the read) has renamed it."""
+    deadline = time.monotonic() + timeout
+    while not list(directory.glob("*.data")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (found,) = directory.glob("*.data")
+    return found
+
+
+def _flip(path, at=(10, 500, 4000, 9000)) -> None:
+    with open(path, "r+b") as f:
+        for i in at:
+            f.seek(i)
+            b = f.read(1)
+            f.seek(i)
+            f.write(bytes([b[0] ^ 0xFF]))
+
+
+def test_bytes_changed_on_disk_are_never_served(flux_server, bucket, tmp_path, monkeypatch):
+    """Four flipped bytes in a whole entry: every read path checks the entry's crc32c (on its first use in a
+    process for ranged reads and `open`, on every whole read), drops it and reads storage again."""
+    from fluxfs.cache import reader
+
+    fs = make_fs(flux_server, cache_dir=str(tmp_path))
+    data = bytes(range(256)) * 64
+    fs.pipe(f"{bucket}/w", data)
+    assert fs.cat_file(f"{bucket}/w") == data
+    (entry,) = list(tmp_path.glob("*.data"))
+    _flip(entry)
+    assert fs.cat_file(f"{bucket}/w") == data  # in this very process: a whole read checks what it read
+    _flip(next(tmp_path.glob("*.data")))
+    monkeypatch.setattr(reader, "_CACHES", {})  # another process, or a restart
+    fs = make_fs(flux_server, cache_dir=str(tmp_path))
+    assert fs.read_ranges(f"{bucket}/w", [(0, 16), (8990, 9010)]) == [data[:16], data[8990:9010]]
+    for _ in range(2):
+        _flip(_entry(tmp_path))
+        monkeypatch.setattr(reader, "_CACHES", {})
+        fs = make_fs(flux_server, cache_dir=str(tmp_path))
+        with fs.open(f"{bucket}/w", "rb") as f:
+            assert f.read() == data
+    monkeypatch.setattr(reader, "_CACHES", {})
+    fs = make_fs(flux_server, cache_dir=str(tmp_path))
+    flux_server.reset_stats()
+    assert fs.read_ranges(f"{bucket}/w", [(0, 16)], generation=_info(fs, f"{bucket}/w")["generation"]) == [data[:16]]
+    assert reads(flux_server) == 1  # refilled with the right bytes: only the metadata GET of _info
+
