@@ -14,7 +14,9 @@ import dataclasses
 import hashlib
 import json
 import os
+import pwd
 import re
+import stat
 import urllib.parse
 from typing import Any, Optional, Union
 
@@ -26,6 +28,38 @@ TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
             "# This directory is a fluxfs node-local cache; `fluxfs cache clear DIR` empties it.\n")
 DIR_LOCK = ".fluxfs-cache.lock"  # serializes space accounting (reserve, evict, clear)
 USAGE = ".fluxfs-cache.usage"    # bytes in use as last counted (never below the truth; see evict.make_room)
+
+
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_fixed(path: str, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """A file of the cache opened by its name, never through a symbolic link planted under that name
+    (`O_NOFOLLOW`: ELOOP instead)."""
+    return os.open(path, flags | NOFOLLOW, mode)
+
+
+def check_directory(directory: str, shared: bool) -> None:
+    """Refuse a cache directory another user could write (it owns it, or group/others may write it), unless
+    `shared` says that is intended: whoever can write it decides what bytes the cache serves."""
+    st = os.stat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(f"cache_dir {directory!r} is not a directory: name a directory (it is made, "
+                                 "mode 0700, if missing)")
+    others_write = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if shared or (st.st_uid == os.geteuid() and not others_write):
+        return
+    try:
+        owner = f"{pwd.getpwuid(st.st_uid).pw_name} (uid {st.st_uid})"
+    except KeyError:
+        owner = f"uid {st.st_uid}"
+    why = ("another user owns it" if st.st_uid != os.geteuid() else "its group or others may write it")
+    raise PermissionError(
+        f"cache_dir {directory!r} is owned by {owner} with mode {stat.filemode(st.st_mode)} "
+        f"({stat.S_IMODE(st.st_mode):04o}): {why}, so they could plant entries this process would serve as "
+        f"objects' bytes; use a directory of your own that only you can write (chown it to uid {os.geteuid()}, "
+        "chmod 700), or pass cache_shared=True if sharing it between users is intended (every user who can "
+        "write it is then trusted with what it serves: docs/scaling.md)")
 
 
 def entry_id(bucket: str, key: str, generation: Union[str, int], store: str = "") -> str:
@@ -88,7 +122,7 @@ class Meta:
     def read(cls, path: str) -> Optional["Meta"]:
         """The sidecar at `path`; None when it is missing or not one fluxfs wrote (then the entry is a miss)."""
         try:
-            with open(path, "rb") as f:
+            with os.fdopen(open_fixed(path), "rb") as f:
                 d = json.loads(f.read(65536))
             return cls(str(d["bucket"]), str(d["key"]), str(d["generation"]), int(d["size"]),
                        crc_value(d.get("crc32c")), d.get("durable", True) is not False, str(d.get("store") or ""))
@@ -121,7 +155,7 @@ def write_tag(directory: str) -> None:
     if os.path.exists(path):
         return
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = open_fixed(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except FileExistsError:
         return
     with os.fdopen(fd, "w") as f:
@@ -131,7 +165,7 @@ def write_tag(directory: str) -> None:
 def is_cache_dir(directory: str) -> bool:
     """True when `directory` holds the tag a NodeCache writes (`fluxfs cache clear` refuses other directories)."""
     try:
-        with open(os.path.join(directory, TAG), encoding="utf-8", errors="replace") as f:
+        with os.fdopen(open_fixed(os.path.join(directory, TAG)), encoding="utf-8", errors="replace") as f:
             return f.read(len(TAG_TEXT)) == TAG_TEXT
     except OSError:
         return False

@@ -23,9 +23,9 @@ from typing import Any, Optional
 import google_crc32c
 
 from . import crc as crcs, direct, jobs
-from .entry import Meta, temp_name
+from .entry import Meta, open_fixed, temp_name
 from .lock import FileLock
-from .store import NodeCache, _unlink
+from .store import UNWRITABLE, NodeCache, _unlink
 
 log = logging.getLogger("fluxfs.cache")
 
@@ -166,7 +166,7 @@ class Fill:
             if self.cache.limit is None or need <= self.cache.limit:
                 tmp = await jobs.run(self.cache._reserve, self.eid, need, busy=_busy)
             if tmp is not None and not self.closed:
-                self.fd = os.open(tmp, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+                self.fd = open_fixed(tmp, os.O_RDWR)
                 if self.part % direct.BLOCK == 0:
                     self.dfd = direct.open_direct(tmp)
         except BaseException as exc:  # noqa: BLE001 - not cached; the reads go on
@@ -234,7 +234,7 @@ class Fill:
         self.lock.release()
 
     def _failed(self, exc: BaseException) -> None:
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(exc, OSError) and exc.errno in UNWRITABLE:
             self.cache._warn_full(exc)
         else:
             log.warning("fluxfs node-local cache: %s not cached: %s", self.path, exc)

@@ -12,10 +12,15 @@ bytes torn, which the crc32c every read checks catches. The index is bookkeeping
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import sqlite3
 import threading
+import urllib.parse
 from typing import Iterable, Iterator
+
+from .entry import open_fixed
 
 INDEX = ".fluxfs-cache.index"  # with SQLite's -wal and -shm beside it
 SCHEMA = """CREATE TABLE IF NOT EXISTS objects (
@@ -58,8 +63,15 @@ def connect(directory: str) -> sqlite3.Connection:
             db.close()
             db = None
     if db is None:
-        db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        read_only = _own_files(path)
+        uri = f"file:{urllib.parse.quote(path)}" + ("?mode=ro&immutable=1" if read_only else "")
+        db = sqlite3.connect(uri, timeout=60, isolation_level=None, check_same_thread=False, uri=True)
         try:
+            if read_only:  # a cache baked into a read-only image: its rows as they are, nothing written
+                if not _current(db):
+                    raise sqlite3.OperationalError(f"{INDEX} on a read-only disk is of an older fluxfs")
+                conns[directory] = (db, os.stat(path).st_ino)
+                return db
             db.execute("PRAGMA busy_timeout=60000")
             if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 db.execute("PRAGMA journal_mode=WAL")  # persistent: set once for the file
@@ -77,6 +89,30 @@ def connect(directory: str) -> sqlite3.Connection:
             raise
         conns[directory] = (db, os.stat(path).st_ino)
     return db
+
+
+def _own_files(path: str) -> bool:
+    """The index and SQLite's -wal and -shm beside it made (or found) as regular files by their names, never
+    through a symbolic link planted under one of them (SQLite itself follows links, and Python's sqlite3 cannot
+    ask it not to): a link raises sqlite3.OperationalError naming it. True: the directory is read-only (the
+    index is then opened immutable, if there is one)."""
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            fd = open_fixed(path + suffix, os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and suffix == "":
+                try:
+                    os.close(open_fixed(path))  # there, and not a link
+                except OSError as exc2:
+                    raise sqlite3.OperationalError(f"{path}: {exc2.strerror}") from exc2
+                return True
+            raise sqlite3.OperationalError(f"{path + suffix}: {exc.strerror}") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise sqlite3.OperationalError(f"{path + suffix}: not a regular file")
+        finally:
+            os.close(fd)
+    return False
 
 
 def _current(db: sqlite3.Connection) -> bool:

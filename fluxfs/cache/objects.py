@@ -31,7 +31,7 @@ from . import body, evict, index, packs
 from ..errors import ChecksumMismatch
 from .entry import Meta, crc_value, entry_id
 from .reader import store_of
-from .store import NodeCache
+from .store import UNWRITABLE, NodeCache
 
 log = logging.getLogger("fluxfs.cache")
 
@@ -123,7 +123,7 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
     try:
         pack = packs.NewPack(cache.directory)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if exc.errno not in UNWRITABLE:
             raise
         cache._warn_full(exc)
         return
@@ -155,7 +155,7 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
                 with cache._dir_locked():
                     index.drop_pack(db, pack.name)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if exc.errno not in UNWRITABLE:
             raise
         cache._warn_full(exc)
     except sqlite3.Error as exc:

@@ -20,6 +20,7 @@ from typing import Optional
 import google_crc32c
 
 from . import body, direct, index
+from .entry import open_fixed
 
 PACK = re.compile(r"^(?P<id>[0-9a-f]{24})\.pack$")
 Wanted = tuple[str, str, str, str, int, Optional[int]]  # store, bucket, key, generation, size, crc32c (None: unknown)
@@ -43,7 +44,7 @@ class NewPack:
         while True:
             self.name = os.urandom(12).hex()
             self.path = path_of(directory, self.name)
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self.fd = open_fixed(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if os.fstat(self.fd).st_nlink:
@@ -106,7 +107,7 @@ def read(directory: str, pack: str, items: list[tuple[int, int, int, int]]) -> t
     """({i: bytes} of the items (i, offset, size, crc32c) whose bytes in `pack` pass their crc32c, [i failing]),
     under a shared lock. A pack gone (evicted or removed by hand) fails every item."""
     try:
-        fd = os.open(path_of(directory, pack), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_fixed(path_of(directory, pack))
     except FileNotFoundError:
         return {}, [i for i, *_ in items]
     got, bad = {}, []
@@ -165,7 +166,7 @@ def remove(directory: str, db: Optional[sqlite3.Connection], pack: str, only_if_
     in use. `only_if_dead`: only a pack with no complete row (a killed fill's leftovers). A pack file already
     gone has its rows removed. Call with the directory lock held."""
     try:
-        fd = os.open(path_of(directory, pack), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_fixed(path_of(directory, pack))
     except FileNotFoundError:
         fd = -1
     try:

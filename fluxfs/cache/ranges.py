@@ -16,7 +16,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from . import evict
-from .entry import crc_value, entry_id
+from .entry import crc_value, entry_id, open_fixed
 from .fill import FILLS, TOO_LARGE, Fill
 from .lock import FileLock
 from .reader import head, store_of
@@ -43,7 +43,7 @@ def _read_fd(fd: int, spans: Sequence[tuple[int, int]], size: int, buffers: Opti
 
 
 def _read_from(path: str, spans: Sequence[tuple[int, int]], size: int, buffers: Optional[list]) -> list:
-    with open(path, "rb", buffering=0) as f:
+    with os.fdopen(open_fixed(path), "rb", buffering=0) as f:
         return _read_fd(f.fileno(), spans, size, buffers)
 
 

@@ -15,7 +15,7 @@ from .entry import store_id
 from .store import NodeCache
 
 FILL_PART = 64 * 2**20  # an object opened through the cache is fetched this much at a time (parallel ranges)
-_CACHES: dict[tuple[str, Optional[int]], NodeCache] = {}  # one per directory and limit in this process
+_CACHES: dict[tuple[str, Optional[int], bool], NodeCache] = {}  # one per directory, limit, sharing in this process
 
 
 def cache_of(fs: Any) -> Optional[NodeCache]:
@@ -24,7 +24,7 @@ def cache_of(fs: Any) -> Optional[NodeCache]:
     directory = fs.options.cache_dir
     if not directory:
         return None
-    where = (os.path.abspath(os.path.expanduser(directory)), fs.options.cache_limit)
+    where = (os.path.abspath(os.path.expanduser(directory)), fs.options.cache_limit, fs.options.cache_shared)
     cache = _CACHES.get(where)
     if cache is None:
         cache = _CACHES.setdefault(where, NodeCache(*where))

@@ -28,7 +28,7 @@ from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, 
 import google_crc32c
 
 from . import body, evict, index, packs
-from .entry import DIR_LOCK, Meta, crc_value, entry_id, temp_name, write_tag
+from .entry import DIR_LOCK, Meta, check_directory, crc_value, entry_id, open_fixed, temp_name, write_tag
 from .limit import parse_limit
 from .lock import FileLock
 
@@ -36,7 +36,11 @@ log = logging.getLogger("fluxfs.cache")
 
 Fetch = Callable[[], body.Body]  # reads the whole object from storage (blocking)
 AsyncFetch = Callable[[], Union[Awaitable[body.Body], AsyncIterator[bytes]]]
-_FULL = (errno.ENOSPC, errno.EDQUOT)
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+# What a directory that cannot take a write answers: no space, a read-only mount, no permission, a link planted
+# under a fixed name (O_NOFOLLOW). Each is one warning per cache; the read goes on from storage.
+_FULL = _NO_SPACE + (errno.EROFS, errno.EACCES, errno.EPERM, errno.ELOOP)
+UNWRITABLE = _FULL
 
 
 @dataclasses.dataclass
@@ -52,7 +56,7 @@ class Held:
     def read(self) -> bytes:
         if self.data is not None:
             return self.data
-        with open(self.path, "rb") as f:  # type: ignore[arg-type]
+        with os.fdopen(open_fixed(self.path), "rb") as f:  # type: ignore[arg-type]
             return f.read()
 
     def release(self) -> None:
@@ -64,7 +68,7 @@ class _LockedFile(io.BufferedReader):
     """A cached entry opened for reading; closing it releases the entry's shared lock (eviction waits)."""
 
     def __init__(self, held: Held):
-        super().__init__(io.FileIO(held.path, "rb"))  # type: ignore[arg-type]
+        super().__init__(io.FileIO(open_fixed(held.path), "rb"))  # type: ignore[arg-type]
         self._held = held
 
     def close(self) -> None:
@@ -75,12 +79,19 @@ class _LockedFile(io.BufferedReader):
 
 
 class NodeCache:
-    """The node-local cache in `directory`, holding at most `limit` bytes ("200GiB"; None: the disk's space)."""
+    """The node-local cache in `directory`, holding at most `limit` bytes ("200GiB"; None: the disk's space).
+    A directory another user owns, or that group/others may write, is refused unless `shared` (see
+    `entry.check_directory`)."""
 
-    def __init__(self, directory: Union[str, os.PathLike], limit: Any = None):
+    def __init__(self, directory: Union[str, os.PathLike], limit: Any = None, shared: bool = False):
         self.directory = os.path.abspath(os.path.expanduser(os.fspath(directory)))
         self.limit = parse_limit(limit)
-        os.makedirs(self.directory, mode=0o700, exist_ok=True)  # made here: this user's only (a shared one is yours)
+        self.shared = bool(shared)
+        if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+            raise NotADirectoryError(f"cache_dir {self.directory!r} is a file, not a directory: name a directory "
+                                     "(it is made, mode 0700, if missing)")
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)  # made here: this user's only
+        check_directory(self.directory, self.shared)
         write_tag(self.directory)
         self._warned = self._warned_index = False
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
@@ -271,7 +282,7 @@ class NodeCache:
     def _hit(self, eid: str, lock: FileLock) -> Held:
         path = self._path(eid, "data")
         try:
-            os.utime(path)  # recency for LRU eviction (evict.py)
+            os.utime(path, follow_symlinks=False)  # recency for LRU eviction (evict.py)
         except OSError:
             pass
         meta = Meta.read(self._path(eid, "meta"))
@@ -303,11 +314,20 @@ class NodeCache:
 
     def _reserve(self, eid: str, need: int) -> Optional[str]:
         """A temporary file of `need` bytes (the object's and its sidecar's) allocated under the limit (evicting as needed), or None: stream."""
+        try:
+            return self._reserve_locked(eid, need)
+        except OSError as exc:
+            if exc.errno not in _FULL:
+                raise
+            self._warn_full(exc)
+            return None
+
+    def _reserve_locked(self, eid: str, need: int) -> Optional[str]:
         with self._dir_locked():
             if not evict.make_room(self.directory, need, self.limit, skip=eid):
                 return None
             tmp = os.path.join(self.directory, temp_name(eid))
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd = open_fixed(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             try:
                 os.posix_fallocate(fd, 0, need)  # the space (object and sidecar) is taken now, as counted
             except OSError as exc:
@@ -318,7 +338,7 @@ class NodeCache:
                     return None
                 if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                     raise OSError(exc.errno, exc.strerror, tmp) from exc
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+                fd = open_fixed(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
                 os.ftruncate(fd, need)
             os.close(fd)
             return tmp
@@ -330,7 +350,7 @@ class NodeCache:
         meta_tmp = os.path.join(self.directory, temp_name(eid))
         crc = n = 0
         try:
-            with open(tmp, "r+b", buffering=0) as f:
+            with os.fdopen(open_fixed(tmp, os.O_RDWR), "r+b", buffering=0) as f:
                 it = iter(chunks)
                 for chunk in it:
                     chunk = bytes(chunk) if not isinstance(chunk, bytes) else chunk
@@ -352,7 +372,7 @@ class NodeCache:
             if exc.errno not in _FULL:
                 raise
             self._warn_full(exc)  # the sidecar did not fit: the bytes are all in `tmp`, checked
-            with open(tmp, "rb") as f:
+            with os.fdopen(open_fixed(tmp), "rb") as f:
                 return f.read(n)
         finally:
             _unlink(tmp)
@@ -365,7 +385,7 @@ class NodeCache:
             os.fsync(fd)  # a complete-looking entry holds its bytes, even after a power loss
         with self._dir_locked():
             os.ftruncate(fd, meta.size)
-            with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as m:
+            with os.fdopen(open_fixed(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as m:
                 m.write(dataclasses.replace(meta, durable=durable).to_bytes())
             os.replace(meta_tmp, self._path(eid, "meta"))
             os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
@@ -380,8 +400,13 @@ class NodeCache:
             warnings.warn(msg, RuntimeWarning, stacklevel=5)
 
     def _warn_full(self, exc: OSError) -> None:
-        self._warn_once("_warned", f"fluxfs node-local cache {self.directory}: {exc.strerror or exc}; objects that "
-                                   "do not fit are read from storage without caching")
+        """The directory cannot take a write (full, read-only, not permitted, a planted link): one warning."""
+        if exc.errno in _NO_SPACE or exc.errno is None:
+            tail = "objects that do not fit are read from storage without caching"
+        else:
+            where = f" ({os.path.basename(exc.filename)})" if isinstance(exc.filename, str) else ""
+            tail = f"nothing more is cached{where}: objects are read from storage, complete entries still served"
+        self._warn_once("_warned", f"fluxfs node-local cache {self.directory}: {exc.strerror or exc}; {tail}")
 
     def warn_index(self, exc: sqlite3.Error) -> None:
         """The index of packed entries failed: a full disk warns as one; a damaged index warns once."""
@@ -438,7 +463,7 @@ def _unlink(path: str) -> None:
 def _file_crc(path: str) -> int:
     """crc32c of a (small, not fsynced) entry's whole file."""
     crc = 0
-    with open(path, "rb") as f:
+    with os.fdopen(open_fixed(path), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             crc = google_crc32c.extend(crc, block)
     return crc

@@ -137,3 +137,68 @@ def test_bytes_changed_on_disk_are_never_served(flux_server, bucket, tmp_path, m
     assert fs.read_ranges(f"{bucket}/w", [(0, 16)], generation=_info(fs, f"{bucket}/w")["generation"]) == [data[:16]]
     assert reads(flux_server) == 1  # refilled with the right bytes: only the metadata GET of _info
 
+
+
+OTHER_UID = 54321  # another local user (the tests run as root: os.chown simulates one)
+
+
+def test_a_directory_another_user_could_write_is_refused(flux_server, bucket, tmp_path):
+    import os
+
+    from fluxfs.cache import NodeCache
+
+    fs = make_fs(flux_server)
+    fs.pipe(f"{bucket}/model.bin", b"the real weights")
+    info = _info(fs, f"{bucket}/model.bin")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    # a planted pair: the entry's data and sidecar, with the right names, size and crc32c of other bytes
+    planter = NodeCache(theirs)
+    from fluxfs.cache.reader import store_of
+    planter.get(bucket, "model.bin", info["generation"], 16, None, lambda: b"planted weights!", store=store_of(fs))
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    with pytest.raises(PermissionError, match=rf"cache_dir '{theirs}' is owned by uid {OTHER_UID} with mode "
+                                              r"drwxr-xr-x \(0755\): another user owns it, .*chmod 700\), or pass "
+                                              r"cache_shared=True"):
+        cached_cat(make_fs(flux_server, cache_dir=str(theirs)), info)
+    open_to_all = tmp_path / "all"
+    open_to_all.mkdir()
+    os.chmod(open_to_all, 0o777)
+    with pytest.raises(PermissionError, match=r"mode drwxrwxrwx \(0777\): its group or others may write it"):
+        make_fs(flux_server, cache_dir=str(open_to_all)).cat_file(f"{bucket}/model.bin")
+    assert not (open_to_all / "CACHEDIR.TAG").exists()  # nothing made in it
+    assert make_fs(flux_server, cache_dir=str(open_to_all), cache_shared=True).cat_file(f"{bucket}/model.bin") \
+        == b"the real weights"
+
+
+def test_planted_links_in_a_shared_directory_are_never_followed(flux_server, bucket, tmp_path):
+    import os
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    secret = tmp_path / "root-only"
+    secret.write_bytes(b"root's own file, not to be overwritten")
+    os.chmod(secret, 0o600)
+    os.symlink(secret, shared / ".fluxfs-cache.usage")
+    os.symlink(tmp_path / "their-db", shared / ".fluxfs-cache.index")
+    fs = make_fs(flux_server, cache_dir=str(shared), cache_shared=True)
+    fs.pipe({f"{bucket}/a": b"a" * 1000, f"{bucket}/b": b"b" * 1000})
+    with pytest.warns(RuntimeWarning, match=r"fluxfs node-local cache .*shared.*: .*symbolic links"):
+        assert fs.cat_file(f"{bucket}/a") == b"a" * 1000
+    assert fs.cat_objects([_info(fs, f"{bucket}/b")]) == {f"{bucket}/b": b"b" * 1000}
+    from fluxfs.cache import objects
+    objects.flush()
+    assert secret.read_bytes() == b"root's own file, not to be overwritten"
+    assert not (tmp_path / "their-db").exists()
+
+
+def test_clear_errors(flux_server, bucket, tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_bytes(b"not a directory")
+    fs = make_fs(flux_server, cache_dir=str(a_file))
+    fs.pipe(f"{bucket}/k", b"x")
+    with pytest.raises(NotADirectoryError, match=rf"cache_dir '{a_file}' is a file, not a directory: name a "
+                                                 r"directory \(it is made, mode 0700, if missing\)"):
+        fs.cat_file(f"{bucket}/k")
+    assert a_file.read_bytes() == b"not a directory"
