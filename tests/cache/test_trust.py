@@ -196,8 +196,8 @@ def test_planted_links_in_a_shared_directory_are_never_followed(flux_server, buc
 def test_clear_errors(flux_server, bucket, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_bytes(b"not a directory")
+    make_fs(flux_server).pipe(f"{bucket}/k", b"x")
     fs = make_fs(flux_server, cache_dir=str(a_file))
-    fs.pipe(f"{bucket}/k", b"x")
     with pytest.raises(NotADirectoryError, match=rf"cache_dir '{a_file}' is a file, not a directory: name a "
                                                  r"directory \(it is made, mode 0700, if missing\)"):
         fs.cat_file(f"{bucket}/k")
