@@ -141,6 +141,7 @@ class Fill:
         if self.closed:
             self._close_fd()
             return
+        self.lock.touch()  # progress, for other processes' bounded waits on the entry
         done = self.parts[p] = asyncio.get_running_loop().create_future()
         done.set_result(None)  # in the file now: its bytes leave memory with the reads that got them
         if len(self.crcs) == self.count:

@@ -8,14 +8,14 @@ is read anew, never served stale.
 from __future__ import annotations
 
 import os
-from typing import Any, BinaryIO, Iterator, Optional
+from typing import Any, AsyncIterator, BinaryIO, Iterator, Optional
 
 from ..gcs import bridge, http
 from .entry import store_id
 from .store import NodeCache
 
 FILL_PART = 64 * 2**20  # an object opened through the cache is fetched this much at a time (parallel ranges)
-_CACHES: dict[tuple[str, Optional[int], bool], NodeCache] = {}  # one per directory, limit, sharing in this process
+_CACHES: dict[tuple, NodeCache] = {}  # one per directory, limit, sharing and stall bound in this process
 
 
 def cache_of(fs: Any) -> Optional[NodeCache]:
@@ -24,7 +24,8 @@ def cache_of(fs: Any) -> Optional[NodeCache]:
     directory = fs.options.cache_dir
     if not directory:
         return None
-    where = (os.path.abspath(os.path.expanduser(directory)), fs.options.cache_limit, fs.options.cache_shared)
+    where = (os.path.abspath(os.path.expanduser(directory)), fs.options.cache_limit, fs.options.cache_shared,
+             fs.options.read_timeout)
     cache = _CACHES.get(where)
     if cache is None:
         cache = _CACHES.setdefault(where, NodeCache(*where))
@@ -89,11 +90,19 @@ async def acached_cat(fs: Any, info: dict, cache: Optional[NodeCache] = None, **
         return await fs._cat_file(name, generation=generation or None, cache=False, **kwargs)
     bucket, key, _ = fs.split_path(name)
 
-    async def fetch() -> bytes:
-        return await fs._cat_file(name, generation=generation, cache=False, **kwargs)
+    size = int(info.get("size") or 0)
 
-    return await cache.aget(bucket, key, generation, int(info.get("size") or 0), info.get("crc32c"), fetch,
-                            store=store_of(fs))
+    def fetch() -> Any:  # a large object a part at a time: to disk as it comes, progress seen by those waiting
+        if size <= FILL_PART:
+            return fs._cat_file(name, generation=generation, cache=False, **kwargs)
+
+        async def parts() -> AsyncIterator[bytes]:
+            for start in range(0, size, FILL_PART):
+                yield await fs._cat_file(name, start=start, end=min(start + FILL_PART, size), generation=generation,
+                                         cache=False, **kwargs)
+        return parts()
+
+    return await cache.aget(bucket, key, generation, size, info.get("crc32c"), fetch, store=store_of(fs))
 
 
 def cached_cat(fs: Any, info: dict, cache: Optional[NodeCache] = None) -> bytes:

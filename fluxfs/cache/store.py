@@ -39,7 +39,7 @@ AsyncFetch = Callable[[], Union[Awaitable[body.Body], AsyncIterator[bytes]]]
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # What a directory that cannot take a write answers: no space, a read-only mount, no permission, a link planted
 # under a fixed name (O_NOFOLLOW). Each is one warning per cache; the read goes on from storage.
-_FULL = _NO_SPACE + (errno.EROFS, errno.EACCES, errno.EPERM, errno.ELOOP)
+_FULL = _NO_SPACE + (errno.EROFS, errno.EACCES, errno.EPERM, errno.ELOOP, errno.ETIMEDOUT)
 UNWRITABLE = _FULL
 
 
@@ -83,10 +83,12 @@ class NodeCache:
     A directory another user owns, or that group/others may write, is refused unless `shared` (see
     `entry.check_directory`)."""
 
-    def __init__(self, directory: Union[str, os.PathLike], limit: Any = None, shared: bool = False):
+    def __init__(self, directory: Union[str, os.PathLike], limit: Any = None, shared: bool = False,
+                 stall: float = 60.0):
         self.directory = os.path.abspath(os.path.expanduser(os.fspath(directory)))
         self.limit = parse_limit(limit)
         self.shared = bool(shared)
+        self.stall = float(stall)  # seconds a wait on another process's lock may see no progress (read_timeout)
         if os.path.exists(self.directory) and not os.path.isdir(self.directory):
             raise NotADirectoryError(f"cache_dir {self.directory!r} is a file, not a directory: name a directory "
                                      "(it is made, mode 0700, if missing)")
@@ -167,7 +169,10 @@ class NodeCache:
         crc = crc_value(crc32c)
         eid = entry_id(bucket, key, generation, store)
         lock = FileLock(self._path(eid, "lock"))
-        if not lock.try_acquire(shared=True):
+        try:
+            if not lock.try_acquire(shared=True):
+                return None
+        except OSError:  # no lock file and none can be made (a read-only disk): not an entry to serve
             return None
         if self._complete(eid, bucket, key, generation, size, checked_by_caller, store=store, crc=crc):
             meta = Meta.read(self._path(eid, "meta"))
@@ -198,16 +203,19 @@ class NodeCache:
             return self._stream(meta, fetch)  # can never fit: never cached, nothing evicted for it
         lock = FileLock(self._path(eid, "lock"))
         try:
-            lock.acquire(shared=True)  # waits while another process fills it
-        except OSError as exc:  # the lock file cannot even be made: no inode or block left
+            waited = lock.acquire(shared=True, stall=self.stall)  # waits while another process fills it
+        except OSError as exc:  # the lock file cannot even be made: no inode or block left, a read-only disk
             if exc.errno not in _FULL:
                 raise OSError(exc.errno, exc.strerror, lock.path) from exc
             self._warn_full(exc)
             return self._stream(meta, fetch)
+        if not waited:
+            return self._stalled(lock, meta, fetch)
         try:
             if self._complete(eid, bucket, key, generation, size, checked_by_caller, store, crc):
                 return self._hit(eid, lock)
-            lock.acquire(shared=False)  # one filler per entry on the node
+            if not lock.acquire(shared=False, stall=self.stall):  # one filler per entry on the node
+                return self._stalled(lock, meta, fetch)
             if self._complete(eid, bucket, key, generation, size, checked_by_caller, store, crc):  # filled meanwhile
                 lock.downgrade()
                 return self._hit(eid, lock)
@@ -295,6 +303,13 @@ class NodeCache:
         body.check(data, meta)
         return Held(None, data, None)
 
+    def _stalled(self, lock: FileLock, meta: Meta, fetch: Fetch) -> Held:
+        """Another process held the entry without progress for `stall` seconds (stopped, hung): read from storage."""
+        lock.release()
+        log.warning("fluxfs node-local cache %s: %s/%s#%s: the process holding it made no progress for %g s; "
+                    "read from storage", self.directory, meta.bucket, meta.key, meta.generation, self.stall)
+        return self._stream(meta, fetch)
+
     def _fill(self, eid: str, meta: Meta, need: int, fetch: Fetch, lock: FileLock, durable: bool = True) -> Held:
         """Under the entry's exclusive lock: reserve room, fetch, write, check, rename; then share the lock."""
         tmp = self._reserve(eid, need)
@@ -302,7 +317,7 @@ class NodeCache:
             lock.release()
             return self._stream(meta, fetch)
         try:
-            data = self._write(tmp, eid, meta, fetch(), durable)
+            data = self._write(tmp, eid, meta, fetch(), durable, lock)
         except BaseException:
             _unlink(tmp)
             raise
@@ -343,7 +358,8 @@ class NodeCache:
             os.close(fd)
             return tmp
 
-    def _write(self, tmp: str, eid: str, meta: Meta, got: body.Body, durable: bool = True) -> Optional[bytes]:
+    def _write(self, tmp: str, eid: str, meta: Meta, got: body.Body, durable: bool = True,
+               lock: Optional[FileLock] = None) -> Optional[bytes]:
         """The fetched chunks to `tmp` (checked as they pass), the sidecar, then the rename that makes the
         entry complete: None. On a full disk the object's bytes, for the caller to read without caching."""
         chunks = [got] if isinstance(got, (bytes, bytearray, memoryview)) else got
@@ -364,6 +380,8 @@ class NodeCache:
                         body.check(data, meta)
                         return data
                     crc, n = google_crc32c.extend(crc, chunk), n + len(chunk)
+                    if lock is not None:
+                        lock.touch()  # progress, for readers waiting on the entry (a bounded wait)
                 body.check_sums(n, crc, meta)
                 self.commit(f.fileno(), tmp, meta_tmp, eid, meta, durable)
             return None
@@ -405,7 +423,8 @@ class NodeCache:
             tail = "objects that do not fit are read from storage without caching"
         else:
             where = f" ({os.path.basename(exc.filename)})" if isinstance(exc.filename, str) else ""
-            tail = f"nothing more is cached{where}: objects are read from storage, complete entries still served"
+            tail = (f"objects are read from storage without caching meanwhile{where} (complete entries are still "
+                    "served)")
         self._warn_once("_warned", f"fluxfs node-local cache {self.directory}: {exc.strerror or exc}; {tail}")
 
     def warn_index(self, exc: sqlite3.Error) -> None:
@@ -449,7 +468,9 @@ class NodeCache:
     def _dir_locked(self) -> Iterator[None]:
         """The directory lock: space accounting, eviction and the renames that complete entries, one at a time."""
         with FileLock(os.path.join(self.directory, DIR_LOCK)) as dirlock:
-            dirlock.acquire(shared=False)
+            if not dirlock.acquire(shared=False, stall=self.stall):
+                raise TimeoutError(errno.ETIMEDOUT, f"the process holding its {DIR_LOCK} made no progress for "
+                                                    f"{self.stall:g} s")
             yield
 
 

@@ -2,6 +2,7 @@
 and nothing on disk is trusted more than storage would be (fluxfs issue "Trust at scale")."""
 from __future__ import annotations
 
+import textwrap
 import time
 
 import pytest
@@ -200,3 +201,52 @@ def test_clear_errors(flux_server, bucket, tmp_path):
                                                  r"directory \(it is made, mode 0700, if missing\)"):
         make_fs(flux_server, cache_dir=str(a_file))  # the filesystem's construction builds its cache
     assert a_file.read_bytes() == b"not a directory"
+
+
+FILLER = textwrap.dedent("""
+    import sys
+    from fluxfs import FluxFileSystem
+    from fluxfs.cache import cached_cat
+    fs = FluxFileSystem(endpoint_url=sys.argv[1], token="anon", cache_dir=sys.argv[2], skip_instance_cache=True)
+    cached_cat(fs, eval(sys.argv[3]))
+""")
+READER = textwrap.dedent("""
+    import sys
+    from fluxfs import FluxFileSystem
+    from fluxfs.cache import cached_cat
+    fs = FluxFileSystem(endpoint_url=sys.argv[1], token="anon", cache_dir=sys.argv[2], read_timeout=1,
+                        skip_instance_cache=True)
+    sys.stdout.buffer.write(cached_cat(fs, eval(sys.argv[3])))
+""")
+
+
+def test_a_reader_never_waits_without_bound_for_a_stopped_filler(flux_server, bucket, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from fluxfs.cache.entry import entry_id
+    from fluxfs.cache.reader import store_of
+
+    fs = make_fs(flux_server)
+    data = os.urandom(2**20)
+    fs.pipe(f"{bucket}/big", data)
+    info = _info(fs, f"{bucket}/big")
+    lock = tmp_path / f"{entry_id(bucket, 'big', info['generation'], store_of(fs))}.lock"
+    flux_server.configure(bandwidth_mbps=2.0)  # ~4 s a download: the filler is stopped mid-fill
+    filler = subprocess.Popen([sys.executable, "-c", FILLER, flux_server.url, str(tmp_path), repr(info)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (lock.exists() and lock.stat().st_size) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the filler marks the lock file once it fills
+        os.kill(filler.pid, signal.SIGSTOP)
+        flux_server.configure(profile="local")
+        out = subprocess.run([sys.executable, "-c", READER, flux_server.url, str(tmp_path), repr(info)],
+                             capture_output=True, timeout=45)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout == data  # read from storage after 1 s without progress (was: blocked in flock)
+        assert b"made no progress for 1 s; read from storage" in out.stderr
+    finally:
+        filler.kill()
+        filler.wait()
