@@ -11,6 +11,7 @@ Small objects that `fs.cat_objects` caches are packed entries instead (packs.py,
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
@@ -49,6 +50,8 @@ def check_directory(directory: str, shared: bool) -> None:
     others_write = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
     if shared or (st.st_uid == os.geteuid() and not others_write):
         return
+    if os.statvfs(directory).f_flag & os.ST_RDONLY:
+        return  # a read-only mount (a cache baked into an image): nobody can plant anything in it
     try:
         owner = f"{pwd.getpwuid(st.st_uid).pw_name} (uid {st.st_uid})"
     except KeyError:
@@ -158,6 +161,10 @@ def write_tag(directory: str) -> None:
         fd = open_fixed(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except FileExistsError:
         return
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return  # a read-only directory: its entries are served as they are, nothing is written
+        raise
     with os.fdopen(fd, "w") as f:
         f.write(TAG_TEXT)
 

@@ -250,3 +250,43 @@ def test_a_reader_never_waits_without_bound_for_a_stopped_filler(flux_server, bu
     finally:
         filler.kill()
         filler.wait()
+
+
+def test_a_read_only_cache_serves_its_entries_and_reads_the_rest_from_storage(flux_server, bucket, tmp_path,
+                                                                                 monkeypatch):
+    """A cache baked into an image, mounted read-only: one warning, its entries served, the rest from storage."""
+    import subprocess
+
+    from fluxfs.cache import objects, reader
+    from tests.conftest import mounted_tmpfs
+
+    src, d = tmp_path / "src", tmp_path / "ro"
+    d.mkdir()
+    fs = make_fs(flux_server, cache_dir=str(src))
+    data = bytes(range(256)) * 400
+    fs.pipe({f"{bucket}/whole": data, f"{bucket}/small": b"small one", f"{bucket}/new": b"not cached"})
+    small, new = _info(fs, f"{bucket}/small"), _info(fs, f"{bucket}/new")
+    assert fs.cat_file(f"{bucket}/whole") == data
+    assert fs.cat_objects([small]) == {f"{bucket}/small": b"small one"}
+    objects.flush()
+    from fluxfs.cache import index
+    index.connect(str(src)).execute("PRAGMA wal_checkpoint(TRUNCATE)")  # as the last process to close it does
+    with mounted_tmpfs(d, "16m"):
+        subprocess.run(["cp", "-a", f"{src}/.", str(d)], check=True)
+        d.chmod(0o700)
+        assert subprocess.run(["mount", "-o", "remount,ro", str(d)], capture_output=True).returncode == 0
+        monkeypatch.setattr(reader, "_CACHES", {})  # a process started on the image
+        fs = make_fs(flux_server, cache_dir=str(d))
+        flux_server.reset_stats()
+        assert fs.cat_file(f"{bucket}/whole") == data
+        assert fs.read_ranges(f"{bucket}/whole", [(5, 10)]) == [data[5:10]]
+        with fs.open(f"{bucket}/whole", "rb") as f:
+            assert f.read() == data
+        assert fs.cat_objects([small]) == {f"{bucket}/small": b"small one"}
+        assert flux_server.stats()["data_reads"] == 0  # every entry served from the read-only disk
+        with pytest.warns(RuntimeWarning, match=r"Read-only file system; objects are read from storage without "
+                                                r"caching meanwhile .*complete entries are still served"):
+            assert fs.cat_file(f"{bucket}/new") == b"not cached"
+            assert fs.read_ranges(f"{bucket}/new", [(0, 3)]) == [b"not"]
+            assert fs.cat_objects([new]) == {f"{bucket}/new": b"not cached"}
+            objects.flush()
