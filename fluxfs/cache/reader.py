@@ -7,9 +7,11 @@ is read anew, never served stale.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, AsyncIterator, BinaryIO, Iterator, Optional
 
+from ..errors import ObjectChanged, object_changed
 from ..gcs import bridge, http
 from .entry import store_id
 from .store import NodeCache
@@ -50,7 +52,21 @@ async def cat_file(fs: Any, cache: NodeCache, path: str, **kwargs: Any) -> bytes
     """A whole object through the cache (`fs._cat_file(path)` with `cache_dir` set)."""
     bucket, key, generation = fs.split_path(path)
     meta = await head(fs, bucket, key, kwargs.pop("generation", None) or generation or None)
-    return await acached_cat(fs, _info(bucket, key, meta), cache=cache, **kwargs)
+    info = _info(bucket, key, meta)
+    with _changed(info):
+        return await acached_cat(fs, info, cache=cache, **kwargs)
+
+
+@contextlib.contextmanager
+def _changed(info: dict) -> Iterator[None]:
+    """The generation a metadata GET named vanished before its bytes were read: `ObjectChanged`, as a read
+    without the cache says it (not a bare FileNotFoundError)."""
+    try:
+        yield
+    except ObjectChanged:
+        raise
+    except FileNotFoundError as exc:
+        raise object_changed(info["name"], info["generation"]) from exc
 
 
 def open_file(fs: Any, cache: NodeCache, path: str, **kwargs: Any) -> Optional[BinaryIO]:
@@ -70,7 +86,8 @@ def open_file(fs: Any, cache: NodeCache, path: str, **kwargs: Any) -> Optional[B
             yield bridge.run(fs, fs._cat_file, name, start=start, end=min(start + FILL_PART, size) if size else None,
                              generation=gen, cache=False)
 
-    f = cache.open(bucket, key, gen, size, info["crc32c"], fetch, store=store_of(fs))
+    with _changed(info):
+        f = cache.open(bucket, key, gen, size, info["crc32c"], fetch, store=store_of(fs))
     f.path, f.size = name, info["size"]  # type: ignore[attr-defined]
     return f
 

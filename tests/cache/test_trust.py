@@ -290,3 +290,27 @@ def test_a_read_only_cache_serves_its_entries_and_reads_the_rest_from_storage(fl
             assert fs.read_ranges(f"{bucket}/new", [(0, 3)]) == [b"not"]
             assert fs.cat_objects([new]) == {f"{bucket}/new": b"not cached"}
             objects.flush()
+
+
+@pytest.mark.parametrize("how", ["overwrite", "delete"])
+def test_an_object_changed_during_a_fill_is_object_changed(flux_server, bucket, tmp_path, monkeypatch, how):
+    from fluxfs.cache import reader
+    from fluxfs.errors import ObjectChanged
+
+    monkeypatch.setattr(reader, "FILL_PART", 4096)  # the fill reads 4 KiB parts: the change lands between two
+    fs, other = make_fs(flux_server, cache_dir=str(tmp_path)), make_fs(flux_server)
+    path = f"{bucket}/ckpt.bin"
+    other.pipe(path, b"v1" * 8192)
+    real = fs._cat_file
+    calls = []
+
+    async def change_after_the_first_part(*args, **kwargs):
+        calls.append(kwargs.get("start"))
+        if len(calls) == 2:  # a writer changes the object while the fill reads it
+            await (other._pipe_file(path, b"v2") if how == "overwrite" else other._rm_file(path))
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(fs, "_cat_file", change_after_the_first_part)
+    with pytest.raises(ObjectChanged, match=rf"{path}#\d+ changed while being read: generation \d+ no longer exists"):
+        fs.open(path, "rb")
+    assert not list(tmp_path.glob("*.data")) and not list(tmp_path.glob("*.part"))
