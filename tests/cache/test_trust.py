@@ -314,3 +314,45 @@ def test_an_object_changed_during_a_fill_is_object_changed(flux_server, bucket, 
     with pytest.raises(ObjectChanged, match=rf"{path}#\d+ changed while being read: generation \d+ no longer exists"):
         fs.open(path, "rb")
     assert not list(tmp_path.glob("*.data")) and not list(tmp_path.glob("*.part"))
+
+
+def test_a_stale_listing_reads_the_same_with_and_without_the_cache(flux_server, bucket, tmp_path):
+    """A listing, then objects overwritten or deleted: `cat_objects(old_infos)` and a dataset built before the
+    change read the listed generations either way; one gone from storage fails alike unless the cache holds it."""
+    from fluxfs.errors import ObjectChanged
+    from fluxfs.pipes import FluxMapDataset
+
+    plain, cached = make_fs(flux_server), make_fs(flux_server, cache_dir=str(tmp_path))
+    plain.pipe({f"{bucket}/d/{i}": b"old %d" % i for i in range(4)})
+    infos = [_info(plain, f"{bucket}/d/{i}") for i in range(4)]
+    so = {"endpoint_url": flux_server.url, "token": "anon", "skip_instance_cache": True}
+    datasets = [FluxMapDataset.from_prefix(f"flux://{bucket}/d/", storage_options=so),
+                FluxMapDataset.from_prefix(f"flux://{bucket}/d/", storage_options={**so, "cache_dir": str(tmp_path)})]
+    assert [ds[0][1] for ds in datasets] == [b"old 0", b"old 0"]  # listed now (a dataset lists on first use)
+    assert cached.cat_objects(infos[:2]) == {f"{bucket}/d/{i}": b"old %d" % i for i in range(2)}  # 0, 1 cached
+    from fluxfs.cache import objects
+    objects.flush()
+    plain.pipe(f"{bucket}/d/1", b"new 1")
+    plain.pipe(f"{bucket}/d/2", b"new 2")
+    plain.rm(f"{bucket}/d/3")
+    want = plain.cat_objects(infos, on_error="return")
+    got = cached.cat_objects(infos, on_error="return")
+    assert want[f"{bucket}/d/0"] == got[f"{bucket}/d/0"] == b"old 0"
+    assert got[f"{bucket}/d/1"] == b"old 1"  # the listed generation, held by the cache (storage no longer has it)
+    for i in (1, 2, 3):
+        assert isinstance(want[f"{bucket}/d/{i}"], ObjectChanged)  # never the live bytes
+    for i in (2, 3):
+        assert type(got[f"{bucket}/d/{i}"]) is type(want[f"{bucket}/d/{i}"])
+        assert str(got[f"{bucket}/d/{i}"]) == str(want[f"{bucket}/d/{i}"])
+    for i in (2, 3):  # the same error either way (the dataset's own: a listed object that is gone)
+        errors = [_outcome_text(lambda: ds[i]) for ds in datasets]
+        assert errors[0] == errors[1] and "FileNotFoundError" in errors[0] and f"{bucket}/d/{i}" in errors[0]
+    assert [ds[0][1] for ds in datasets] == [b"old 0", b"old 0"]
+
+
+def _outcome_text(call) -> str:
+    try:
+        return repr(call())
+    except Exception as exc:  # noqa: BLE001 - compared as text
+        return f"{type(exc).__name__}: {exc}"
+
