@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import google_crc32c
 
-from . import crc as crcs, direct, jobs
+from . import crc as crcs, direct, jobs, progress
 from .entry import Meta, open_fixed, temp_name
 from .lock import FileLock
 from .store import UNWRITABLE, NodeCache, _unlink
@@ -76,6 +76,7 @@ class Fill:
         self.fd: Optional[int] = None
         self.dfd: Optional[int] = None     # the same file opened with O_DIRECT for the parts' writes, if allowed
         self.writing = 0                   # writes on the fills' threads (the file is closed after them)
+        self.flags_at = 0                  # where the parts' flags start in the lock file (progress.py)
         self.closed = False
         FILLS[(cache.directory, eid)] = self
 
@@ -141,7 +142,7 @@ class Fill:
         if self.closed:
             self._close_fd()
             return
-        self.lock.touch()  # progress, for other processes' bounded waits on the entry
+        self.lock.publish(b"\x01", self.flags_at + p)  # in the file: other processes may read it from there
         done = self.parts[p] = asyncio.get_running_loop().create_future()
         done.set_result(None)  # in the file now: its bytes leave memory with the reads that got them
         if len(self.crcs) == self.count:
@@ -185,6 +186,9 @@ class Fill:
                 self.ready.set_result(False)
             self.abort()
             return
+        head = progress.header(os.path.basename(tmp), self.part, self.count, self.meta.size, self.meta.crc32c)
+        self.lock.publish(head + bytes(self.count))  # other processes read from this fill (progress.py)
+        self.flags_at = len(head)
         self.ready.set_result(True)
         asyncio.ensure_future(self._rest())
 

@@ -111,6 +111,14 @@ class FileLock:
             except OSError:
                 pass  # a lock file opened read-only (a read-only disk): a hint only
 
+    def publish(self, data: bytes, at: int = 0) -> None:
+        """Write `data` into the lock file at `at` (a fill's progress: `progress.py`); no-op when not held."""
+        if self._fd is not None:
+            try:
+                os.pwrite(self._fd, data, at)
+            except OSError:
+                pass  # a hint for other processes only
+
     def was_filling(self) -> bool:
         """A fill of this entry started and never ended (its filler was killed): leftovers may lie about."""
         return self._fd is not None and os.fstat(self._fd).st_size > 0

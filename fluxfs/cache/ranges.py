@@ -15,7 +15,7 @@ import functools
 import os
 from typing import Any, Optional, Sequence
 
-from . import evict
+from . import evict, progress
 from .entry import crc_value, entry_id, open_fixed
 from .fill import FILLS, TOO_LARGE, Fill
 from .lock import FileLock
@@ -64,7 +64,7 @@ async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[in
         return None  # the uncached read names the mistake
     if (cache.directory, eid) in TOO_LARGE:
         return None  # larger than the limit: its ranges from storage, as asked
-    for attempt in range(2):
+    for attempt in range(3):
         fill = FILLS.get((cache.directory, eid))
         if fill is None:
             got = await _hit(cache, store, bucket, key, generation, size, crc, spans, into)
@@ -72,8 +72,17 @@ async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[in
                 return got
             fill = FILLS.get((cache.directory, eid)) or _start(fs, cache, path, store, bucket, key, eid, generation,
                                                                size, crc)
-            if fill is None:  # filled by another process just now, or not to be cached by this one
-                return await _hit(cache, store, bucket, key, generation, size, crc, spans, into)
+            if fill is None:  # filled by another process just now, or being filled by another: read from its fill
+                got = await _hit(cache, store, bucket, key, generation, size, crc, spans, into)
+                if got is not None:
+                    return got
+                got = await progress.read(cache.directory, eid, spans, into, cache.stall)
+                if got is progress.ENDED:
+                    continue
+                if got is None:
+                    return None
+                data, n, crc_ = got
+                return data, n, generation, crc_
         got = await _from_fill(fill, spans, into)
         if got is not _ENDED:
             return got

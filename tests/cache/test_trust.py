@@ -356,3 +356,43 @@ def _outcome_text(call) -> str:
     except Exception as exc:  # noqa: BLE001 - compared as text
         return f"{type(exc).__name__}: {exc}"
 
+
+RANGES = textwrap.dedent("""
+    import os, sys, time
+    from fluxfs import FluxFileSystem
+    from fluxfs.cache import ranges
+    ranges.PART = 64 * 1024
+    url, d, go, path, gen, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6])
+    fs = FluxFileSystem(endpoint_url=url, token="anon", cache_dir=d, skip_instance_cache=True)
+    print("ready", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    step = 48 * 1024  # a shard stream's ranges, across parts
+    out = b"".join(fs.read_ranges(path, [(at, min(at + step, n))], generation=gen)[0] for at in range(0, n, step))
+    sys.stdout.buffer.write(out)
+""")
+
+
+def test_two_processes_starting_together_download_an_entry_once(flux_server, bucket, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    fs = make_fs(flux_server)
+    data = os.urandom(1024 * 1024)
+    fs.pipe(f"{bucket}/shard.tar", data)
+    gen = _info(fs, f"{bucket}/shard.tar")["generation"]
+    flux_server.configure(bandwidth_mbps=8.0)  # ~1 s to download: the two processes overlap
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", RANGES, flux_server.url, str(tmp_path / "c"), str(go),
+                               f"{bucket}/shard.tar", gen, str(len(data))], stdout=subprocess.PIPE)
+             for _ in range(2)]
+    for p in procs:
+        assert p.stdout.readline() == b"ready\n"
+    flux_server.reset_stats()
+    go.touch()
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outs == [data, data]
+    sent = flux_server.stats()["bytes_out"]
+    assert sent < 1.1 * len(data), sent / len(data)  # one download for the node (was ~2x)
