@@ -16,6 +16,29 @@ from typing import Any, Callable, Optional
 POLL_MAX = 0.02  # seconds between two tries of a bounded wait, at most
 
 
+def flock_within(fd: int, op: int, stall: float) -> bool:
+    """`fcntl.flock(fd, op)`, waiting while the holder makes progress (the file's size and mtime change) and
+    False once it made none for `stall` seconds: a holder stopped (SIGSTOP) never blocks without bound."""
+    def stamp() -> Any:
+        st = os.fstat(fd)
+        return st.st_size, st.st_mtime_ns
+
+    pause, seen, since = 0.0005, stamp(), time.monotonic()
+    while True:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        now, mark = time.monotonic(), stamp()
+        if mark != seen:
+            seen, since = mark, now
+        elif now - since >= stall:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, POLL_MAX)
+
+
 class FileLock:
     """One flock on `path` (created if missing): `acquire(shared)` blocks, `try_acquire` does not."""
 

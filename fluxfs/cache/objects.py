@@ -73,7 +73,7 @@ def _cacheable(fs: Any, info: Any) -> Optional[Entry]:
 def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]:
     """{position: bytes} of the wanted objects that have a complete entry (read on a cache thread)."""
     try:
-        out = packs.read_batch(cache.directory, [(i, e) for i, e in wanted])
+        out = packs.read_batch(cache.directory, [(i, e) for i, e in wanted], cache.stall)
     except sqlite3.Error as exc:
         cache.warn_index(exc)
         out = {}

@@ -21,6 +21,7 @@ import google_crc32c
 
 from . import body, direct, index
 from .entry import open_fixed
+from .lock import flock_within
 
 PACK = re.compile(r"^(?P<id>[0-9a-f]{24})\.pack$")
 Wanted = tuple[str, str, str, str, int, Optional[int]]  # store, bucket, key, generation, size, crc32c (None: unknown)
@@ -103,16 +104,19 @@ class NewPack:
                 self.direct = None
 
 
-def read(directory: str, pack: str, items: list[tuple[int, int, int, int]]) -> tuple[dict[int, bytes], list[int]]:
+def read(directory: str, pack: str, items: list[tuple[int, int, int, int]], stall: float = 60.0
+         ) -> tuple[dict[int, bytes], list[int]]:
     """({i: bytes} of the items (i, offset, size, crc32c) whose bytes in `pack` pass their crc32c, [i failing]),
-    under a shared lock. A pack gone (evicted or removed by hand) fails every item."""
+    under a shared lock. A pack gone (evicted or removed by hand) fails every item; one held without progress
+    for `stall` seconds (its filler or an evictor stopped) is neither: its items are read from storage."""
     try:
         fd = open_fixed(path_of(directory, pack))
     except FileNotFoundError:
         return {}, [i for i, *_ in items]
     got, bad = {}, []
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)  # waits only for an evictor's brief exclusive hold
+        if not flock_within(fd, fcntl.LOCK_SH, stall):  # waits for an evictor's or filler's brief hold, bounded
+            return {}, []
         if os.fstat(fd).st_nlink == 0:
             return {}, [i for i, *_ in items]  # evicted between the lookup and the lock
         for i, offset, size, crc in items:
@@ -130,7 +134,7 @@ def read(directory: str, pack: str, items: list[tuple[int, int, int, int]]) -> t
     return got, bad
 
 
-def read_batch(directory: str, wanted: list[tuple[int, Wanted]]) -> dict[int, bytes]:
+def read_batch(directory: str, wanted: list[tuple[int, Wanted]], stall: float = 60.0) -> dict[int, bytes]:
     """{i: bytes} of the wanted objects that have a complete packed entry: one index query, then each pack
     read once; entries that fail their check, or whose crc32c is not the one the caller knows (another
     object's bytes), are dropped from the index (filled again)."""
@@ -152,7 +156,7 @@ def read_batch(directory: str, wanted: list[tuple[int, Wanted]]) -> dict[int, by
             groups.setdefault(pack, []).append((i, offset, n, crc))
     out: dict[int, bytes] = {}
     for pack, items in groups.items():
-        got, failed = read(directory, pack, items)
+        got, failed = read(directory, pack, items, stall)
         out.update(got)
         bad += failed
     if bad:

@@ -190,7 +190,8 @@ class NodeCache:
                              "object overwritten since would otherwise be served")
         crc = crc_value(crc32c)
         try:  # packed by fs.cat_objects: checked as it is read (a torn one is dropped and filled again)
-            packed = packs.read_batch(self.directory, [(0, (store, bucket, key, str(generation), int(size), crc))])
+            packed = packs.read_batch(self.directory, [(0, (store, bucket, key, str(generation), int(size), crc))],
+                                      self.stall)
         except sqlite3.Error as exc:
             self.warn_index(exc)
             packed = {}

@@ -3,6 +3,7 @@ and nothing on disk is trusted more than storage would be (fluxfs issue "Trust a
 from __future__ import annotations
 
 import textwrap
+import threading
 import time
 
 import pytest
@@ -396,3 +397,41 @@ def test_two_processes_starting_together_download_an_entry_once(flux_server, buc
     assert outs == [data, data]
     sent = flux_server.stats()["bytes_out"]
     assert sent < 1.1 * len(data), sent / len(data)  # one download for the node (was ~2x)
+
+
+HOLDER = textwrap.dedent("""
+    import fcntl, sys, time
+    f = open(sys.argv[1], "rb")
+    fcntl.flock(f, fcntl.LOCK_EX)  # a pack's filler or evictor that stopped while holding it
+    print("held", flush=True)
+    time.sleep(120)
+""")
+
+
+def test_a_pack_held_by_a_stopped_process_is_read_from_storage(flux_server, bucket, tmp_path):
+    import subprocess
+    import sys
+
+    from fluxfs.cache import objects
+
+    fs = make_fs(flux_server, cache_dir=str(tmp_path), read_timeout=1)
+    fs.pipe({f"{bucket}/p/{i}": b"object %d" % i for i in range(3)})
+    infos = [_info(fs, f"{bucket}/p/{i}") for i in range(3)]
+    want = {f"{bucket}/p/{i}": b"object %d" % i for i in range(3)}
+    assert fs.cat_objects(infos) == want
+    objects.flush()
+    (pack,) = tmp_path.glob("*.pack")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(pack)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        got = []
+        reading = threading.Thread(target=lambda: got.append(fs.cat_objects(infos)), daemon=True)
+        reading.start()
+        reading.join(timeout=60)  # from storage after 1 s without progress (was: blocked in flock)
+        assert got == [want]
+    finally:
+        holder.kill()
+        holder.wait()
+    flux_server.reset_stats()
+    assert fs.cat_objects(infos) == want
+    assert flux_server.stats()["data_reads"] == 0  # the pack's rows were kept: served from it again
