@@ -61,8 +61,9 @@ def check_directory(directory: str, shared: bool) -> None:
         f"cache_dir {directory!r} is owned by {owner} with mode {stat.filemode(st.st_mode)} "
         f"({stat.S_IMODE(st.st_mode):04o}): {why}, so they could plant entries this process would serve as "
         f"objects' bytes; use a directory of your own that only you can write (chown it to uid {os.geteuid()}, "
-        "chmod 700), or pass cache_shared=True if sharing it between users is intended (every user who can "
-        "write it is then trusted with what it serves: docs/scaling.md)")
+        "chmod 700, or name a new subdirectory: it is made mode 0700), or pass cache_shared=True if sharing it "
+        "between users is intended (every user who can write it is then trusted with what it serves: "
+        "docs/scaling.md)")
 
 
 def entry_id(bucket: str, key: str, generation: Union[str, int], store: str = "") -> str:
