@@ -248,13 +248,11 @@ class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalB
 
     async def _cat_objects(self, infos, on_error: str = "raise") -> dict:
         """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata
-        requests; each info dict's generation is the one read (a listing is one consistent view, with or without
-        the cache: `ObjectChanged` once it is gone); through the node-local cache when `cache_dir` is set
-        (`cache/objects.py`)."""
+        requests; the info's generation is read (`ObjectChanged` once gone), through the node-local cache when
+        `cache_dir` is set (`cache/objects.py`)."""
         if self.cache is not None:
-            return await node_objects.cat_objects(
-                self, self.cache, list(infos), on_error,
-                lambda _fs, part, **kw: batched.cat_objects(self.client, part, pin=True, **kw))
+            read = lambda _fs, part, **kw: batched.cat_objects(self.client, part, pin=True, **kw)  # noqa: E731
+            return await node_objects.cat_objects(self, self.cache, list(infos), on_error, read)
         return await batched.cat_objects(self.client, infos, on_error=on_error, pin=True)
 
     def cat_objects(self, infos, on_error: str = "raise") -> dict:

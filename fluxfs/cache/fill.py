@@ -240,7 +240,7 @@ class Fill:
 
     def _failed(self, exc: BaseException) -> None:
         if isinstance(exc, OSError) and exc.errno in UNWRITABLE:
-            self.cache._warn_full(exc)
+            self.cache.warns.full(exc)
         else:
             log.warning("fluxfs node-local cache: %s not cached: %s", self.path, exc)
         self.abort()

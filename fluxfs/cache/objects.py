@@ -75,7 +75,7 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
     try:
         out = packs.read_batch(cache.directory, [(i, e) for i, e in wanted], cache.stall)
     except sqlite3.Error as exc:
-        cache.warn_index(exc)
+        cache.warns.index(exc)
         out = {}
     for i, (store, bucket, key, generation, size, crc) in wanted:
         if i in out or not os.path.exists(cache._path(entry_id(bucket, key, generation, store), "data")):
@@ -125,7 +125,7 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
     except OSError as exc:
         if exc.errno not in UNWRITABLE:
             raise
-        cache._warn_full(exc)
+        cache.warns.full(exc)
         return
     try:
         with cache._dir_locked():
@@ -157,9 +157,9 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
     except OSError as exc:
         if exc.errno not in UNWRITABLE:
             raise
-        cache._warn_full(exc)
+        cache.warns.full(exc)
     except sqlite3.Error as exc:
-        cache.warn_index(exc)
+        cache.warns.index(exc)
     finally:
         pack.close()
 

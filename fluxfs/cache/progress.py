@@ -19,6 +19,7 @@ import re
 from typing import Any, Optional, Sequence
 
 from .entry import open_fixed
+from .spans import read_fd
 
 MAGIC = b"fluxfs-fill "
 POLL = 0.01          # seconds between two looks at the lock file, at first
@@ -112,13 +113,12 @@ def _marked(fd: int, at: int, parts: list[int]) -> bool:
 
 def _read_tmp(directory: str, tmp: str, spans: Sequence[tuple[int, int]], size: int,
               into: Optional[list]) -> Optional[list]:
-    from .ranges import _read_fd  # the one way spans are read from a local file
     try:
         fd = open_fixed(os.path.join(directory, tmp))
     except FileNotFoundError:
         return None
     try:
-        return _read_fd(fd, spans, size, into)
+        return read_fd(fd, spans, size, into)
     finally:
         os.close(fd)
 

@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence
 
 from . import evict, progress
 from .entry import crc_value, entry_id, open_fixed
+from .spans import read_fd
 from .fill import FILLS, TOO_LARGE, Fill
 from .lock import FileLock
 from .reader import head, store_of
@@ -25,26 +26,9 @@ from .store import NodeCache
 PART = 8 * 2**20          # the fill's unit: one ranged GET (the shard stream's range size)
 
 
-def _read_fd(fd: int, spans: Sequence[tuple[int, int]], size: int, buffers: Optional[list]) -> list:
-    """The spans' bytes from a local file (short past `size`, as a GET would be), or read into `buffers`."""
-    out: list = []
-    for i, (s, e) in enumerate(spans):
-        e = min(e, size)
-        if buffers is None:
-            out.append(os.pread(fd, e - s, s) if e > s else b"")
-            continue
-        mv, at = memoryview(buffers[i]).cast("B"), s
-        while len(mv):
-            n = os.preadv(fd, [mv], at)
-            if n <= 0:
-                raise EOFError(f"node-local cache: an entry ended at byte {at} of {size}")
-            mv, at = mv[n:], at + n
-    return out
-
-
 def _read_from(path: str, spans: Sequence[tuple[int, int]], size: int, buffers: Optional[list]) -> list:
     with os.fdopen(open_fixed(path), "rb", buffering=0) as f:
-        return _read_fd(f.fileno(), spans, size, buffers)
+        return read_fd(f.fileno(), spans, size, buffers)
 
 
 async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[int, int]],
@@ -140,7 +124,7 @@ async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: 
     """The spans from the complete entry of that generation (held while read), or None: there is none."""
     look = functools.partial(cache.lookup, bucket, key, generation, size, store=store, crc32c=crc)
     eid = entry_id(bucket, key, generation, store)
-    if cache.checked(eid) or not os.path.exists(cache._path(eid, "data")):
+    if cache.checks.checked(eid) or not os.path.exists(cache._path(eid, "data")):
         held = look()
     else:  # its first use in this process reads the whole file (its crc32c): off the event loop
         held = await asyncio.get_running_loop().run_in_executor(cache._executor(), look)

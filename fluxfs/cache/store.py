@@ -22,60 +22,21 @@ import logging
 import os
 import sqlite3
 import threading
-import warnings
 from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, Optional, Union
 
 import google_crc32c
 
-from . import body, evict, index, packs
+from . import body, checks, evict, index, packs
 from .entry import DIR_LOCK, Meta, check_directory, crc_value, entry_id, open_fixed, temp_name, write_tag
 from .limit import parse_limit
+from .held import Held, LockedFile
 from .lock import FileLock
+from .warn import UNWRITABLE, Warnings
 
 log = logging.getLogger("fluxfs.cache")
 
 Fetch = Callable[[], body.Body]  # reads the whole object from storage (blocking)
 AsyncFetch = Callable[[], Union[Awaitable[body.Body], AsyncIterator[bytes]]]
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-# What a directory that cannot take a write answers: no space, a read-only mount, no permission, a link planted
-# under a fixed name (O_NOFOLLOW). Each is one warning per cache; the read goes on from storage.
-_FULL = _NO_SPACE + (errno.EROFS, errno.EACCES, errno.EPERM, errno.ELOOP, errno.ETIMEDOUT)
-UNWRITABLE = _FULL
-
-
-@dataclasses.dataclass
-class Held:
-    """An entry being read: `path` (a complete local file) stays in place while `lock` is held; or the
-    object's bytes (`data`) when it was streamed through without caching."""
-
-    path: Optional[str]
-    data: Optional[bytes]
-    lock: Optional[FileLock]
-    crc32c: Optional[int] = None  # the entry's, from its sidecar: what a reader of its whole file checks
-
-    def read(self) -> bytes:
-        if self.data is not None:
-            return self.data
-        with os.fdopen(open_fixed(self.path), "rb") as f:  # type: ignore[arg-type]
-            return f.read()
-
-    def release(self) -> None:
-        if self.lock is not None:
-            self.lock.release()
-
-
-class _LockedFile(io.BufferedReader):
-    """A cached entry opened for reading; closing it releases the entry's shared lock (eviction waits)."""
-
-    def __init__(self, held: Held):
-        super().__init__(io.FileIO(open_fixed(held.path), "rb"))  # type: ignore[arg-type]
-        self._held = held
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._held.release()
 
 
 class NodeCache:
@@ -95,14 +56,11 @@ class NodeCache:
         os.makedirs(self.directory, mode=0o700, exist_ok=True)  # made here: this user's only
         check_directory(self.directory, self.shared)
         write_tag(self.directory)
-        self._warned = self._warned_index = False
+        self.warns = Warnings(self.directory)
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._pool_pid = 0
         self._guard = threading.Lock()
-        # Whole entries whose bytes this process checked against their crc32c (or wrote), and ones that failed:
-        # entry id -> inode. A file replaced since (a refill renames a new one into place) is checked anew.
-        self._good: dict[str, int] = {}
-        self._bad: dict[str, int] = {}
+        self.checks = checks.Checks()  # whole entries this process checked (or wrote), and ones that failed
 
     def __repr__(self) -> str:
         return f"NodeCache({self.directory!r}, limit={self.limit!r})"
@@ -135,7 +93,7 @@ class NodeCache:
         if held.path is None:
             return io.BytesIO(held.data)  # type: ignore[arg-type]
         try:
-            return _LockedFile(held)
+            return LockedFile(held)
         except BaseException:
             held.release()
             raise
@@ -178,7 +136,7 @@ class NodeCache:
             meta = Meta.read(self._path(eid, "meta"))
             return Held(self._path(eid, "data"), None, lock, meta.crc32c if meta is not None else None)
         lock.release()
-        if eid in self._bad:
+        if self.checks.is_bad(eid):
             self.discard(eid)  # failed its check just now: removed unless another process reads it
         return None
 
@@ -193,7 +151,7 @@ class NodeCache:
             packed = packs.read_batch(self.directory, [(0, (store, bucket, key, str(generation), int(size), crc))],
                                       self.stall)
         except sqlite3.Error as exc:
-            self.warn_index(exc)
+            self.warns.index(exc)
             packed = {}
         if packed:
             return Held(None, packed[0], None)
@@ -206,9 +164,9 @@ class NodeCache:
         try:
             waited = lock.acquire(shared=True, stall=self.stall)  # waits while another process fills it
         except OSError as exc:  # the lock file cannot even be made: no inode or block left, a read-only disk
-            if exc.errno not in _FULL:
+            if exc.errno not in UNWRITABLE:
                 raise OSError(exc.errno, exc.strerror, lock.path) from exc
-            self._warn_full(exc)
+            self.warns.full(exc)
             return self._stream(meta, fetch)
         if not waited:
             return self._stalled(lock, meta, fetch)
@@ -242,38 +200,21 @@ class NodeCache:
             return False
         if crc is not None and meta.crc32c != crc:
             return False
-        path = self._path(eid, "data")
         try:
-            st = os.stat(path)
-            if st.st_size != meta.size or self._bad.get(eid) == st.st_ino:
-                return False
-            if checked_by_caller or meta.crc32c is None or (meta.durable and self._good.get(eid) == st.st_ino):
-                return True
-            # The first use of an entry in this process (another process or a run before this one wrote it),
-            # and every use of one renamed into place without an fsync: its bytes against its crc32c, once.
-            if _file_crc(path) == meta.crc32c:
-                self._good[eid] = st.st_ino
-                return True
-            self._failed_check(path, st.st_ino)
-            return False
+            verdict = self.checks.verify(eid, self._path(eid, "data"), meta, checked_by_caller)
         except FileNotFoundError:
             return False
+        if verdict is False:
+            self._failed_check(self._path(eid, "data"))
+        return bool(verdict)
 
-    def checked(self, eid: str) -> bool:
-        """True when this process already checked (or wrote) the entry's bytes: a lookup reads no more than its
-        sidecar and the file's size (else it reads the whole file once: run it off an event loop)."""
-        return eid in self._good
-
-    def _failed_check(self, path: str, ino: Optional[int] = None) -> None:
+    def _failed_check(self, path: str) -> None:
         """An entry whose bytes fail its crc32c (changed on disk): not served again; dropped unless in use."""
-        eid = os.path.basename(path)[:-len(".data")]
-        try:
-            self._bad[eid] = ino if ino is not None else os.stat(path).st_ino
-        except FileNotFoundError:
-            return
-        log.warning("fluxfs node-local cache %s: entry %s fails its crc32c (changed on disk): read from storage "
-                    "and filled again", self.directory, eid)
-        self.discard(eid)
+        eid = self.checks.failed(path)
+        if eid is not None:
+            log.warning("fluxfs node-local cache %s: entry %s fails its crc32c (changed on disk): read from "
+                        "storage and filled again", self.directory, eid)
+            self.discard(eid)
 
     def discard(self, eid: str) -> None:
         """Remove an entry that is not to be served (corrupt, or not the caller's object) unless someone holds
@@ -333,9 +274,9 @@ class NodeCache:
         try:
             return self._reserve_locked(eid, need)
         except OSError as exc:
-            if exc.errno not in _FULL:
+            if exc.errno not in UNWRITABLE:
                 raise
-            self._warn_full(exc)
+            self.warns.full(exc)
             return None
 
     def _reserve_locked(self, eid: str, need: int) -> Optional[str]:
@@ -349,8 +290,8 @@ class NodeCache:
             except OSError as exc:
                 os.close(fd)
                 _unlink(tmp)
-                if exc.errno in _FULL:
-                    self._warn_full(exc)
+                if exc.errno in UNWRITABLE:
+                    self.warns.full(exc)
                     return None
                 if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                     raise OSError(exc.errno, exc.strerror, tmp) from exc
@@ -374,9 +315,9 @@ class NodeCache:
                     try:
                         body.write_all(f.fileno(), chunk, n)
                     except OSError as exc:
-                        if exc.errno not in _FULL:
+                        if exc.errno not in UNWRITABLE:
                             raise
-                        self._warn_full(exc)
+                        self.warns.full(exc)
                         data = os.pread(f.fileno(), n, 0) + chunk + b"".join(map(bytes, it))  # on from storage
                         body.check(data, meta)
                         return data
@@ -388,9 +329,9 @@ class NodeCache:
             return None
         except OSError as exc:
             _unlink(meta_tmp)
-            if exc.errno not in _FULL:
+            if exc.errno not in UNWRITABLE:
                 raise
-            self._warn_full(exc)  # the sidecar did not fit: the bytes are all in `tmp`, checked
+            self.warns.full(exc)  # the sidecar did not fit: the bytes are all in `tmp`, checked
             with os.fdopen(open_fixed(tmp), "rb") as f:
                 return f.read(n)
         finally:
@@ -408,37 +349,7 @@ class NodeCache:
                 m.write(dataclasses.replace(meta, durable=durable).to_bytes())
             os.replace(meta_tmp, self._path(eid, "meta"))
             os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
-        self._good[eid] = os.fstat(fd).st_ino  # checked as written
-        self._bad.pop(eid, None)
-
-    def _warn_once(self, flag: str, msg: str) -> None:
-        """Log and warn `msg` the first time only (`flag`: which of this cache's warnings it is)."""
-        if not getattr(self, flag):
-            setattr(self, flag, True)
-            log.warning(msg)
-            warnings.warn(msg, RuntimeWarning, stacklevel=5)
-
-    def _warn_full(self, exc: OSError) -> None:
-        """The directory cannot take a write (full, read-only, not permitted, a planted link): one warning."""
-        if exc.errno in _NO_SPACE or exc.errno is None:
-            tail = "objects that do not fit are read from storage without caching"
-        else:
-            where = f" ({os.path.basename(exc.filename)})" if isinstance(exc.filename, str) else ""
-            tail = (f"objects are read from storage without caching meanwhile{where} (complete entries are still "
-                    "served)")
-        self._warn_once("_warned", f"fluxfs node-local cache {self.directory}: {exc.strerror or exc}; {tail}")
-
-    def warn_index(self, exc: sqlite3.Error) -> None:
-        """The index of packed entries failed: a full disk warns as one; a damaged index warns once."""
-        if "full" in str(exc):
-            return self._warn_full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-        if isinstance(exc, sqlite3.OperationalError):
-            log.warning("fluxfs node-local cache %s: index: %s", self.directory, exc)  # locked too long, ...
-        else:
-            self._warn_once("_warned_index", f"fluxfs node-local cache {self.directory}: its index {index.INDEX} "
-                                             f"cannot be read ({exc}); small objects are read from storage without "
-                                             "caching until `fluxfs cache clear` removes it")
-        return None
+        self.checks.good(eid, os.fstat(fd).st_ino)  # checked as written
 
     # -- the directory as a whole -----------------------------------------------------------
 
@@ -481,11 +392,3 @@ def _unlink(path: str) -> None:
     except FileNotFoundError:
         pass
 
-
-def _file_crc(path: str) -> int:
-    """crc32c of a (small, not fsynced) entry's whole file."""
-    crc = 0
-    with os.fdopen(open_fixed(path), "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            crc = google_crc32c.extend(crc, block)
-    return crc
