@@ -248,11 +248,12 @@ class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalB
 
     async def _cat_objects(self, infos, on_error: str = "raise") -> dict:
         """Read objects whose listing info is known (name "bucket/key", size, generation, crc32c): no metadata
-        requests; through the node-local cache when `cache_dir` is set (`cache/objects.py`)."""
+        requests; the info's generation is read (`ObjectChanged` once gone), through the node-local cache when
+        `cache_dir` is set (`cache/objects.py`)."""
         if self.cache is not None:
-            return await node_objects.cat_objects(self, self.cache, list(infos), on_error,
-                                                  lambda _fs, part, **kw: batched.cat_objects(self.client, part, **kw))
-        return await batched.cat_objects(self.client, infos, on_error=on_error)
+            read = lambda _fs, part, **kw: batched.cat_objects(self.client, part, pin=True, **kw)  # noqa: E731
+            return await node_objects.cat_objects(self, self.cache, list(infos), on_error, read)
+        return await batched.cat_objects(self.client, infos, on_error=on_error, pin=True)
 
     def cat_objects(self, infos, on_error: str = "raise") -> dict:
         """Blocking `_cat_objects` -> {"bucket/key": bytes | exception}; Ctrl-C cleans up before re-raising."""

@@ -204,6 +204,7 @@ class FluxOptions:
     progress: bool = option(False, BOOL, "progress bars for long listings")
     cache_dir: Optional[str] = option(None, TEXT, "node-local cache directory the node's processes share; None: off")
     cache_limit: Optional[int] = option(None, SIZE, "bytes the node-local cache may hold ('200GiB'); None: the disk's")
+    cache_shared: bool = option(False, BOOL, "accept a cache_dir other users may write (they are then trusted)")
     bucket_types: Optional[Mapping[str, str]] = option(
         None, LAYOUTS, "{bucket: 'standard'|'hns'|'zonal'} ('*': any other): no layout lookup; None: looked up once")
     zonal_transport: str = option("grpc", TRANSPORT, "zonal buckets read and written over 'grpc' (bidi streams) or 'http'")

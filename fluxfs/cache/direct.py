@@ -26,7 +26,7 @@ def open_direct(path: str) -> Optional[int]:
     if not flag:
         return None
     try:
-        return os.open(path, os.O_WRONLY | flag | getattr(os, "O_CLOEXEC", 0))
+        return os.open(path, os.O_WRONLY | flag | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         if exc.errno in REFUSED:
             return None

@@ -22,7 +22,7 @@ import sqlite3
 from typing import Iterator, Optional
 
 from . import body, index, packs
-from .entry import USAGE, parse_name
+from .entry import USAGE, open_fixed, parse_name
 from .lock import FileLock
 
 
@@ -126,7 +126,7 @@ def sweep_stale(directory: str, ids: set[str], skip: Optional[str] = None) -> No
 
 def _counted(directory: str) -> Optional[int]:
     try:
-        with open(os.path.join(directory, USAGE), "rb") as f:
+        with os.fdopen(open_fixed(os.path.join(directory, USAGE)), "rb") as f:
             return int(f.read(32))
     except (OSError, ValueError):
         return None
@@ -135,7 +135,7 @@ def _counted(directory: str) -> Optional[int]:
 def _count(directory: str, used: int) -> None:
     """The counter, rewritten in place under the directory lock: a fixed-width number (no file created and
     renamed per fill: that cost ~1 ms on a busy disk), read whole or not at all (`_counted` then scans)."""
-    fd = os.open(os.path.join(directory, USAGE), os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = open_fixed(os.path.join(directory, USAGE), os.O_WRONLY | os.O_CREAT)
     try:
         body.write_all(fd, b"%020d" % used, 0)
     finally:

@@ -22,10 +22,10 @@ from typing import Any, Optional
 
 import google_crc32c
 
-from . import crc as crcs, direct, jobs
-from .entry import Meta, temp_name
+from . import crc as crcs, direct, jobs, progress
+from .entry import Meta, open_fixed, temp_name
 from .lock import FileLock
-from .store import NodeCache, _unlink
+from .store import UNWRITABLE, NodeCache, _unlink
 
 log = logging.getLogger("fluxfs.cache")
 
@@ -62,9 +62,10 @@ def _state() -> dict:
 class Fill:
     """This process's fill of entry `eid` (its exclusive `lock` held): see the module docstring."""
 
-    def __init__(self, fs: Any, cache: NodeCache, path: str, eid: str, bucket: str, key: str, generation: str,
-                 lock: FileLock, part: int):
+    def __init__(self, fs: Any, cache: NodeCache, path: str, eid: str, store: str, bucket: str, key: str,
+                 generation: str, lock: FileLock, part: int):
         self.fs, self.cache, self.path, self.eid, self.lock, self.part = fs, cache, path, eid, lock, part
+        self.store = store
         self.bucket, self.key, self.generation = bucket, key, generation
         self.meta: Optional[Meta] = None   # known with the first part's answer (or a metadata GET)
         self.count = 0                     # parts, once the size is known
@@ -75,6 +76,7 @@ class Fill:
         self.fd: Optional[int] = None
         self.dfd: Optional[int] = None     # the same file opened with O_DIRECT for the parts' writes, if allowed
         self.writing = 0                   # writes on the fills' threads (the file is closed after them)
+        self.flags_at = 0                  # where the parts' flags start in the lock file (progress.py)
         self.closed = False
         FILLS[(cache.directory, eid)] = self
 
@@ -140,6 +142,7 @@ class Fill:
         if self.closed:
             self._close_fd()
             return
+        self.lock.publish(b"\x01", self.flags_at + p)  # in the file: other processes may read it from there
         done = self.parts[p] = asyncio.get_running_loop().create_future()
         done.set_result(None)  # in the file now: its bytes leave memory with the reads that got them
         if len(self.crcs) == self.count:
@@ -149,7 +152,7 @@ class Fill:
 
     def known(self, size: int, crc32c: Optional[int]) -> None:
         """The object's size and crc32c: room is reserved for it (or it is not cached) on the fills' threads."""
-        self.meta = Meta(self.bucket, self.key, str(self.generation), size, crc32c)
+        self.meta = Meta(self.bucket, self.key, str(self.generation), size, crc32c, store=self.store)
         self.count = max(1, -(-size // self.part))
         asyncio.ensure_future(self._open())
 
@@ -165,7 +168,7 @@ class Fill:
             if self.cache.limit is None or need <= self.cache.limit:
                 tmp = await jobs.run(self.cache._reserve, self.eid, need, busy=_busy)
             if tmp is not None and not self.closed:
-                self.fd = os.open(tmp, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+                self.fd = open_fixed(tmp, os.O_RDWR)
                 if self.part % direct.BLOCK == 0:
                     self.dfd = direct.open_direct(tmp)
         except BaseException as exc:  # noqa: BLE001 - not cached; the reads go on
@@ -183,6 +186,9 @@ class Fill:
                 self.ready.set_result(False)
             self.abort()
             return
+        head = progress.header(os.path.basename(tmp), self.part, self.count, self.meta.size, self.meta.crc32c)
+        self.lock.publish(head + bytes(self.count))  # other processes read from this fill (progress.py)
+        self.flags_at = len(head)
         self.ready.set_result(True)
         asyncio.ensure_future(self._rest())
 
@@ -233,8 +239,8 @@ class Fill:
         self.lock.release()
 
     def _failed(self, exc: BaseException) -> None:
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            self.cache._warn_full(exc)
+        if isinstance(exc, OSError) and exc.errno in UNWRITABLE:
+            self.cache.warns.full(exc)
         else:
             log.warning("fluxfs node-local cache: %s not cached: %s", self.path, exc)
         self.abort()

@@ -1,6 +1,7 @@
 """The index of packed object entries: one SQLite database (WAL) in the cache directory, shared by the node's processes.
 
-A row is one object generation in a pack: (bucket, key, generation) -> (pack, offset, size, crc32c, complete).
+A row is one object generation of one store (endpoint) in a pack: (store, bucket, key, generation) -> (pack,
+offset, size, crc32c, complete). An index made before rows named their store is emptied (its packs swept).
 A fill claims its objects (rows not complete) under the directory lock before it writes their pack, and marks
 them complete once the pack holds their bytes: a process killed in between leaves rows that never look complete,
 whose pack nobody holds locked (see packs.py), removed by the next fill that meets them or by eviction. WAL lets
@@ -11,18 +12,24 @@ bytes torn, which the crc32c every read checks catches. The index is bookkeeping
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import sqlite3
 import threading
+import urllib.parse
 from typing import Iterable, Iterator
+
+from .entry import open_fixed
 
 INDEX = ".fluxfs-cache.index"  # with SQLite's -wal and -shm beside it
 SCHEMA = """CREATE TABLE IF NOT EXISTS objects (
-    bucket TEXT NOT NULL, key TEXT NOT NULL, generation TEXT NOT NULL,
+    store TEXT NOT NULL, bucket TEXT NOT NULL, key TEXT NOT NULL, generation TEXT NOT NULL,
     pack TEXT NOT NULL, offset INTEGER NOT NULL, size INTEGER NOT NULL, crc32c INTEGER NOT NULL,
     complete INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (bucket, key, generation)) WITHOUT ROWID;
+    PRIMARY KEY (store, bucket, key, generation)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS objects_by_pack ON objects (pack);"""
+OLD_SCHEMA = "DROP INDEX IF EXISTS objects_by_pack; DROP TABLE objects"  # rows without a store: not to be served
 Row = tuple[str, int, int, int]  # pack, offset, size, crc32c
 
 _local = threading.local()  # this thread's connections, by directory (a forked child opens its own)
@@ -56,21 +63,61 @@ def connect(directory: str) -> sqlite3.Connection:
             db.close()
             db = None
     if db is None:
-        db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        read_only = _own_files(path)
+        uri = f"file:{urllib.parse.quote(path)}" + ("?mode=ro&immutable=1" if read_only else "")
+        db = sqlite3.connect(uri, timeout=60, isolation_level=None, check_same_thread=False, uri=True)
         try:
+            if read_only:  # a cache baked into a read-only image: its rows as they are, nothing written
+                if not _current(db):
+                    raise sqlite3.OperationalError(f"{INDEX} on a read-only disk is of an older fluxfs")
+                conns[directory] = (db, os.stat(path).st_ino)
+                return db
             db.execute("PRAGMA busy_timeout=60000")
             if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 db.execute("PRAGMA journal_mode=WAL")  # persistent: set once for the file
             db.execute("PRAGMA synchronous=NORMAL")
-            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'objects'").fetchone() is None:
+            if not _current(db):
                 with write(db):
-                    for statement in SCHEMA.split(";"):
-                        db.execute(statement)
+                    if not _current(db):
+                        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'objects'").fetchone():
+                            for statement in OLD_SCHEMA.split(";"):
+                                db.execute(statement)
+                        for statement in SCHEMA.split(";"):
+                            db.execute(statement)
         except BaseException:
             db.close()
             raise
         conns[directory] = (db, os.stat(path).st_ino)
     return db
+
+
+def _own_files(path: str) -> bool:
+    """The index and SQLite's -wal and -shm beside it made (or found) as regular files by their names, never
+    through a symbolic link planted under one of them (SQLite itself follows links, and Python's sqlite3 cannot
+    ask it not to): a link raises sqlite3.OperationalError naming it. True: the directory is read-only (the
+    index is then opened immutable, if there is one)."""
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            fd = open_fixed(path + suffix, os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and suffix == "":
+                try:
+                    os.close(open_fixed(path))  # there, and not a link
+                except OSError as exc2:
+                    raise sqlite3.OperationalError(f"{path}: {exc2.strerror}") from exc2
+                return True
+            raise sqlite3.OperationalError(f"{path + suffix}: {exc.strerror}") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise sqlite3.OperationalError(f"{path + suffix}: not a regular file")
+        finally:
+            os.close(fd)
+    return False
+
+
+def _current(db: sqlite3.Connection) -> bool:
+    """The table exists with its store column."""
+    return any(row[1] == "store" for row in db.execute("PRAGMA table_info(objects)"))
 
 
 @contextlib.contextmanager
@@ -85,30 +132,31 @@ def write(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     db.execute("COMMIT")
 
 
-def lookup(db: sqlite3.Connection, wanted: Iterable[tuple[str, str, str]], complete: bool = True
-           ) -> dict[tuple[str, str, str], tuple[Row, bool]]:
-    """{(bucket, key, generation): ((pack, offset, size, crc32c), complete)} of the wanted objects that have a
-    row (only complete ones with `complete=True`): one query per bucket and 500 keys."""
-    by_bucket: dict[str, set[str]] = {}
-    for bucket, key, _ in wanted:
-        by_bucket.setdefault(bucket, set()).add(key)
+def lookup(db: sqlite3.Connection, wanted: Iterable[tuple[str, str, str, str]], complete: bool = True
+           ) -> dict[tuple[str, str, str, str], tuple[Row, bool]]:
+    """{(store, bucket, key, generation): ((pack, offset, size, crc32c), complete)} of the wanted objects that
+    have a row (only complete ones with `complete=True`): one query per store, bucket and 500 keys."""
+    by_bucket: dict[tuple[str, str], set[str]] = {}
+    for store, bucket, key, _ in wanted:
+        by_bucket.setdefault((store, bucket), set()).add(key)
     out = {}
     cond = " AND complete = 1" if complete else ""
-    for bucket, keys in by_bucket.items():
+    for (store, bucket), keys in by_bucket.items():
         keys_ = list(keys)
         for at in range(0, len(keys_), 500):
             part = keys_[at:at + 500]
-            q = (f"SELECT key, generation, pack, offset, size, crc32c, complete FROM objects WHERE bucket = ? "
-                 f"AND key IN ({','.join('?' * len(part))}){cond}")
-            for key, gen, pack, off, size, crc, done in db.execute(q, [bucket, *part]):
-                out[(bucket, key, gen)] = ((pack, off, size, crc), bool(done))
+            q = (f"SELECT key, generation, pack, offset, size, crc32c, complete FROM objects WHERE store = ? AND "
+                 f"bucket = ? AND key IN ({','.join('?' * len(part))}){cond}")
+            for key, gen, pack, off, size, crc, done in db.execute(q, [store, bucket, *part]):
+                out[(store, bucket, key, gen)] = ((pack, off, size, crc), bool(done))
     return out
 
 
-def claim(db: sqlite3.Connection, pack: str, rows: list[tuple[str, str, str, int, int, int]]) -> None:
-    """Rows (bucket, key, generation, offset, size, crc32c) of `pack`, not complete yet (in a write transaction)."""
-    db.executemany("INSERT OR REPLACE INTO objects (bucket, key, generation, pack, offset, size, crc32c, complete) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, 0)", [(b, k, g, pack, o, s, c) for b, k, g, o, s, c in rows])
+def claim(db: sqlite3.Connection, pack: str, rows: list[tuple[str, str, str, str, int, int, int]]) -> None:
+    """Rows (store, bucket, key, generation, offset, size, crc32c) of `pack`, not complete yet (in a write
+    transaction)."""
+    db.executemany("INSERT OR REPLACE INTO objects (store, bucket, key, generation, pack, offset, size, crc32c, "
+                   "complete) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)", [(*r[:4], pack, *r[4:]) for r in rows])
 
 
 def complete(db: sqlite3.Connection, pack: str) -> None:
@@ -125,10 +173,12 @@ def drop_pack(db: sqlite3.Connection, pack: str) -> int:
     return n
 
 
-def drop_rows(db: sqlite3.Connection, rows: list[tuple[str, str, str, str]]) -> None:
-    """Remove rows (bucket, key, generation, pack) whose bytes failed their check (torn): read again next time."""
+def drop_rows(db: sqlite3.Connection, rows: list[tuple[str, str, str, str, str]]) -> None:
+    """Remove rows (store, bucket, key, generation, pack) whose bytes failed their check (torn) or that are not the
+    object the caller knows (another crc32c): read again next time."""
     with write(db):
-        db.executemany("DELETE FROM objects WHERE bucket = ? AND key = ? AND generation = ? AND pack = ?", rows)
+        db.executemany("DELETE FROM objects WHERE store = ? AND bucket = ? AND key = ? AND generation = ? "
+                       "AND pack = ?", rows)
 
 
 def packs(db: sqlite3.Connection) -> dict[str, tuple[int, bool]]:
@@ -137,9 +187,9 @@ def packs(db: sqlite3.Connection) -> dict[str, tuple[int, bool]]:
         "SELECT pack, sum(complete), sum(1 - complete) FROM objects GROUP BY pack")}
 
 
-def entries(db: sqlite3.Connection) -> list[tuple[str, str, str, int, int, str]]:
-    """(bucket, key, generation, size, crc32c, pack) of every complete row."""
-    return list(db.execute("SELECT bucket, key, generation, size, crc32c, pack FROM objects WHERE complete = 1"))
+def entries(db: sqlite3.Connection) -> list[tuple[str, str, str, str, int, int, str]]:
+    """(store, bucket, key, generation, size, crc32c, pack) of every complete row."""
+    return list(db.execute("SELECT store, bucket, key, generation, size, crc32c, pack FROM objects WHERE complete = 1"))
 
 
 def close_all() -> None:

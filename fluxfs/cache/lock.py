@@ -7,9 +7,36 @@ and otherwise locks the new one, so two holders can never sit on two different f
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
-from typing import Optional
+import time
+from typing import Any, Callable, Optional
+
+POLL_MAX = 0.02  # seconds between two tries of a bounded wait, at most
+
+
+def flock_within(fd: int, op: int, stall: float) -> bool:
+    """`fcntl.flock(fd, op)`, waiting while the holder makes progress (the file's size and mtime change) and
+    False once it made none for `stall` seconds: a holder stopped (SIGSTOP) never blocks without bound."""
+    def stamp() -> Any:
+        st = os.fstat(fd)
+        return st.st_size, st.st_mtime_ns
+
+    pause, seen, since = 0.0005, stamp(), time.monotonic()
+    while True:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        now, mark = time.monotonic(), stamp()
+        if mark != seen:
+            seen, since = mark, now
+        elif now - since >= stall:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, POLL_MAX)
 
 
 class FileLock:
@@ -22,8 +49,16 @@ class FileLock:
 
     def _open(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                               0o644)
+            flags = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | flags, 0o644)
+            except OSError as exc:  # a read-only disk (a cache baked into an image): an existing lock file
+                if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                    raise
+                try:
+                    self._fd = os.open(self.path, os.O_RDONLY | flags)
+                except FileNotFoundError:
+                    raise exc from None
         return self._fd
 
     def _still_ours(self) -> bool:
@@ -45,9 +80,41 @@ class FileLock:
                 return True
             self._close()  # removed (or replaced) while we waited: lock the file now at the path
 
-    def acquire(self, shared: bool) -> None:
-        """Wait for the lock (shared: readers; exclusive: a filler or evictor). Also converts a held lock."""
-        self._lock(shared, blocking=True)
+    def acquire(self, shared: bool, stall: Optional[float] = None,
+                progress: Optional[Callable[[], Any]] = None) -> bool:
+        """Wait for the lock (shared: readers; exclusive: a filler or evictor). Also converts a held lock.
+        With `stall`: False once the holder made no progress for `stall` seconds (`progress()` unchanged: by
+        default the lock file's size and mtime, which a filler touches as it writes), never waiting without bound
+        on a holder that stopped (SIGSTOP, a hung disk) instead of dying."""
+        if stall is None:
+            return self._lock(shared, blocking=True)
+        progress = progress or self.stamp
+        pause, seen, since = 0.0005, progress(), time.monotonic()
+        while not self._lock(shared, blocking=False):
+            now, mark = time.monotonic(), progress()
+            if mark != seen:
+                seen, since = mark, now
+            elif now - since >= stall:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, POLL_MAX)
+        return True
+
+    def stamp(self) -> Any:
+        """The lock file's size and mtime (a filler marks and touches it): what a bounded wait watches."""
+        try:
+            st = os.fstat(self._open())
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
+
+    def touch(self) -> None:
+        """A filler's sign of progress to those waiting (the lock file's mtime). No-op when not held."""
+        if self._fd is not None:
+            try:
+                os.utime(self._fd)
+            except OSError:
+                pass
 
     def try_acquire(self, shared: bool = False) -> bool:
         """Take the lock if nobody conflicting holds it; False at once otherwise."""
@@ -62,7 +129,18 @@ class FileLock:
         """A byte in the lock file while a fill is under way, none once it ended: only an entry whose filler was
         killed still has it, so only then are its leftovers looked for (a directory scan). No-op when not held."""
         if self._fd is not None:
-            os.ftruncate(self._fd, 1 if on else 0)
+            try:
+                os.ftruncate(self._fd, 1 if on else 0)
+            except OSError:
+                pass  # a lock file opened read-only (a read-only disk): a hint only
+
+    def publish(self, data: bytes, at: int = 0) -> None:
+        """Write `data` into the lock file at `at` (a fill's progress: `progress.py`); no-op when not held."""
+        if self._fd is not None:
+            try:
+                os.pwrite(self._fd, data, at)
+            except OSError:
+                pass  # a hint for other processes only
 
     def was_filling(self) -> bool:
         """A fill of this entry started and never ended (its filler was killed): leftovers may lie about."""

@@ -30,14 +30,15 @@ import google_crc32c
 from . import body, evict, index, packs
 from ..errors import ChecksumMismatch
 from .entry import Meta, crc_value, entry_id
-from .store import NodeCache
+from .reader import store_of
+from .store import UNWRITABLE, NodeCache
 
 log = logging.getLogger("fluxfs.cache")
 
 BACKLOG = 64 * 2**20    # bytes read and waiting to be written to the cache, per process
 PACK_MAX = 64 * 2**20   # one pack holds at most this much of what is queued (more goes to the next)
 INLINE = 8 * 2**20      # a call asking for at most this much looks its hits up on the event loop's thread
-Entry = tuple[str, str, str, int, Any]  # bucket, key, generation, size, crc32c
+Entry = tuple[str, str, str, str, int, Any]  # store, bucket, key, generation, size, crc32c
 _pending = [0]
 _guard = threading.Lock()
 _filling: dict[tuple, concurrent.futures.Future] = {}  # this process's fills not done yet, by entry
@@ -58,52 +59,57 @@ os.register_at_fork(after_in_child=_after_fork)
 
 
 def _cacheable(fs: Any, info: Any) -> Optional[Entry]:
-    """(bucket, key, generation, size, crc32c) of an info dict that names a generation and a size, else None."""
+    """(store, bucket, key, generation, size, crc32c) of an info dict that names a generation and a size, else None."""
     if not isinstance(info, dict) or not info.get("generation") or info.get("size") is None:
         return None
     bucket, key, _ = fs.split_path(fs.client.strip_protocol(info["name"]))
-    return bucket, key, str(info["generation"]), int(info["size"]), info.get("crc32c")
+    try:
+        crc = crc_value(info.get("crc32c"))
+    except ValueError:
+        return None  # the uncached read names the mistake
+    return store_of(fs), bucket, key, str(info["generation"]), int(info["size"]), crc
 
 
 def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]:
     """{position: bytes} of the wanted objects that have a complete entry (read on a cache thread)."""
     try:
-        out = packs.read_batch(cache.directory, [(i, e[:4]) for i, e in wanted])
+        out = packs.read_batch(cache.directory, [(i, e) for i, e in wanted], cache.stall)
     except sqlite3.Error as exc:
-        cache.warn_index(exc)
+        cache.warns.index(exc)
         out = {}
-    for i, (bucket, key, generation, size, _) in wanted:
-        if i in out or not os.path.exists(cache._path(entry_id(bucket, key, generation), "data")):
+    for i, (store, bucket, key, generation, size, crc) in wanted:
+        if i in out or not os.path.exists(cache._path(entry_id(bucket, key, generation, store), "data")):
             continue  # a miss, told without making a file (a file creation: ~1 ms on a busy disk)
-        held = cache.lookup(bucket, key, generation, size, checked_by_caller=True)  # a whole-object entry
+        held = cache.lookup(bucket, key, generation, size, True, store, crc)  # a whole-object entry
         if held is not None:
             try:
                 data = held.read()
-                meta = Meta.read((held.path or "")[:-len("data")] + "meta")
             finally:
                 held.release()
-            if meta is not None and meta.crc32c is not None and google_crc32c.value(data) == meta.crc32c:
+            if held.crc32c is not None and google_crc32c.value(data) == held.crc32c:
                 out[i] = data
+            elif held.path is not None:
+                cache._failed_check(held.path)
     return out
 
 
-def _checked(items: list[tuple[Entry, bytes]]) -> list[tuple[str, str, str, int, int, bytes]]:
+def _checked(items: list[tuple[Entry, bytes]]) -> list[tuple[str, str, str, str, int, int, bytes]]:
     """The batch's objects whose size is theirs, once each, with the crc32c their reads will be checked against:
     the listing's (the batched read already checked the bytes against it; a wrong byte written would fail
     every read of the entry, never be served), else computed here."""
     out, seen = [], set()
-    for (bucket, key, generation, size, crc), data in items:
-        if (bucket, key, generation) in seen:
+    for (store, bucket, key, generation, size, crc), data in items:
+        if (store, bucket, key, generation) in seen:
             continue
-        seen.add((bucket, key, generation))
-        meta = Meta(bucket, key, generation, int(size), crc_value(crc), durable=False)
+        seen.add((store, bucket, key, generation))
+        meta = Meta(bucket, key, generation, int(size), crc_value(crc), False, store)
         value = google_crc32c.value(data) if meta.crc32c is None else meta.crc32c
         try:
             body.check_sums(len(data), value, meta)
         except ChecksumMismatch as exc:
             log.warning("fluxfs node-local cache: %s", exc)
             continue
-        out.append((bucket, key, generation, int(size), value, data))
+        out.append((store, bucket, key, generation, int(size), value, data))
     return out
 
 
@@ -117,31 +123,31 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
     try:
         pack = packs.NewPack(cache.directory)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if exc.errno not in UNWRITABLE:
             raise
-        cache._warn_full(exc)
+        cache.warns.full(exc)
         return
     try:
         with cache._dir_locked():
             db = index.connect(cache.directory)
-            have = index.lookup(db, [t[:3] for t in todo], complete=False)
+            have = index.lookup(db, [t[:4] for t in todo], complete=False)
             for dead in {row[0] for row, done in have.values() if not done}:  # claimed by a fill: alive?
                 if packs.remove(cache.directory, db, dead, only_if_dead=True) is not None:
                     have = {k: v for k, v in have.items() if v[0][0] != dead}
-            todo = [t for t in todo if t[:3] not in have  # nor one with a whole-object entry (store.py)
-                    and not os.path.exists(cache._path(entry_id(*t[:3]), "data"))]
-            need = sum(t[3] for t in todo)
+            todo = [t for t in todo if t[:4] not in have  # nor one with a whole-object entry (store.py)
+                    and not os.path.exists(cache._path(entry_id(*t[1:4], t[0]), "data"))]
+            need = sum(t[4] for t in todo)
             if not todo or not evict.make_room(cache.directory, need, cache.limit):
                 return  # all there already, or no room (entries in use fill it): read from storage next time
             pack.allocate(need)
             rows, at = [], 0
-            for bucket, key, generation, size, crc, _ in todo:
-                rows.append((bucket, key, generation, at, size, crc))
+            for store, bucket, key, generation, size, crc, _ in todo:
+                rows.append((store, bucket, key, generation, at, size, crc))
                 at += size
             with index.write(db):
                 index.claim(db, pack.name, rows)
         try:
-            pack.write([t[5] for t in todo])
+            pack.write([t[6] for t in todo])
             index.complete(db, pack.name)
             pack.done = True
         finally:
@@ -149,11 +155,11 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
                 with cache._dir_locked():
                     index.drop_pack(db, pack.name)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if exc.errno not in UNWRITABLE:
             raise
-        cache._warn_full(exc)
+        cache.warns.full(exc)
     except sqlite3.Error as exc:
-        cache.warn_index(exc)
+        cache.warns.index(exc)
     finally:
         pack.close()
 
@@ -229,7 +235,7 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
         mine = [f for f in (_filling.get((cache.directory, e)) for _, e in entries) if f is not None]
     if mine:
         await asyncio.gather(*map(asyncio.wrap_future, set(mine)), return_exceptions=True)
-    if sum(e[3] for _, e in entries) <= INLINE:  # a loader's batch: no hop to a thread and back (GIL waits)
+    if sum(e[4] for _, e in entries) <= INLINE:  # a loader's batch: no hop to a thread and back (GIL waits)
         hits = _hits(cache, entries)
     else:
         hits = await loop.run_in_executor(cache._executor(), _hits, cache, entries)

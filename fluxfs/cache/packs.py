@@ -20,9 +20,11 @@ from typing import Optional
 import google_crc32c
 
 from . import body, direct, index
+from .entry import open_fixed
+from .lock import flock_within
 
 PACK = re.compile(r"^(?P<id>[0-9a-f]{24})\.pack$")
-Wanted = tuple[str, str, str, int]  # bucket, key, generation, size
+Wanted = tuple[str, str, str, str, int, Optional[int]]  # store, bucket, key, generation, size, crc32c (None: unknown)
 
 
 def path_of(directory: str, pack: str) -> str:
@@ -43,7 +45,7 @@ class NewPack:
         while True:
             self.name = os.urandom(12).hex()
             self.path = path_of(directory, self.name)
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self.fd = open_fixed(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if os.fstat(self.fd).st_nlink:
@@ -102,16 +104,19 @@ class NewPack:
                 self.direct = None
 
 
-def read(directory: str, pack: str, items: list[tuple[int, int, int, int]]) -> tuple[dict[int, bytes], list[int]]:
+def read(directory: str, pack: str, items: list[tuple[int, int, int, int]], stall: float = 60.0
+         ) -> tuple[dict[int, bytes], list[int]]:
     """({i: bytes} of the items (i, offset, size, crc32c) whose bytes in `pack` pass their crc32c, [i failing]),
-    under a shared lock. A pack gone (evicted or removed by hand) fails every item."""
+    under a shared lock. A pack gone (evicted or removed by hand) fails every item; one held without progress
+    for `stall` seconds (its filler or an evictor stopped) is neither: its items are read from storage."""
     try:
-        fd = os.open(path_of(directory, pack), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_fixed(path_of(directory, pack))
     except FileNotFoundError:
         return {}, [i for i, *_ in items]
     got, bad = {}, []
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)  # waits only for an evictor's brief exclusive hold
+        if not flock_within(fd, fcntl.LOCK_SH, stall):  # waits for an evictor's or filler's brief hold, bounded
+            return {}, []
         if os.fstat(fd).st_nlink == 0:
             return {}, [i for i, *_ in items]  # evicted between the lookup and the lock
         for i, offset, size, crc in items:
@@ -129,25 +134,29 @@ def read(directory: str, pack: str, items: list[tuple[int, int, int, int]]) -> t
     return got, bad
 
 
-def read_batch(directory: str, wanted: list[tuple[int, Wanted]]) -> dict[int, bytes]:
+def read_batch(directory: str, wanted: list[tuple[int, Wanted]], stall: float = 60.0) -> dict[int, bytes]:
     """{i: bytes} of the wanted objects that have a complete packed entry: one index query, then each pack
-    read once; entries that fail their check are dropped from the index (filled again)."""
+    read once; entries that fail their check, or whose crc32c is not the one the caller knows (another
+    object's bytes), are dropped from the index (filled again)."""
     if not wanted or not index.exists(directory):
         return {}
     db = index.connect(directory)
-    rows = index.lookup(db, [w[:3] for _, w in wanted])
+    rows = index.lookup(db, [w[:4] for _, w in wanted])
     groups: dict[str, list[tuple[int, int, int, int]]] = {}
-    names: dict[int, tuple[str, str, str, str]] = {}
-    for i, (bucket, key, generation, size) in wanted:
-        found = rows.get((bucket, key, generation))
+    names: dict[int, tuple[str, str, str, str, str]] = {}
+    bad: list[int] = []
+    for i, (store, bucket, key, generation, size, known) in wanted:
+        found = rows.get((store, bucket, key, generation))
         if found is not None and found[0][2] == size:
             pack, offset, n, crc = found[0]
+            names[i] = (store, bucket, key, generation, pack)
+            if known is not None and crc != known:
+                bad.append(i)  # the caller's crc32c wins: a miss
+                continue
             groups.setdefault(pack, []).append((i, offset, n, crc))
-            names[i] = (bucket, key, generation, pack)
     out: dict[int, bytes] = {}
-    bad: list[int] = []
     for pack, items in groups.items():
-        got, failed = read(directory, pack, items)
+        got, failed = read(directory, pack, items, stall)
         out.update(got)
         bad += failed
     if bad:
@@ -161,7 +170,7 @@ def remove(directory: str, db: Optional[sqlite3.Connection], pack: str, only_if_
     in use. `only_if_dead`: only a pack with no complete row (a killed fill's leftovers). A pack file already
     gone has its rows removed. Call with the directory lock held."""
     try:
-        fd = os.open(path_of(directory, pack), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_fixed(path_of(directory, pack))
     except FileNotFoundError:
         fd = -1
     try:

@@ -11,38 +11,24 @@ generation given, a metadata GET learns the live one first (never a cached older
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from typing import Any, Optional, Sequence
 
-from . import evict
-from .entry import Meta, crc_value, entry_id
+from . import evict, progress
+from .entry import crc_value, entry_id, open_fixed
+from .spans import read_fd
 from .fill import FILLS, TOO_LARGE, Fill
 from .lock import FileLock
+from .reader import head, store_of
 from .store import NodeCache
 
 PART = 8 * 2**20          # the fill's unit: one ranged GET (the shard stream's range size)
 
 
-def _read_fd(fd: int, spans: Sequence[tuple[int, int]], size: int, buffers: Optional[list]) -> list:
-    """The spans' bytes from a local file (short past `size`, as a GET would be), or read into `buffers`."""
-    out: list = []
-    for i, (s, e) in enumerate(spans):
-        e = min(e, size)
-        if buffers is None:
-            out.append(os.pread(fd, e - s, s) if e > s else b"")
-            continue
-        mv, at = memoryview(buffers[i]).cast("B"), s
-        while len(mv):
-            n = os.preadv(fd, [mv], at)
-            if n <= 0:
-                raise EOFError(f"node-local cache: an entry ended at byte {at} of {size}")
-            mv, at = mv[n:], at + n
-    return out
-
-
 def _read_from(path: str, spans: Sequence[tuple[int, int]], size: int, buffers: Optional[list]) -> list:
-    with open(path, "rb", buffering=0) as f:
-        return _read_fd(f.fileno(), spans, size, buffers)
+    with os.fdopen(open_fixed(path), "rb", buffering=0) as f:
+        return read_fd(f.fileno(), spans, size, buffers)
 
 
 async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[int, int]],
@@ -54,24 +40,33 @@ async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[in
         return None  # nothing to read: no request, as without a cache
     size = crc = None
     if not generation:  # the live generation, never an older cached one
-        from .reader import head
         meta = await head(fs, bucket, key)
         generation, size, crc = str(meta["generation"]), int(meta.get("size") or 0), crc_value(meta.get("crc32c"))
-    eid = entry_id(bucket, key, generation)
+    store = store_of(fs)
+    eid = entry_id(bucket, key, generation, store)
     if size is not None and any(s > size for s, _ in spans):
         return None  # the uncached read names the mistake
     if (cache.directory, eid) in TOO_LARGE:
         return None  # larger than the limit: its ranges from storage, as asked
-    for attempt in range(2):
+    for attempt in range(3):
         fill = FILLS.get((cache.directory, eid))
         if fill is None:
-            got = await _hit(cache, bucket, key, generation, size, spans, into)
+            got = await _hit(cache, store, bucket, key, generation, size, crc, spans, into)
             if got is not None:
                 return got
-            fill = FILLS.get((cache.directory, eid)) or _start(fs, cache, path, bucket, key, eid, generation,
+            fill = FILLS.get((cache.directory, eid)) or _start(fs, cache, path, store, bucket, key, eid, generation,
                                                                size, crc)
-            if fill is None:  # filled by another process just now, or not to be cached by this one
-                return await _hit(cache, bucket, key, generation, size, spans, into)
+            if fill is None:  # filled by another process just now, or being filled by another: read from its fill
+                got = await _hit(cache, store, bucket, key, generation, size, crc, spans, into)
+                if got is not None:
+                    return got
+                got = await progress.read(cache.directory, eid, spans, into, cache.stall)
+                if got is progress.ENDED:
+                    continue
+                if got is None:
+                    return None
+                data, n, crc_ = got
+                return data, n, generation, crc_
         got = await _from_fill(fill, spans, into)
         if got is not _ENDED:
             return got
@@ -124,10 +119,15 @@ async def _from_fill(fill: Fill, spans: list[tuple[int, int]], into: Optional[li
     return out, meta.size, fill.generation, meta.crc32c
 
 
-async def _hit(cache: NodeCache, bucket: str, key: str, generation: str, size: Optional[int],
-               spans: list[tuple[int, int]], into: Optional[list]) -> Optional[tuple]:
+async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: str, size: Optional[int],
+               crc: Optional[int], spans: list[tuple[int, int]], into: Optional[list]) -> Optional[tuple]:
     """The spans from the complete entry of that generation (held while read), or None: there is none."""
-    held = cache.lookup(bucket, key, generation, size)
+    look = functools.partial(cache.lookup, bucket, key, generation, size, store=store, crc32c=crc)
+    eid = entry_id(bucket, key, generation, store)
+    if cache.checks.checked(eid) or not os.path.exists(cache._path(eid, "data")):
+        held = look()
+    else:  # its first use in this process reads the whole file (its crc32c): off the event loop
+        held = await asyncio.get_running_loop().run_in_executor(cache._executor(), look)
     if held is None:
         return None
     try:
@@ -135,18 +135,17 @@ async def _hit(cache: NodeCache, bucket: str, key: str, generation: str, size: O
         n = os.stat(path).st_size
         if any(s > n for s, _ in spans):
             return None  # the uncached read names the mistake
-        meta = Meta.read(path[:-len("data")] + "meta")
         args = (path, spans, n, into)
         if sum(e - s for s, e in spans) > 2**20:  # a large read off the event loop
             got = await asyncio.get_running_loop().run_in_executor(cache._executor(), _read_from, *args)
         else:
             got = _read_from(*args)
-        return got, n, generation, meta.crc32c if meta else None
+        return got, n, generation, held.crc32c
     finally:
         held.release()
 
 
-def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, eid: str, generation: str,
+def _start(fs: Any, cache: NodeCache, path: str, store: str, bucket: str, key: str, eid: str, generation: str,
            size: Optional[int], crc: Optional[int]) -> Optional[Fill]:
     """This process's fill of the entry (registered before any await, so its other reads join it), or None:
     another process fills it, or it was completed just now."""
@@ -157,7 +156,7 @@ def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, eid: str
     except OSError:
         return None
     try:
-        if cache._complete(eid, bucket, key, generation, size):
+        if cache._complete(eid, bucket, key, generation, size, store=store, crc=crc):
             lock.release()  # filled by another process just before we locked
             return None
         if lock.was_filling():
@@ -167,7 +166,7 @@ def _start(fs: Any, cache: NodeCache, path: str, bucket: str, key: str, eid: str
         lock.remove()
         lock.release()
         raise
-    fill = Fill(fs, cache, path, eid, bucket, key, str(generation), lock, PART)
+    fill = Fill(fs, cache, path, eid, store, bucket, key, str(generation), lock, PART)
     if size is not None:
         fill.known(size, crc)
     return fill

@@ -7,14 +7,17 @@ is read anew, never served stale.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, BinaryIO, Iterator, Optional
+from typing import Any, AsyncIterator, BinaryIO, Iterator, Optional
 
+from ..errors import ObjectChanged, object_changed
 from ..gcs import bridge, http
+from .entry import store_id
 from .store import NodeCache
 
 FILL_PART = 64 * 2**20  # an object opened through the cache is fetched this much at a time (parallel ranges)
-_CACHES: dict[tuple[str, Optional[int]], NodeCache] = {}  # one per directory and limit in this process
+_CACHES: dict[tuple, NodeCache] = {}  # one per directory, limit, sharing and stall bound in this process
 
 
 def cache_of(fs: Any) -> Optional[NodeCache]:
@@ -23,11 +26,17 @@ def cache_of(fs: Any) -> Optional[NodeCache]:
     directory = fs.options.cache_dir
     if not directory:
         return None
-    where = (os.path.abspath(os.path.expanduser(directory)), fs.options.cache_limit)
+    where = (os.path.abspath(os.path.expanduser(directory)), fs.options.cache_limit, fs.options.cache_shared,
+             fs.options.read_timeout)
     cache = _CACHES.get(where)
     if cache is None:
         cache = _CACHES.setdefault(where, NodeCache(*where))
     return cache
+
+
+def store_of(fs: Any) -> str:
+    """The store the filesystem reads from (its normalized endpoint): part of every entry's name."""
+    return store_id(fs.client.endpoints.location)
 
 
 async def head(fs: Any, bucket: str, key: str, generation: Optional[str] = None) -> dict:
@@ -43,7 +52,21 @@ async def cat_file(fs: Any, cache: NodeCache, path: str, **kwargs: Any) -> bytes
     """A whole object through the cache (`fs._cat_file(path)` with `cache_dir` set)."""
     bucket, key, generation = fs.split_path(path)
     meta = await head(fs, bucket, key, kwargs.pop("generation", None) or generation or None)
-    return await acached_cat(fs, _info(bucket, key, meta), cache=cache, **kwargs)
+    info = _info(bucket, key, meta)
+    with _changed(info):
+        return await acached_cat(fs, info, cache=cache, **kwargs)
+
+
+@contextlib.contextmanager
+def _changed(info: dict) -> Iterator[None]:
+    """The generation a metadata GET named vanished before its bytes were read: `ObjectChanged`, as a read
+    without the cache says it (not a bare FileNotFoundError)."""
+    try:
+        yield
+    except ObjectChanged:
+        raise
+    except FileNotFoundError as exc:
+        raise object_changed(info["name"], info["generation"]) from exc
 
 
 def open_file(fs: Any, cache: NodeCache, path: str, **kwargs: Any) -> Optional[BinaryIO]:
@@ -63,7 +86,8 @@ def open_file(fs: Any, cache: NodeCache, path: str, **kwargs: Any) -> Optional[B
             yield bridge.run(fs, fs._cat_file, name, start=start, end=min(start + FILL_PART, size) if size else None,
                              generation=gen, cache=False)
 
-    f = cache.open(bucket, key, gen, size, info["crc32c"], fetch)
+    with _changed(info):
+        f = cache.open(bucket, key, gen, size, info["crc32c"], fetch, store=store_of(fs))
     f.path, f.size = name, info["size"]  # type: ignore[attr-defined]
     return f
 
@@ -83,10 +107,19 @@ async def acached_cat(fs: Any, info: dict, cache: Optional[NodeCache] = None, **
         return await fs._cat_file(name, generation=generation or None, cache=False, **kwargs)
     bucket, key, _ = fs.split_path(name)
 
-    async def fetch() -> bytes:
-        return await fs._cat_file(name, generation=generation, cache=False, **kwargs)
+    size = int(info.get("size") or 0)
 
-    return await cache.aget(bucket, key, generation, int(info.get("size") or 0), info.get("crc32c"), fetch)
+    def fetch() -> Any:  # a large object a part at a time: to disk as it comes, progress seen by those waiting
+        if size <= FILL_PART:
+            return fs._cat_file(name, generation=generation, cache=False, **kwargs)
+
+        async def parts() -> AsyncIterator[bytes]:
+            for start in range(0, size, FILL_PART):
+                yield await fs._cat_file(name, start=start, end=min(start + FILL_PART, size), generation=generation,
+                                         cache=False, **kwargs)
+        return parts()
+
+    return await cache.aget(bucket, key, generation, size, info.get("crc32c"), fetch, store=store_of(fs))
 
 
 def cached_cat(fs: Any, info: dict, cache: Optional[NodeCache] = None) -> bytes:

@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import errno
 import inspect
 import io
@@ -21,69 +22,45 @@ import logging
 import os
 import sqlite3
 import threading
-import warnings
 from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, Optional, Union
 
 import google_crc32c
 
-from . import body, evict, index, packs
-from .entry import DIR_LOCK, Meta, crc_value, entry_id, temp_name, write_tag
+from . import body, checks, evict, index, packs
+from .entry import DIR_LOCK, Meta, check_directory, crc_value, entry_id, open_fixed, temp_name, write_tag
 from .limit import parse_limit
+from .held import Held, LockedFile
 from .lock import FileLock
+from .warn import UNWRITABLE, Warnings
 
 log = logging.getLogger("fluxfs.cache")
 
 Fetch = Callable[[], body.Body]  # reads the whole object from storage (blocking)
 AsyncFetch = Callable[[], Union[Awaitable[body.Body], AsyncIterator[bytes]]]
-_FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
-@dataclasses.dataclass
-class Held:
-    """An entry being read: `path` (a complete local file) stays in place while `lock` is held; or the
-    object's bytes (`data`) when it was streamed through without caching."""
-
-    path: Optional[str]
-    data: Optional[bytes]
-    lock: Optional[FileLock]
-
-    def read(self) -> bytes:
-        if self.data is not None:
-            return self.data
-        with open(self.path, "rb") as f:  # type: ignore[arg-type]
-            return f.read()
-
-    def release(self) -> None:
-        if self.lock is not None:
-            self.lock.release()
-
-
-class _LockedFile(io.BufferedReader):
-    """A cached entry opened for reading; closing it releases the entry's shared lock (eviction waits)."""
-
-    def __init__(self, held: Held):
-        super().__init__(io.FileIO(held.path, "rb"))  # type: ignore[arg-type]
-        self._held = held
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._held.release()
 
 
 class NodeCache:
-    """The node-local cache in `directory`, holding at most `limit` bytes ("200GiB"; None: the disk's space)."""
+    """The node-local cache in `directory`, holding at most `limit` bytes ("200GiB"; None: the disk's space).
+    A directory another user owns, or that group/others may write, is refused unless `shared` (see
+    `entry.check_directory`)."""
 
-    def __init__(self, directory: Union[str, os.PathLike], limit: Any = None):
+    def __init__(self, directory: Union[str, os.PathLike], limit: Any = None, shared: bool = False,
+                 stall: float = 60.0):
         self.directory = os.path.abspath(os.path.expanduser(os.fspath(directory)))
         self.limit = parse_limit(limit)
-        os.makedirs(self.directory, mode=0o700, exist_ok=True)  # made here: this user's only (a shared one is yours)
+        self.shared = bool(shared)
+        self.stall = float(stall)  # seconds a wait on another process's lock may see no progress (read_timeout)
+        if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+            raise NotADirectoryError(f"cache_dir {self.directory!r} is a file, not a directory: name a directory "
+                                     "(it is made, mode 0700, if missing)")
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)  # made here: this user's only
+        check_directory(self.directory, self.shared)
         write_tag(self.directory)
-        self._warned = self._warned_index = False
+        self.warns = Warnings(self.directory)
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._pool_pid = 0
         self._guard = threading.Lock()
+        self.checks = checks.Checks()  # whole entries this process checked (or wrote), and ones that failed
 
     def __repr__(self) -> str:
         return f"NodeCache({self.directory!r}, limit={self.limit!r})"
@@ -94,28 +71,35 @@ class NodeCache:
     # -- reading --------------------------------------------------------------------------
 
     def get(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch,
-            durable: bool = True) -> bytes:
+            durable: bool = True, store: str = "") -> bytes:
         """The object's bytes: from the cache, or fetched once for the node (blocking). `durable=False`: the
-        fill is not fsynced (for many small objects whose every read checks the crc32c: `objects.py`)."""
-        held = self.hold(bucket, key, generation, size, crc32c, fetch, durable)
-        try:
-            return held.read()
-        finally:
-            held.release()
+        fill is not fsynced (for many small objects whose every read checks the crc32c: `objects.py`).
+        `store`: the endpoint the bytes come from (`entry.store_id`): part of the entry's name."""
+        for attempt in range(2):
+            held = self.hold(bucket, key, generation, size, crc32c, fetch, durable, store=store, checked_by_caller=True)
+            try:
+                data = held.read()
+            finally:
+                held.release()
+            if held.path is None or held.crc32c is None or google_crc32c.value(data) == held.crc32c:
+                return data
+            self._failed_check(held.path)  # read whole anyway: checked on every read (~0.1 s of CPU per GB)
+        return data  # pragma: no cover - a refill checks what it writes
 
-    def open(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch) -> BinaryIO:
+    def open(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch,
+             store: str = "") -> BinaryIO:
         """A readable binary file of the object; a cached entry stays (is not evicted) until it is closed."""
-        held = self.hold(bucket, key, generation, size, crc32c, fetch)
+        held = self.hold(bucket, key, generation, size, crc32c, fetch, store=store)
         if held.path is None:
             return io.BytesIO(held.data)  # type: ignore[arg-type]
         try:
-            return _LockedFile(held)
+            return LockedFile(held)
         except BaseException:
             held.release()
             raise
 
     async def aget(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any,
-                   fetch: AsyncFetch) -> bytes:
+                   fetch: AsyncFetch, store: str = "") -> bytes:
         """`get` for a coroutine: file work and lock waits run on the cache's threads, `fetch` on this loop."""
         loop = asyncio.get_running_loop()
 
@@ -125,8 +109,8 @@ class NodeCache:
                 got = asyncio.run_coroutine_threadsafe(got, loop).result()  # type: ignore[arg-type]
             return body.chunks_from(got, loop) if hasattr(got, "__anext__") else got
 
-        return await loop.run_in_executor(self._executor(), self.get, bucket, key, generation, size, crc32c,
-                                          fetch_here)
+        return await loop.run_in_executor(self._executor(), functools.partial(
+            self.get, bucket, key, generation, size, crc32c, fetch_here, store=store))
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._guard:
@@ -136,51 +120,62 @@ class NodeCache:
             return self._pool
 
     def lookup(self, bucket: str, key: str, generation: Any, size: Optional[int] = None,
-               checked_by_caller: bool = False) -> Optional[Held]:
+               checked_by_caller: bool = False, store: str = "", crc32c: Any = None) -> Optional[Held]:
         """The complete entry of that generation, held (shared lock; `release()` it), or None: never waits.
         `checked_by_caller`: the caller checks the bytes it reads against the sidecar's crc32c (a non-durable
-        entry is then not read twice)."""
-        eid = entry_id(bucket, key, generation)
+        entry is then not read twice). `crc32c` (when the caller knows it): an entry of another crc32c is a miss."""
+        crc = crc_value(crc32c)
+        eid = entry_id(bucket, key, generation, store)
         lock = FileLock(self._path(eid, "lock"))
-        if not lock.try_acquire(shared=True):
+        try:
+            if not lock.try_acquire(shared=True):
+                return None
+        except OSError:  # no lock file and none can be made (a read-only disk): not an entry to serve
             return None
-        if self._complete(eid, bucket, key, generation, size, checked_by_caller):
-            return Held(self._path(eid, "data"), None, lock)
+        if self._complete(eid, bucket, key, generation, size, checked_by_caller, store=store, crc=crc):
+            meta = Meta.read(self._path(eid, "meta"))
+            return Held(self._path(eid, "data"), None, lock, meta.crc32c if meta is not None else None)
         lock.release()
+        if self.checks.is_bad(eid):
+            self.discard(eid)  # failed its check just now: removed unless another process reads it
         return None
 
     def hold(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch,
-             durable: bool = True) -> Held:
+             durable: bool = True, store: str = "", checked_by_caller: bool = False) -> Held:
         """The entry held for reading, filling it first if no process has; see the module docstring."""
         if generation is None or generation == "":
             raise ValueError(f"the node-local cache needs the generation of {bucket}/{key}: the bytes of an "
                              "object overwritten since would otherwise be served")
         crc = crc_value(crc32c)
         try:  # packed by fs.cat_objects: checked as it is read (a torn one is dropped and filled again)
-            packed = packs.read_batch(self.directory, [(0, (bucket, key, str(generation), int(size)))])
+            packed = packs.read_batch(self.directory, [(0, (store, bucket, key, str(generation), int(size), crc))],
+                                      self.stall)
         except sqlite3.Error as exc:
-            self.warn_index(exc)
+            self.warns.index(exc)
             packed = {}
         if packed:
             return Held(None, packed[0], None)
-        eid = entry_id(bucket, key, generation)
-        meta = Meta(bucket, key, str(generation), int(size), crc, durable)
+        eid = entry_id(bucket, key, generation, store)
+        meta = Meta(bucket, key, str(generation), int(size), crc, durable, store)
         need = int(size) + len(meta.to_bytes())
         if self.limit is not None and need > self.limit:
             return self._stream(meta, fetch)  # can never fit: never cached, nothing evicted for it
         lock = FileLock(self._path(eid, "lock"))
         try:
-            lock.acquire(shared=True)  # waits while another process fills it
-        except OSError as exc:  # the lock file cannot even be made: no inode or block left
-            if exc.errno not in _FULL:
+            waited = lock.acquire(shared=True, stall=self.stall)  # waits while another process fills it
+        except OSError as exc:  # the lock file cannot even be made: no inode or block left, a read-only disk
+            if exc.errno not in UNWRITABLE:
                 raise OSError(exc.errno, exc.strerror, lock.path) from exc
-            self._warn_full(exc)
+            self.warns.full(exc)
             return self._stream(meta, fetch)
+        if not waited:
+            return self._stalled(lock, meta, fetch)
         try:
-            if self._complete(eid, bucket, key, generation, size):
+            if self._complete(eid, bucket, key, generation, size, checked_by_caller, store, crc):
                 return self._hit(eid, lock)
-            lock.acquire(shared=False)  # one filler per entry on the node
-            if self._complete(eid, bucket, key, generation, size):  # filled while we waited
+            if not lock.acquire(shared=False, stall=self.stall):  # one filler per entry on the node
+                return self._stalled(lock, meta, fetch)
+            if self._complete(eid, bucket, key, generation, size, checked_by_caller, store, crc):  # filled meanwhile
                 lock.downgrade()
                 return self._hit(eid, lock)
             if lock.was_filling():
@@ -197,27 +192,51 @@ class NodeCache:
             raise
 
     def _complete(self, eid: str, bucket: str, key: str, generation: Any, size: Optional[int],
-                  checked_by_caller: bool = False) -> bool:
+                  checked_by_caller: bool = False, store: str = "", crc: Optional[int] = None) -> bool:
+        """The entry is complete and is the object asked for: its sidecar names it (and the size, and the crc32c
+        the caller knows: an entry of another crc32c, say from a store reset since, is a miss and is refilled)."""
         meta = Meta.read(self._path(eid, "meta"))
-        if meta is None or not meta.names(bucket, key, generation, size):
+        if meta is None or not meta.names(bucket, key, generation, size, store):
+            return False
+        if crc is not None and meta.crc32c != crc:
             return False
         try:
-            if os.stat(self._path(eid, "data")).st_size != meta.size:
-                return False
-            # Renamed into place without an fsync: after a power loss its bytes may be torn, so every reader
-            # (ranged reads too, which trust a durable entry) checks it against its crc32c first.
-            return meta.durable or checked_by_caller or (
-                meta.crc32c is not None and _file_crc(self._path(eid, "data")) == meta.crc32c)
+            verdict = self.checks.verify(eid, self._path(eid, "data"), meta, checked_by_caller)
         except FileNotFoundError:
             return False
+        if verdict is False:
+            self._failed_check(self._path(eid, "data"))
+        return bool(verdict)
+
+    def _failed_check(self, path: str) -> None:
+        """An entry whose bytes fail its crc32c (changed on disk): not served again; dropped unless in use."""
+        eid = self.checks.failed(path)
+        if eid is not None:
+            log.warning("fluxfs node-local cache %s: entry %s fails its crc32c (changed on disk): read from "
+                        "storage and filled again", self.directory, eid)
+            self.discard(eid)
+
+    def discard(self, eid: str) -> None:
+        """Remove an entry that is not to be served (corrupt, or not the caller's object) unless someone holds
+        it (their lock: the next fill replaces it)."""
+        lock = FileLock(self._path(eid, "lock"))
+        try:
+            if lock.try_acquire(shared=False):
+                evict.remove_entry(self.directory, eid)
+                lock.remove()
+        except OSError:
+            pass
+        finally:
+            lock.release()
 
     def _hit(self, eid: str, lock: FileLock) -> Held:
         path = self._path(eid, "data")
         try:
-            os.utime(path)  # recency for LRU eviction (evict.py)
+            os.utime(path, follow_symlinks=False)  # recency for LRU eviction (evict.py)
         except OSError:
             pass
-        return Held(path, None, lock)
+        meta = Meta.read(self._path(eid, "meta"))
+        return Held(path, None, lock, meta.crc32c if meta is not None else None)
 
     # -- filling ----------------------------------------------------------------------------
 
@@ -226,6 +245,13 @@ class NodeCache:
         body.check(data, meta)
         return Held(None, data, None)
 
+    def _stalled(self, lock: FileLock, meta: Meta, fetch: Fetch) -> Held:
+        """Another process held the entry without progress for `stall` seconds (stopped, hung): read from storage."""
+        lock.release()
+        log.warning("fluxfs node-local cache %s: %s/%s#%s: the process holding it made no progress for %g s; "
+                    "read from storage", self.directory, meta.bucket, meta.key, meta.generation, self.stall)
+        return self._stream(meta, fetch)
+
     def _fill(self, eid: str, meta: Meta, need: int, fetch: Fetch, lock: FileLock, durable: bool = True) -> Held:
         """Under the entry's exclusive lock: reserve room, fetch, write, check, rename; then share the lock."""
         tmp = self._reserve(eid, need)
@@ -233,7 +259,7 @@ class NodeCache:
             lock.release()
             return self._stream(meta, fetch)
         try:
-            data = self._write(tmp, eid, meta, fetch(), durable)
+            data = self._write(tmp, eid, meta, fetch(), durable, lock)
         except BaseException:
             _unlink(tmp)
             raise
@@ -245,56 +271,68 @@ class NodeCache:
 
     def _reserve(self, eid: str, need: int) -> Optional[str]:
         """A temporary file of `need` bytes (the object's and its sidecar's) allocated under the limit (evicting as needed), or None: stream."""
+        try:
+            return self._reserve_locked(eid, need)
+        except OSError as exc:
+            if exc.errno not in UNWRITABLE:
+                raise
+            self.warns.full(exc)
+            return None
+
+    def _reserve_locked(self, eid: str, need: int) -> Optional[str]:
         with self._dir_locked():
             if not evict.make_room(self.directory, need, self.limit, skip=eid):
                 return None
             tmp = os.path.join(self.directory, temp_name(eid))
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd = open_fixed(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             try:
                 os.posix_fallocate(fd, 0, need)  # the space (object and sidecar) is taken now, as counted
             except OSError as exc:
                 os.close(fd)
                 _unlink(tmp)
-                if exc.errno in _FULL:
-                    self._warn_full(exc)
+                if exc.errno in UNWRITABLE:
+                    self.warns.full(exc)
                     return None
                 if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                     raise OSError(exc.errno, exc.strerror, tmp) from exc
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+                fd = open_fixed(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
                 os.ftruncate(fd, need)
             os.close(fd)
             return tmp
 
-    def _write(self, tmp: str, eid: str, meta: Meta, got: body.Body, durable: bool = True) -> Optional[bytes]:
+    def _write(self, tmp: str, eid: str, meta: Meta, got: body.Body, durable: bool = True,
+               lock: Optional[FileLock] = None) -> Optional[bytes]:
         """The fetched chunks to `tmp` (checked as they pass), the sidecar, then the rename that makes the
         entry complete: None. On a full disk the object's bytes, for the caller to read without caching."""
         chunks = [got] if isinstance(got, (bytes, bytearray, memoryview)) else got
         meta_tmp = os.path.join(self.directory, temp_name(eid))
         crc = n = 0
         try:
-            with open(tmp, "r+b", buffering=0) as f:
+            with os.fdopen(open_fixed(tmp, os.O_RDWR), "r+b", buffering=0) as f:
                 it = iter(chunks)
                 for chunk in it:
                     chunk = bytes(chunk) if not isinstance(chunk, bytes) else chunk
                     try:
                         body.write_all(f.fileno(), chunk, n)
                     except OSError as exc:
-                        if exc.errno not in _FULL:
+                        if exc.errno not in UNWRITABLE:
                             raise
-                        self._warn_full(exc)
+                        self.warns.full(exc)
                         data = os.pread(f.fileno(), n, 0) + chunk + b"".join(map(bytes, it))  # on from storage
                         body.check(data, meta)
                         return data
                     crc, n = google_crc32c.extend(crc, chunk), n + len(chunk)
+                    if lock is not None:
+                        lock.touch()  # progress, for readers waiting on the entry (a bounded wait)
                 body.check_sums(n, crc, meta)
                 self.commit(f.fileno(), tmp, meta_tmp, eid, meta, durable)
             return None
         except OSError as exc:
             _unlink(meta_tmp)
-            if exc.errno not in _FULL:
+            if exc.errno not in UNWRITABLE:
                 raise
-            self._warn_full(exc)  # the sidecar did not fit: the bytes are all in `tmp`, checked
-            with open(tmp, "rb") as f:
+            self.warns.full(exc)  # the sidecar did not fit: the bytes are all in `tmp`, checked
+            with os.fdopen(open_fixed(tmp), "rb") as f:
                 return f.read(n)
         finally:
             _unlink(tmp)
@@ -307,33 +345,11 @@ class NodeCache:
             os.fsync(fd)  # a complete-looking entry holds its bytes, even after a power loss
         with self._dir_locked():
             os.ftruncate(fd, meta.size)
-            with os.fdopen(os.open(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as m:
+            with os.fdopen(open_fixed(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as m:
                 m.write(dataclasses.replace(meta, durable=durable).to_bytes())
             os.replace(meta_tmp, self._path(eid, "meta"))
             os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
-
-    def _warn_once(self, flag: str, msg: str) -> None:
-        """Log and warn `msg` the first time only (`flag`: which of this cache's warnings it is)."""
-        if not getattr(self, flag):
-            setattr(self, flag, True)
-            log.warning(msg)
-            warnings.warn(msg, RuntimeWarning, stacklevel=5)
-
-    def _warn_full(self, exc: OSError) -> None:
-        self._warn_once("_warned", f"fluxfs node-local cache {self.directory}: {exc.strerror or exc}; objects that "
-                                   "do not fit are read from storage without caching")
-
-    def warn_index(self, exc: sqlite3.Error) -> None:
-        """The index of packed entries failed: a full disk warns as one; a damaged index warns once."""
-        if "full" in str(exc):
-            return self._warn_full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-        if isinstance(exc, sqlite3.OperationalError):
-            log.warning("fluxfs node-local cache %s: index: %s", self.directory, exc)  # locked too long, ...
-        else:
-            self._warn_once("_warned_index", f"fluxfs node-local cache {self.directory}: its index {index.INDEX} "
-                                             f"cannot be read ({exc}); small objects are read from storage without "
-                                             "caching until `fluxfs cache clear` removes it")
-        return None
+        self.checks.good(eid, os.fstat(fd).st_ino)  # checked as written
 
     # -- the directory as a whole -----------------------------------------------------------
 
@@ -345,9 +361,9 @@ class NodeCache:
             if meta is not None:
                 out.append((meta, mtime))
         db = evict.index_db(self.directory)
-        for bucket, key, generation, size, crc, pack in index.entries(db) if db is not None else ():
+        for store, bucket, key, generation, size, crc, pack in index.entries(db) if db is not None else ():
             if pack in now.packs:  # packed objects: last used when their pack was
-                out.append((Meta(bucket, key, generation, size, crc, durable=False), now.packs[pack][0]))
+                out.append((Meta(bucket, key, generation, size, crc, False, store), now.packs[pack][0]))
         return sorted(out, key=lambda e: e[1])
 
     def usage(self) -> int:
@@ -364,7 +380,9 @@ class NodeCache:
     def _dir_locked(self) -> Iterator[None]:
         """The directory lock: space accounting, eviction and the renames that complete entries, one at a time."""
         with FileLock(os.path.join(self.directory, DIR_LOCK)) as dirlock:
-            dirlock.acquire(shared=False)
+            if not dirlock.acquire(shared=False, stall=self.stall):
+                raise TimeoutError(errno.ETIMEDOUT, f"the process holding its {DIR_LOCK} made no progress for "
+                                                    f"{self.stall:g} s")
             yield
 
 
@@ -374,11 +392,3 @@ def _unlink(path: str) -> None:
     except FileNotFoundError:
         pass
 
-
-def _file_crc(path: str) -> int:
-    """crc32c of a (small, not fsynced) entry's whole file."""
-    crc = 0
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            crc = google_crc32c.extend(crc, block)
-    return crc

@@ -11,7 +11,8 @@ on the listing being fresh:
 * every slice is checked against the listed crc32c, which also catches servers that ignore
   the pins (fake-gcs-server) and misaligned slices (objects listed without a crc32c are
   therefore never composed);
-* whatever fails falls back to a direct read of the current object (fresh metadata from the
+* whatever fails falls back to a direct read of the current object, or of the listed generation for
+  `cat_objects` (`pin`: `ObjectChanged` once it is gone) (fresh metadata from the
   response headers, verified against its own crc32c).
 
 Temporary objects are registered with `temporaries` before they can exist and deleted in the
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Iterable, Optional, Union
 import google_crc32c
 
 from .. import temporaries, zonal
-from ..errors import HttpError, PreconditionFailed, RetryableError
+from ..errors import HttpError, PreconditionFailed, RetryableError, object_changed
 from ..gcs import http, tempnames
 from ..gcs.chunks import Chunked
 from .direct import get_chunks, read_object
@@ -118,7 +119,8 @@ class _Batch:
             raise
         except FileNotFoundError as exc:
             self._forget(o)
-            self.results[o.path] = exc  # its message names bucket/key
+            # its message names bucket/key; a listed generation gone since is the one error every reader gives
+            self.results[o.path] = object_changed(o.path, o.generation) if o.listed else exc
             return
         except Exception as exc:  # noqa: BLE001 - per-object outcome, follows on_error
             self.results[o.path] = exc
@@ -300,14 +302,16 @@ def _pieces(chunks: list[bytes], sizes: list[int]) -> Iterable[bytes]:
         off += n
 
 
-async def cat_objects(client: "Client", infos: Iterable[dict], on_error: str = "raise") -> dict[str, Result]:
+async def cat_objects(client: "Client", infos: Iterable[dict], on_error: str = "raise",
+                      pin: bool = False) -> dict[str, Result]:
     """Read many objects given their listing info; returns {"bucket/key": bytes | exception}.
 
     `on_error`: "raise" the first failure (FileNotFoundError naming a vanished object),
     "omit" failed paths, or "return" their exceptions in the dict, like fsspec's `cat`.
+    `pin`: read each info dict's generation (`ObjectChanged` once it is gone), not the live object.
     """
     check_on_error(on_error)
-    objs = to_objs(infos, client.split_path if client.version_aware else None)
+    objs = to_objs(infos, client.split_path if client.version_aware else None, pin)
     opts = client.options
     if compose_on(client):
         cap = opts.max_composite_size

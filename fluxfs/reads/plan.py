@@ -19,19 +19,22 @@ from ..gcs.limits import MAX_COMPOSE_SOURCES
 class ObjectRef:
     """One requested object: where it is, what listing said about it."""
 
-    __slots__ = ("path", "bucket", "key", "size", "generation", "crc", "pinned")
+    __slots__ = ("path", "bucket", "key", "size", "generation", "crc", "pinned", "listed")
 
     def __init__(self, path: str, bucket: str, key: str, size: Optional[int], generation: Optional[str],
-                 crc: Optional[int], pinned: bool = False):
+                 crc: Optional[int], pinned: bool = False, listed: bool = False):
         self.path, self.bucket, self.key = path, bucket, key
         self.size, self.generation, self.crc = size, generation, crc
         self.pinned = pinned  # the caller named this generation ("key#generation"): read it, not the live one
+        self.listed = listed  # pinned by the caller's listing (`cat_objects`): gone is ObjectChanged
 
 
-def to_objs(infos: Iterable[dict], split: Optional[Callable] = None) -> list[ObjectRef]:
+def to_objs(infos: Iterable[dict], split: Optional[Callable] = None, pin: bool = False) -> list[ObjectRef]:
     """Info dicts (name "bucket/key", size, generation, crc32c) as `ObjectRef`, duplicates dropped.
 
     `split`: a version-aware filesystem's ``split_path``, so a name "bucket/key#generation" reads that generation.
+    `pin`: an info dict's generation is the one read (`cat_objects`: a listing is one consistent view, as the
+    node-local cache serves it); else the live object is (`cat` of paths, whose metadata is only a hint).
     """
     seen: set[str] = set()
     out = []
@@ -54,9 +57,10 @@ def to_objs(infos: Iterable[dict], split: Optional[Callable] = None) -> list[Obj
         if named:
             bucket, key, _ = split(name)
             gen = named
-        out.append(ObjectRef(name, bucket, key, _size(name, info.get("size")),
-                             str(gen) if gen not in (None, "") else None, _crc(name, info.get("crc32c")),
-                             pinned=bool(named)))
+        gen = str(gen) if gen not in (None, "") else None
+        listed = bool(pin and gen and not named)
+        out.append(ObjectRef(name, bucket, key, _size(name, info.get("size")), gen, _crc(name, info.get("crc32c")),
+                             pinned=bool(named) or listed, listed=listed))
     return out
 
 

@@ -198,9 +198,9 @@ def _object_bytes(fs, infos: list[dict], buffer_bytes: int) -> Iterator[bytes]:
         for batch in flux.iter_cat_objects(infos, on_error="return", buffer_bytes=buffer_bytes):
             while pos < len(infos) and infos[pos]["name"] in batch:
                 data = batch.pop(infos[pos]["name"])
-                if isinstance(data, FileNotFoundError):
+                if isinstance(data, FileNotFoundError):  # ObjectChanged too: the listed generation is gone
                     name = infos[pos]["name"]
-                    raise SourceChangedError(f"{name} was deleted since it was listed", [name]) from data
+                    raise SourceChangedError(f"{name} was overwritten or deleted since it was listed", [name]) from data
                 if isinstance(data, BaseException):
                     raise data
                 pos += 1

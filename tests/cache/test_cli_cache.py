@@ -55,7 +55,7 @@ def pack(cache: NodeCache, keys: list[str], data: bytes) -> str:
     from fluxfs.cache import objects
 
     before = set(glob.glob(os.path.join(cache.directory, "*.pack")))
-    objects.fill(cache, [(("bkt", k, "7", len(data), google_crc32c.value(data)), data) for k in keys])
+    objects.fill(cache, [(("", "bkt", k, "7", len(data), google_crc32c.value(data)), data) for k in keys])
     (made,) = set(glob.glob(os.path.join(cache.directory, "*.pack"))) - before
     return made
 
