@@ -137,7 +137,7 @@ def test_help_offers_only_options_that_mean_something(cli):
     assert "-j N, --jobs N" in cp.text
 
     shard = " ".join(cli("shard", "--help", endpoint=None).text.split())
-    assert "256MB (MB = 10^6 bytes) or 64MiB (MiB = 2^20 bytes); default 256MB" in shard, shard
+    assert "256MB (MB = 10^6 bytes), 64MiB or 64M (2^20 bytes); default 256MB" in shard, shard
     assert "in powers of two" not in shard
 
 
