@@ -18,6 +18,29 @@ from fluxfs import FluxFileSystem
 from fluxfs.cli.testing import fake_gcs_server
 
 
+# Left out of `make test-quick` (pytest -m "not slow"), kept in `make test`: whole files or single tests, by
+# node-id prefix, that take seconds each (subprocesses, fresh venvs, gloo process groups, the notebook, the
+# demo, stalls waited out). A file may instead say `pytestmark = pytest.mark.slow` or mark a test itself.
+SLOW = (
+    "tests/badinput/test_stalls.py",
+    "tests/cli/test_demo.py",
+    "tests/pipes/test_distributed.py",
+    "tests/reads/test_stress.py",
+    "tests/shards/test_distributed.py",
+    "tests/shards/test_parts.py",
+    "tests/test_notebook.py",
+    "tests/test_packaging.py",
+    "tests/test_without_torch.py",
+    "tests/weights/test_group.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config):
     # A job started in the background by a non-interactive shell (as CI may run us) inherits
     # SIGINT ignored, and then Python never raises KeyboardInterrupt: the Ctrl-C tests need the
