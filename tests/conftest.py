@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -103,6 +104,20 @@ def any_bucket(gcs_server) -> str:
 def make_fs(server, **options) -> FluxFileSystem:
     """A FluxFileSystem for `server`, not shared through fsspec's instance cache."""
     return FluxFileSystem(endpoint_url=server.url, token="anon", skip_instance_cache=True, **options)
+
+
+def wait_for(check, what: str, timeout: float = 60.0, every: float = 0.01):
+    """Poll `check()` until it returns something true and return that: a test waits for the event it needs
+    (a file appearing, a server counter, a process state), never a fixed time. AssertionError naming `what`
+    if it has not happened within `timeout` seconds (a bound for a loaded machine, not an expected time)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:g} s for {what}")
+        time.sleep(every)
 
 
 @pytest.fixture
