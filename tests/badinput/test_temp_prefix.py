@@ -43,11 +43,15 @@ def test_leftover_temporary_is_hidden_and_cleaned(flux_server, bucket):
     script = textwrap.dedent(f"""
         import os, time
         from fluxfs import FluxFileSystem
+        from fluxfs.server.handle import ServerHandle
         fs = FluxFileSystem(endpoint_url={flux_server.url!r}, token="anon", multipart="compose", part_size=65536)
         f = fs.open("{bucket}/big.bin", "wb")
         f.write(b"x" * (4 * 65536))
         f.flush()
-        time.sleep(1)  # the parts land
+        deadline = time.monotonic() + 60
+        while len(ServerHandle({flux_server.url!r}).list_names("{bucket}", "_fluxfs-tmp/")) < 4:  # the parts land
+            assert time.monotonic() < deadline, "the 4 parts never landed"
+            time.sleep(0.01)
         os._exit(0)  # killed: no close, no atexit
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
