@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 
+import pytest
 from fsspec.asyn import sync
 
 from fluxfs.server.synthetic import synthetic_bytes, synthetic_size
@@ -73,6 +74,7 @@ def _expected(key: str) -> bytes:
     return synthetic_bytes(key, synthetic_size(key, SIZES, 0), 0)
 
 
+@pytest.mark.slow
 def test_two_processes_compose_from_one_bucket(flux_server, bucket, tmp_path):
     flux_server.generate(bucket, 800, size=SIZES, prefix="c/", seed=0)
     go = tmp_path / "go"
@@ -116,6 +118,7 @@ print(fs.job_id)
 """
 
 
+@pytest.mark.slow
 def test_two_processes_writing_compose_uploads_at_once(flux_server, bucket, tmp_path):
     go = tmp_path / "go"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

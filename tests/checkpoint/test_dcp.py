@@ -139,6 +139,7 @@ def test_overwrite_during_load_fails_instead_of_mixing(flux_server, bucket):
     assert torch.equal(target["w"], torch.ones(1000))
 
 
+@pytest.mark.slow
 def test_two_ranks_save_then_load_into_two_and_into_one(flux_server, bucket):
     url = f"flux://{bucket}/sharded"
     run_ranks("save_load", url, flux_server.url)  # the ranks also load it back, resharded, and check
@@ -186,6 +187,7 @@ def test_large_items_are_copied_straight_into_their_targets(flux_server, bucket)
     assert reader.stats == {"copied_direct": 3, "deserialized": 3}
 
 
+@pytest.mark.slow
 def test_save_killed_midway_leaves_no_metadata(flux_server, bucket):
     url = f"flux://{bucket}/killed"
     # A complete earlier save at the same URL: the new save must retire its .metadata first.
