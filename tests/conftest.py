@@ -138,9 +138,21 @@ def any_bucket(gcs_server) -> str:
     return name
 
 
+def server_options(server, **options) -> dict:
+    """Storage options for `server` (anonymous, not shared through fsspec's instance cache) plus `options`:
+    what `make_fs` builds from, for the APIs that take storage options (fsspec.open, datasets, checkpoints)."""
+    return {"endpoint_url": server.url, "token": "anon", "skip_instance_cache": True, **options}
+
+
 def make_fs(server, **options) -> FluxFileSystem:
     """A FluxFileSystem for `server`, not shared through fsspec's instance cache."""
-    return FluxFileSystem(endpoint_url=server.url, token="anon", skip_instance_cache=True, **options)
+    return FluxFileSystem(**server_options(server, **options))
+
+
+@pytest.fixture
+def storage_options(flux_server) -> dict:
+    """`server_options` of the fluxfs server (an area's conftest may add to them, e.g. a quicker retry)."""
+    return server_options(flux_server)
 
 
 def wait_for(check, what: str, timeout: float = 60.0, every: float = 0.01):
