@@ -62,7 +62,7 @@ SLOW = (
     "tests/test_packaging.py",
     "tests/test_without_torch.py",
     "tests/weights/test_group.py",
-    "tests/weights/test_group_exchange.py::test_every_rank_holds_every_share_byte_for_byte",
+    "tests/weights/test_group_exchange.py",
     "tests/weights/test_model_dir.py::test_concurrent_loads_from_two_processes",
     "tests/zonal/test_grpc_io.py::test_unreachable_grpc_endpoint_is_named",
 )

@@ -3,6 +3,7 @@ test or file would otherwise drop out of the list silently and slow the quick ru
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from tests.conftest import SLOW, is_listed_slow
@@ -10,7 +11,8 @@ from tests.conftest import SLOW, is_listed_slow
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _names(path: Path) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def _names(path: Path) -> frozenset[str]:
     """`module::function` and `module::Class::method` names of a test file's tests."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     out = set()
@@ -19,7 +21,7 @@ def _names(path: Path) -> set[str]:
             out.add(node.name)
         elif isinstance(node, ast.ClassDef):
             out |= {f"{node.name}::{m.name}" for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    return out
+    return frozenset(out)
 
 
 def test_every_slow_entry_names_an_existing_file_or_test():
