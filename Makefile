@@ -7,7 +7,7 @@ EXTRAS ?= torch,test,bench,peers,lightning,notebook
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo test bench compat notebook notebook-outputs venv clean
+.PHONY: demo test test-quick bench compat notebook notebook-outputs venv clean
 
 $(VENV)/.installed: setup.py setup.cfg pyproject.toml constraints.txt
 	@echo "==> [1/4] creating the virtualenv $(VENV) (first run only; the steps below take about 3 minutes)"
@@ -31,6 +31,12 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	@echo "==> running the test suite (pytest) against the embedded server and fake-gcs-server"
 	$(PY) -m pytest -q
+
+# The edit-test loop: every test but those marked slow (subprocesses, venvs, process groups, the notebook,
+# the demo; see SLOW in tests/conftest.py), in under 3 minutes. `make test` stays the full suite.
+test-quick: $(VENV)/.installed
+	@echo "==> running the quick tests (pytest -m 'not slow'); make test runs them all"
+	$(PY) -m pytest -q -m "not slow"
 
 bench: $(VENV)/.installed
 	$(PY) -m bench all --profile cloud --json-dir bench/results

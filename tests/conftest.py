@@ -10,12 +10,73 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import time
 import uuid
 
 import pytest
 
 from fluxfs import FluxFileSystem
 from fluxfs.cli.testing import fake_gcs_server
+
+
+# Left out of `make test-quick` (pytest -m "not slow"), kept in `make test`: whole files or single tests, by
+# node-id prefix, that take seconds each (subprocesses, fresh venvs, gloo process groups, spawned DataLoader
+# workers, the notebook, the demo, stalls waited out). Listed here for the areas whose files carry no marks;
+# elsewhere a test says `@pytest.mark.slow` itself. tests/test_slow_marks.py checks every entry still names a test.
+SLOW = (
+    "tests/badinput/test_interrupt_sync_methods.py::test_ctrl_c_during_recursive_rm_stops_deleting",
+    "tests/badinput/test_stalls.py",
+    "tests/badinput/test_temp_ownership.py::test_another_clients_upload_survives_cleanup_and_completes",
+    "tests/badinput/test_temp_ownership.py::test_cleanup_of_a_prefix_keeps_the_records_of_uploads_outside_it",
+    "tests/badinput/test_temp_ownership.py::test_python_api_aborts_only_fluxfs_uploads_unless_told",
+    "tests/badinput/test_temp_prefix.py::test_leftover_temporary_is_hidden_and_cleaned",
+    "tests/cache/test_fs.py::test_two_processes_download_an_entry_once",
+    "tests/cache/test_objects.py::test_a_filler_killed_mid_pack_leaves_nothing_complete_and_the_next_run_reuses_the_rest",
+    "tests/cache/test_objects.py::test_two_processes_filling_the_same_objects_write_each_once",
+    "tests/cache/test_range_fill.py::test_a_process_exiting_right_after_its_reads_completes_its_fill",
+    "tests/cache/test_range_fill.py::test_a_range_filler_killed_mid_fill_leaves_nothing_complete_and_the_next_one_fills",
+    "tests/cache/test_shards.py::test_two_workers_download_each_shard_once",
+    "tests/cache/test_store.py::test_a_filler_killed_mid_fill_leaves_nothing_complete_and_the_next_one_fills",
+    "tests/cache/test_store.py::test_processes_sharing_a_cache_below_their_working_set",
+    "tests/cli/test_demo.py",
+    "tests/cli/test_interrupt.py",
+    "tests/pipes/test_datasets.py::test_elastic_resume_reads_every_remaining_object_once",
+    "tests/pipes/test_datasets.py::test_iterable_resume_at_many_positions_yields_exactly_the_rest",
+    "tests/pipes/test_datasets.py::test_map_dataset_dataloader_reads_every_object_once",
+    "tests/pipes/test_datasets.py::test_set_epoch_reaches_persistent_workers",
+    "tests/pipes/test_distributed.py",
+    "tests/pipes/test_handle.py::test_read_objects_in_forked_and_spawned_workers_builds_a_filesystem_per_worker",
+    "tests/pipes/test_nodes.py::test_pipeline_resumes_where_it_stopped",
+    "tests/pipes/test_readahead.py::test_another_sampler_reads_as_before",
+    "tests/pipes/test_readahead.py::test_read_ahead_off_and_spawned_workers",
+    "tests/pipes/test_readahead.py::test_sampler_order_is_fixed_by_seed_and_epoch",
+    "tests/reads/test_batched.py::test_injected_faults_on_compose_get_and_delete",
+    "tests/reads/test_batched.py::test_keyboard_interrupt_during_cat_cleans_up",
+    "tests/reads/test_batched.py::test_ten_thousand_tiny_objects",
+    "tests/reads/test_stress.py",
+    "tests/shards/test_dataset.py::test_elastic_resume_reads_every_remaining_sample_once",
+    "tests/shards/test_dataset.py::test_every_sample_once_per_epoch_over_ranks_and_workers",
+    "tests/shards/test_distributed.py",
+    "tests/shards/test_parts.py",
+    "tests/test_notebook.py",
+    "tests/test_packaging.py",
+    "tests/test_without_torch.py",
+    "tests/weights/test_group.py",
+    "tests/weights/test_group_exchange.py",
+    "tests/weights/test_model_dir.py::test_concurrent_loads_from_two_processes",
+    "tests/zonal/test_grpc_io.py::test_unreachable_grpc_endpoint_is_named",
+)
+
+
+def is_listed_slow(nodeid: str) -> bool:
+    """`nodeid` is a SLOW entry, or inside one (a file's tests, a test's parameter sets)."""
+    return any(nodeid == entry or nodeid.startswith((entry + "::", entry + "[")) for entry in SLOW)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_listed_slow(item.nodeid):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_configure(config):
@@ -77,9 +138,35 @@ def any_bucket(gcs_server) -> str:
     return name
 
 
+def server_options(server, **options) -> dict:
+    """Storage options for `server` (anonymous, not shared through fsspec's instance cache) plus `options`:
+    what `make_fs` builds from, for the APIs that take storage options (fsspec.open, datasets, checkpoints)."""
+    return {"endpoint_url": server.url, "token": "anon", "skip_instance_cache": True, **options}
+
+
 def make_fs(server, **options) -> FluxFileSystem:
     """A FluxFileSystem for `server`, not shared through fsspec's instance cache."""
-    return FluxFileSystem(endpoint_url=server.url, token="anon", skip_instance_cache=True, **options)
+    return FluxFileSystem(**server_options(server, **options))
+
+
+@pytest.fixture
+def storage_options(flux_server) -> dict:
+    """`server_options` of the fluxfs server (an area's conftest may add to them, e.g. a quicker retry)."""
+    return server_options(flux_server)
+
+
+def wait_for(check, what: str, timeout: float = 60.0, every: float = 0.01):
+    """Poll `check()` until it returns something true and return that: a test waits for the event it needs
+    (a file appearing, a server counter, a process state), never a fixed time. AssertionError naming `what`
+    if it has not happened within `timeout` seconds (a bound for a loaded machine, not an expected time)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:g} s for {what}")
+        time.sleep(every)
 
 
 @pytest.fixture

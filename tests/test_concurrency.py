@@ -8,6 +8,7 @@ every one of many concurrent writes lands with its own content.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -15,8 +16,8 @@ import random
 import subprocess
 import sys
 import threading
-import time
 
+import pytest
 from fsspec.asyn import sync
 
 from fluxfs.errors import ObjectChanged
@@ -27,8 +28,8 @@ from tests.conftest import make_fs
 SIZES = (1, 4000)
 
 # A reader process: lists the prefix, reads everything through compose three times, and prints
-# one digest per object plus how much went through composites. Both processes wait for a go-file
-# so their reads overlap.
+# one digest per object plus how much went through composites. Both processes say READY and wait for a
+# go-file so their reads overlap.
 READER = r"""
 import hashlib, json, os, sys, time
 from fluxfs import FluxFileSystem
@@ -36,6 +37,7 @@ url, bucket, go = sys.argv[1:4]
 fs = FluxFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True,
                     retry={"initial": 0.005, "maximum": 0.1, "max_attempts": 12})
 infos = [i for b in fs.iter_objects(bucket + "/c") for i in b]
+print("READY", flush=True)
 while not os.path.exists(go):
     time.sleep(0.005)
 digests = None
@@ -48,10 +50,32 @@ print(json.dumps({"job": fs.job_id, "digests": digests}))
 """
 
 
+@contextlib.contextmanager
+def _stopped_at_exit(procs):
+    """Whatever the test asserts, no process it started outlives it."""
+    try:
+        yield
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(30)
+
+
+def _wait_ready(procs) -> None:
+    """Each process has started and said READY (then waits for the go-file): their work overlaps."""
+    for p in procs:
+        line = p.stdout.readline()
+        if line.strip() != b"READY":
+            p.kill()
+            raise AssertionError(f"not READY but {line!r}: {p.communicate(timeout=30)[1].decode()[-3000:]}")
+
+
 def _expected(key: str) -> bytes:
     return synthetic_bytes(key, synthetic_size(key, SIZES, 0), 0)
 
 
+@pytest.mark.slow
 def test_two_processes_compose_from_one_bucket(flux_server, bucket, tmp_path):
     flux_server.generate(bucket, 800, size=SIZES, prefix="c/", seed=0)
     go = tmp_path / "go"
@@ -59,14 +83,15 @@ def test_two_processes_compose_from_one_bucket(flux_server, bucket, tmp_path):
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, "-c", READER, flux_server.url, bucket, str(go)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(2)]
-    flux_server.reset_stats()
-    time.sleep(0.5)
-    go.touch()
     outs = []
-    for p in procs:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err.decode()[-3000:]
-        outs.append(json.loads(out.decode().strip().splitlines()[-1]))
+    with _stopped_at_exit(procs):
+        _wait_ready(procs)
+        flux_server.reset_stats()
+        go.touch()
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err.decode()[-3000:]
+            outs.append(json.loads(out.decode().strip().splitlines()[-1]))
     assert outs[0]["job"] != outs[1]["job"]
     want = {f"{bucket}/{k}": hashlib.sha256(_expected(k)).hexdigest() for k in flux_server.list_names(bucket, "c/")}
     assert len(want) == 800
@@ -83,6 +108,7 @@ from fluxfs import FluxFileSystem
 url, bucket, go, tag = sys.argv[1:5]
 fs = FluxFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True, multipart="compose",
                     part_size=64 * 1024, write_concurrency=8)
+print("READY", flush=True)
 while not os.path.exists(go):
     time.sleep(0.005)
 for i in range(4):
@@ -93,19 +119,21 @@ print(fs.job_id)
 """
 
 
+@pytest.mark.slow
 def test_two_processes_writing_compose_uploads_at_once(flux_server, bucket, tmp_path):
     go = tmp_path / "go"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, flux_server.url, bucket, str(go), tag],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for tag in ("p", "q")]
-    time.sleep(0.5)
-    go.touch()
     jobs = []
-    for p in procs:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err.decode()[-3000:]
-        jobs.append(out.decode().strip())
+    with _stopped_at_exit(procs):
+        _wait_ready(procs)
+        go.touch()
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err.decode()[-3000:]
+            jobs.append(out.decode().strip())
     assert jobs[0] != jobs[1]
     fs = make_fs(flux_server)
     for tag in ("p", "q"):

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import make_fs, new_bucket_name
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -61,6 +63,7 @@ def test_every_python_block_is_run_or_marked_skipped():
     assert len(runnable_python_blocks()) == len(blocks) - EXPECTED_SKIPPED
 
 
+@pytest.mark.slow
 def test_quick_tour_and_every_python_block_run_as_written_from_the_sample_data_step(flux_server, tmp_path):
     """The setup lines (export, sample-images, mb, cp), then the tour and every other Python block of the
     README in order, each run literally, in a fresh directory."""

@@ -17,6 +17,7 @@ import torch
 from google.oauth2.credentials import Credentials
 
 from fluxfs import FluxFileSystem
+from tests.conftest import make_fs
 
 MiB = 2**20
 
@@ -52,7 +53,7 @@ def test_token_never_appears_in_logs_reprs_or_errors(flux_server, bucket, plante
     seen: list[str] = []
     try:
         # Without the token nothing works: proves every request below carries it.
-        anon = FluxFileSystem(endpoint_url=flux_server.url, token="anon", skip_instance_cache=True)
+        anon = make_fs(flux_server)
         with pytest.raises(PermissionError) as denied:
             anon.cat_file(f"{bucket}/x")
         seen += _texts_of(denied.value)

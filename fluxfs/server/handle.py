@@ -66,7 +66,8 @@ class ServerHandle:
         return out
 
     def stats(self) -> Dict[str, Any]:
-        """Requests and faults per op, peak concurrency per op, bytes in/out, index keys scanned."""
+        """Requests and faults per op, requests being served and peak concurrency per op, bytes in/out,
+        index keys scanned."""
         return self._call("GET", "stats")
 
     def reset_stats(self) -> None:

@@ -1,8 +1,6 @@
 """Shared helpers for the bad-input catalogue (docs/bad-inputs.md): one test per row of the table."""
 from __future__ import annotations
 
-import pytest
-
 from fluxfs.gcs.tempnames import TEMP_PREFIX
 
 
@@ -10,8 +8,3 @@ def assert_nothing_left(server, bucket: str) -> None:
     """No temporary object and no open multipart upload: a bad input never leaves debris."""
     assert server.list_names(bucket, TEMP_PREFIX) == []
     assert server.multipart_uploads(bucket) == []
-
-
-@pytest.fixture
-def storage_options(flux_server) -> dict:
-    return {"endpoint_url": flux_server.url, "token": "anon", "skip_instance_cache": True}

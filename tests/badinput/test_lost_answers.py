@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tests.conftest import make_fs
+from tests.conftest import make_fs, wait_for
 
 from .conftest import assert_nothing_left
 
@@ -64,18 +64,18 @@ def test_a_lost_answer_to_a_batched_read_compose_is_not_applied_twice(flux_serve
 def test_a_lost_answer_to_the_final_resumable_chunk_is_confirmed(flux_server, bucket):
     """The final chunk lands but its answer is lost; the resend (the HTTP client's own, or ours) finds the
     session finalized (404): the object is read back and accepted, not reported as an upload lost."""
-    import time
-
     fs = make_fs(flux_server, multipart="off", part_size=256 * KiB, retry=FAST)
     path = f"{bucket}/k"
     data = os.urandom(256 * KiB + 1000)
     flux_server.reset_stats()
     with fs.open(path, "wb") as f:
         f.write(data)  # the session starts and its first chunk goes
-        deadline = time.monotonic() + 20
-        while flux_server.stats()["requests"].get("write", 0) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.2)  # the first chunk's answer is back
+
+        def first_chunk_answered() -> bool:  # its answer is settled (lost or not) once it is no longer served
+            stats = flux_server.stats()
+            return stats["requests"].get("write", 0) >= 2 and not stats["in_flight"].get("write")
+
+        wait_for(first_chunk_answered, "the first chunk's answer", timeout=20)
         flux_server.configure(lose_replies=1, fail_ops=["write"])
     assert flux_server.stats()["faults"].get("write") == 1  # the final chunk's answer was lost
     assert fs.cat_file(path) == data

@@ -50,11 +50,17 @@ def _crashed_xml_writer(server, bucket: str, key: str) -> None:
     script = textwrap.dedent(f"""
         import os, time
         from fluxfs import FluxFileSystem
+        from fluxfs.server.handle import ServerHandle
         fs = FluxFileSystem(endpoint_url={server.url!r}, token="anon", multipart="xml", part_size=5 * 2**20)
         f = fs.open("{bucket}/{key}", "wb")
         f.write(b"x" * (11 * 2**20))
         f.flush()
-        time.sleep(1)  # the parts land
+        deadline = time.monotonic() + 60
+        # The two whole 5 MiB parts land (the last MiB stays in the buffer).
+        while [u["parts"] for u in ServerHandle({server.url!r}).multipart_uploads("{bucket}")
+               if u["key"] == "{key}"] != [[1, 2]]:
+            assert time.monotonic() < deadline, "the 2 parts never landed"
+            time.sleep(0.01)
         os._exit(0)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from fluxfs import FluxFileSystem, temporaries
+from fluxfs import temporaries
 from fluxfs.cli import main
 from fluxfs.gcs import tempnames
 from tests.conftest import make_fs
@@ -43,11 +43,15 @@ def test_leftover_temporary_is_hidden_and_cleaned(flux_server, bucket):
     script = textwrap.dedent(f"""
         import os, time
         from fluxfs import FluxFileSystem
+        from fluxfs.server.handle import ServerHandle
         fs = FluxFileSystem(endpoint_url={flux_server.url!r}, token="anon", multipart="compose", part_size=65536)
         f = fs.open("{bucket}/big.bin", "wb")
         f.write(b"x" * (4 * 65536))
         f.flush()
-        time.sleep(1)  # the parts land
+        deadline = time.monotonic() + 60
+        while len(ServerHandle({flux_server.url!r}).list_names("{bucket}", "_fluxfs-tmp/")) < 4:  # the parts land
+            assert time.monotonic() < deadline, "the 4 parts never landed"
+            time.sleep(0.01)
         os._exit(0)  # killed: no close, no atexit
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
@@ -91,13 +95,13 @@ def test_configured_prefix(flux_server, bucket):
 ])
 def test_bad_temp_prefix(flux_server, value, message):
     with pytest.raises(ValueError) as bad:
-        FluxFileSystem(endpoint_url=flux_server.url, token="anon", skip_instance_cache=True, temp_prefix=value)
+        make_fs(flux_server, temp_prefix=value)
     assert str(bad.value) == message
 
 
 def test_bad_job_id(flux_server):
     with pytest.raises(ValueError, match=r"job_id must be 1-100 letters, digits, '.', '_' or '-' .*not 'a/b'"):
-        FluxFileSystem(endpoint_url=flux_server.url, token="anon", skip_instance_cache=True, job_id="a/b")
+        make_fs(flux_server, job_id="a/b")
 
 
 def test_configured_prefix_from_the_command_line(flux_server, bucket, fs):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fluxfs.gcs.tempnames import TEMP_PREFIX
-from tests.conftest import make_fs
+from tests.conftest import make_fs, server_options
 
 # Fast backoff so a faulty run stays short, but enough attempts that 10% faults never exhaust them
 # (0.15 ** 12 is about 1e-10 per request).
@@ -46,4 +46,4 @@ def chaos_fs(flux_server):
 
 @pytest.fixture
 def storage_options(flux_server) -> dict:
-    return {"endpoint_url": flux_server.url, "token": "anon", "retry": FAST_RETRY, "skip_instance_cache": True}
+    return server_options(flux_server, retry=FAST_RETRY)

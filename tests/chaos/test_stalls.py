@@ -37,6 +37,7 @@ def stoppable_server():
             os.kill(srv.process.pid, signal.SIGCONT)
 
 
+@pytest.mark.slow
 def test_server_stopped_mid_part_fails_the_write_within_a_bound(stoppable_server):
     srv = stoppable_server
     bucket = new_bucket_name()

@@ -17,6 +17,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
 from fluxfs.pipes.dcp import CheckpointChangedError, FluxStorageReader, FluxStorageWriter, IncompleteCheckpointError
+from tests.conftest import server_options
 
 from .dcp_worker import expected
 
@@ -62,10 +63,6 @@ def run_ranks(mode: str, url: str, endpoint: str, world: int = 2, timeout: float
         assert p.returncode == 0, f"rank {rank} of {mode} exited {p.returncode}:\n{out[-3000:]}"
 
 
-def options(server) -> dict:
-    return {"endpoint_url": server.url, "token": "anon"}
-
-
 def test_single_process_round_trip_and_partial_load(flux_server, bucket):
     url = f"flux://{bucket}/ckpt/one"
     state = {
@@ -73,7 +70,7 @@ def test_single_process_round_trip_and_partial_load(flux_server, bucket):
         "small": {"a": torch.arange(10), "b": torch.ones(3, dtype=torch.bfloat16)},
         "meta": {"epoch": 3, "name": "run-1"},
     }
-    dcp.save(state, storage_writer=FluxStorageWriter(url, **options(flux_server)))
+    dcp.save(state, storage_writer=FluxStorageWriter(url, **server_options(flux_server)))
     names = flux_server.list_names(bucket, "ckpt/one/")
     assert "ckpt/one/.metadata" in names and any(n.endswith(".distcp") for n in names)
     assert not any(n.endswith(".tmp") for n in names)
@@ -82,7 +79,7 @@ def test_single_process_round_trip_and_partial_load(flux_server, bucket):
               "b": torch.zeros(3, dtype=torch.bfloat16)}, "meta": {"epoch": 0, "name": ""}}
     # checkpoint_id makes dcp call reset(url): the storage options must survive it (checked first,
     # so a regression fails here instead of reaching for the default endpoint).
-    reader = FluxStorageReader(url, **options(flux_server))
+    reader = FluxStorageReader(url, **server_options(flux_server))
     reader.reset(url)
     assert reader.fs.fs.storage_options["endpoint_url"] == flux_server.url
     dcp.load(target, checkpoint_id=url, storage_reader=reader)
@@ -94,7 +91,7 @@ def test_single_process_round_trip_and_partial_load(flux_server, bucket):
     # Loading one small tensor fetches its bytes, not the 2 MiB file.
     flux_server.reset_stats()
     part = {"small": {"a": torch.zeros(10, dtype=torch.int64)}}
-    dcp.load(part, storage_reader=FluxStorageReader(url, max_gap=0, **options(flux_server)))
+    dcp.load(part, storage_reader=FluxStorageReader(url, max_gap=0, **server_options(flux_server)))
     assert torch.equal(part["small"]["a"], state["small"]["a"])
     assert flux_server.stats()["bytes_out"] < 256 * 1024
 
@@ -109,10 +106,10 @@ def test_items_spanning_many_chunks_and_windows_load_exactly(flux_server, bucket
         "h": torch.randn(77, generator=g).to(torch.bfloat16),
         "meta": {"step": 12, "tags": ["a", "b"]},          # a pickled (BYTE_IO) item
     }
-    dcp.save(state, storage_writer=FluxStorageWriter(url, **options(flux_server)))
+    dcp.save(state, storage_writer=FluxStorageWriter(url, **server_options(flux_server)))
     target = {"w": torch.zeros(300, 257), "b": torch.zeros(12_345, dtype=torch.uint8),
               "h": torch.zeros(77, dtype=torch.bfloat16), "meta": {"step": 0, "tags": ["", ""]}}
-    reader = FluxStorageReader(url, chunk_size=8 * 1024 + 3, window=64 * 1024, concurrency=4, **options(flux_server))
+    reader = FluxStorageReader(url, chunk_size=8 * 1024 + 3, window=64 * 1024, concurrency=4, **server_options(flux_server))
     dcp.load(target, storage_reader=reader)
     for k in ("w", "b", "h"):
         assert torch.equal(target[k], state[k]), k
@@ -121,24 +118,25 @@ def test_items_spanning_many_chunks_and_windows_load_exactly(flux_server, bucket
 
 def test_overwrite_during_load_fails_instead_of_mixing(flux_server, bucket):
     url = f"flux://{bucket}/changing"
-    dcp.save({"w": torch.zeros(1000)}, storage_writer=FluxStorageWriter(url, **options(flux_server)))
+    dcp.save({"w": torch.zeros(1000)}, storage_writer=FluxStorageWriter(url, **server_options(flux_server)))
     # A load that has read .metadata (the steps dcp.load runs), then another job saves there.
-    reader = FluxStorageReader(url, **options(flux_server))
+    reader = FluxStorageReader(url, **server_options(flux_server))
     metadata = reader.read_metadata()
     reader.set_up_storage_reader(metadata, True)
     target = {"w": torch.full((1000,), -1.0)}
     planner = DefaultLoadPlanner()
     planner.set_up_planner(target, metadata, True)
     plan = reader.prepare_local_plan(planner.create_local_plan())
-    dcp.save({"w": torch.ones(1000)}, storage_writer=FluxStorageWriter(url, **options(flux_server)))
+    dcp.save({"w": torch.ones(1000)}, storage_writer=FluxStorageWriter(url, **server_options(flux_server)))
     with pytest.raises(CheckpointChangedError, match="changed while loading"):
         reader.read_data(plan, planner).wait()
     assert torch.equal(target["w"], torch.full((1000,), -1.0))  # nothing from the new save leaked in
     # A fresh load sees the new checkpoint whole.
-    dcp.load(target, storage_reader=FluxStorageReader(url, **options(flux_server)))
+    dcp.load(target, storage_reader=FluxStorageReader(url, **server_options(flux_server)))
     assert torch.equal(target["w"], torch.ones(1000))
 
 
+@pytest.mark.slow
 def test_two_ranks_save_then_load_into_two_and_into_one(flux_server, bucket):
     url = f"flux://{bucket}/sharded"
     run_ranks("save_load", url, flux_server.url)  # the ranks also load it back, resharded, and check
@@ -147,7 +145,7 @@ def test_two_ranks_save_then_load_into_two_and_into_one(flux_server, bucket):
 
     full = expected()
     one = {"model": {"w": torch.zeros_like(full["model"]["w"]), "b": torch.zeros_like(full["model"]["b"])}, "step": 0}
-    reader = FluxStorageReader(url, **options(flux_server))
+    reader = FluxStorageReader(url, **server_options(flux_server))
     dcp.load(one, storage_reader=reader)
     assert torch.equal(one["model"]["w"], full["model"]["w"])
     assert torch.equal(one["model"]["b"], full["model"]["b"])
@@ -169,7 +167,7 @@ def test_large_items_are_copied_straight_into_their_targets(flux_server, bucket)
         "transposed": torch.randn(1024, 768, generator=g),                           # 3 MiB, into a .t() view
         "small": torch.arange(100, dtype=torch.int16),
     }
-    dcp.save(state, storage_writer=FluxStorageWriter(url, **options(flux_server)))
+    dcp.save(state, storage_writer=FluxStorageWriter(url, **server_options(flux_server)))
     backing = torch.zeros(768, 1024)
     target = {
         "f32": torch.empty(1000, 700), "bf16": torch.empty(3, 400_000, dtype=torch.bfloat16),
@@ -177,7 +175,7 @@ def test_large_items_are_copied_straight_into_their_targets(flux_server, bucket)
         "transposed": backing.t(), "small": torch.zeros(100, dtype=torch.int16),
     }
     # Odd-sized chunks and small windows: the copied bytes come from many received chunks.
-    reader = FluxStorageReader(url, chunk_size=64 * 1024 + 3, window=4 * 2**20, **options(flux_server))
+    reader = FluxStorageReader(url, chunk_size=64 * 1024 + 3, window=4 * 2**20, **server_options(flux_server))
     dcp.load(target, storage_reader=reader)
     for k in ("f32", "bf16", "i64", "small"):
         assert torch.equal(target[k], state[k]), k
@@ -186,10 +184,11 @@ def test_large_items_are_copied_straight_into_their_targets(flux_server, bucket)
     assert reader.stats == {"copied_direct": 3, "deserialized": 3}
 
 
+@pytest.mark.slow
 def test_save_killed_midway_leaves_no_metadata(flux_server, bucket):
     url = f"flux://{bucket}/killed"
     # A complete earlier save at the same URL: the new save must retire its .metadata first.
-    dcp.save({"old": torch.ones(4)}, storage_writer=FluxStorageWriter(url, **options(flux_server)))
+    dcp.save({"old": torch.ones(4)}, storage_writer=FluxStorageWriter(url, **server_options(flux_server)))
     assert "killed/.metadata" in flux_server.list_names(bucket, "killed/")
 
     # 500 ms before every answer: 12 x 4 MB of 5 MiB parts, 8 in flight, need several seconds.
@@ -217,7 +216,7 @@ def test_save_killed_midway_leaves_no_metadata(flux_server, bucket):
     names = flux_server.list_names(bucket, "killed/")
     assert "killed/.metadata" not in names
     assert not any(n.endswith(".tmp") for n in names)
-    reader = FluxStorageReader(url, **options(flux_server))
+    reader = FluxStorageReader(url, **server_options(flux_server))
     with pytest.raises(IncompleteCheckpointError, match=f"no complete checkpoint at {url}") as info:
         reader.read_metadata()
     assert isinstance(info.value, FileNotFoundError)
@@ -236,12 +235,12 @@ def test_async_save_with_gloo_group(flux_server, bucket, monkeypatch):
         model = torch.nn.Linear(64, 32)
         saved = {k: v.clone() for k, v in model.state_dict().items()}
         future = dcp.async_save({"model": model.state_dict()},
-                                storage_writer=FluxStorageWriter(url, **options(flux_server)))
+                                storage_writer=FluxStorageWriter(url, **server_options(flux_server)))
         with torch.no_grad():
             model.weight.zero_()  # training goes on; the staged copy is what gets saved
         future.result(timeout=120)
         target = {"model": {k: torch.empty_like(v) for k, v in saved.items()}}
-        dcp.load(target, storage_reader=FluxStorageReader(url, **options(flux_server)))
+        dcp.load(target, storage_reader=FluxStorageReader(url, **server_options(flux_server)))
         for k in saved:
             assert torch.equal(target["model"][k], saved[k])
     finally:

@@ -16,6 +16,8 @@ from tests.conftest import make_fs, new_bucket_name
 
 from ._dcp_group_child import replicated_state, sharded_state
 
+pytestmark = pytest.mark.slow  # real gloo ranks in their own processes
+
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):

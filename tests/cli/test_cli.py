@@ -97,6 +97,7 @@ def test_ls_one_level_long_and_recursive(cli, tree, flux_server, fs):
     assert f"flux://{tree}/" in cli("ls", "flux://").lines
 
 
+@pytest.mark.slow
 def test_progress_bars_only_on_a_terminal_unless_asked(cli, tree, flux_server):
     flux_server.configure(latency_ms=1300)  # the listing lasts over tqdm's one-second delay
     r = cli("ls", "-r", f"flux://{tree}")  # stderr captured: not a terminal, so no bar
@@ -354,6 +355,7 @@ def test_bench_passes_its_arguments_through(cli, capfd):
 
 # -- the installed console script -----------------------------------------------------------
 
+@pytest.mark.slow
 def test_console_script(flux_server, bucket):
     env = dict(os.environ, STORAGE_EMULATOR_HOST=flux_server.url)
     ok = subprocess.run([FLUXFS, "ls", f"flux://{bucket}"], env=env, capture_output=True, text=True, timeout=60)
@@ -365,6 +367,7 @@ def test_console_script(flux_server, bucket):
     assert version.returncode == 0 and version.stdout.startswith("fluxfs ")
 
 
+@pytest.mark.slow
 def test_serve_prints_its_url_and_serves(tmp_path):
     proc = subprocess.Popen([FLUXFS, "serve", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -387,6 +390,7 @@ def test_serve_prints_its_url_and_serves(tmp_path):
         proc.stderr.close()
 
 
+@pytest.mark.slow
 def test_serve_has_a_fixed_default_port_and_says_where_data_lives(tmp_path):
     from fluxfs.cli.parser import build_parser
 

@@ -101,6 +101,7 @@ def loaded(modules: set, names) -> list:
     return sorted(m for m in modules for n in names if m == n or m.startswith(n + "."))
 
 
+@pytest.mark.slow
 def test_cat_and_help_import_no_torch_server_pipes_or_progress_bars(flux_server, fs, bucket):
     fs.pipe({f"{bucket}/shard-000.tar": b"tar bytes \x00\xff" * 1000})
     code, out, modules = modules_after("--endpoint", flux_server.url, "cat", f"flux://{bucket}/shard-000.tar")
@@ -113,6 +114,7 @@ def test_cat_and_help_import_no_torch_server_pipes_or_progress_bars(flux_server,
         assert loaded(modules, NOT_FOR_CAT + ("gcsfs", "fluxfs.core", "aiohttp")) == [], argv
 
 
+@pytest.mark.slow
 def test_serve_help_still_lists_the_server_options_and_demo_its_own():
     code, out, _ = modules_after("serve", "--help")
     assert code == 0 and b"--port PORT" in out and b"--profile" in out
@@ -165,6 +167,7 @@ for progress in (False, True):
 """
 
 
+@pytest.mark.slow
 def test_demo_draws_no_progress_bar_into_a_redirected_log(tmp_path):
     """`make demo > log 2>&1`: the log gets the demo's lines but no bar (no carriage returns), as the README says."""
     import subprocess

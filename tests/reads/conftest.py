@@ -1,4 +1,5 @@
-"""Helpers for the read tests: a second client that changes objects, and the empty-reserved-prefix check."""
+"""Helpers for the read tests: an object holding the test module's DATA, a second client that changes objects,
+and the empty-reserved-prefix check."""
 from __future__ import annotations
 
 import pytest
@@ -25,3 +26,11 @@ def other(gcs_server):
 def quick_retry():
     """fake-gcs-server answers a compose with a missing source by 500: do not spend 10 s retrying it."""
     return {"compose": {"max_attempts": 2, "initial": 0.01}, "default": {"initial": 0.01, "maximum": 0.2}}
+
+
+@pytest.fixture
+def stored(flux_server, bucket, request):
+    """A filesystem and the path of one object holding the test module's DATA."""
+    fs = make_fs(flux_server)
+    fs.pipe_file(f"{bucket}/o", request.module.DATA)
+    return fs, f"{bucket}/o"

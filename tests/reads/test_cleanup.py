@@ -82,6 +82,7 @@ def test_parse_age():
         temporaries.parse_age("an hour")
 
 
+@pytest.mark.slow
 def test_registered_objects_are_deleted_at_interpreter_exit(flux_server, bucket):
     script = textwrap.dedent(f"""
         from fluxfs import FluxFileSystem, temporaries

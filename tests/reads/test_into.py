@@ -7,16 +7,8 @@ import pytest
 
 from fluxfs.errors import ChecksumMismatch
 from fluxfs.server import objects as server_objects
-from tests.conftest import make_fs
 
-DATA = os.urandom(3 * 2**20 + 12345)
-
-
-@pytest.fixture
-def stored(flux_server, bucket):
-    fs = make_fs(flux_server)
-    fs.pipe_file(f"{bucket}/o", DATA)
-    return fs, f"{bucket}/o"
+DATA = os.urandom(3 * 2**20 + 12345)  # the `stored` object (tests/reads/conftest.py)
 
 
 def test_segments_land_in_their_buffers_and_the_whole_is_verified(stored):

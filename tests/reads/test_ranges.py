@@ -7,16 +7,8 @@ import pytest
 
 from fluxfs.errors import ObjectChanged, PreconditionFailed
 from fluxfs.reads.ranges import coalesce
-from tests.conftest import make_fs
 
-DATA = os.urandom(9 * 2**20 + 4321)   # past one plain GET (8 MiB): large ranges take the parallel path
-
-
-@pytest.fixture
-def stored(flux_server, bucket):
-    fs = make_fs(flux_server)
-    fs.pipe_file(f"{bucket}/o", DATA)
-    return fs, f"{bucket}/o"
+DATA = os.urandom(9 * 2**20 + 4321)  # the `stored` object: past one plain GET (8 MiB), large ranges go in parallel
 
 
 def _groups(ranges, max_gap, max_size=None):

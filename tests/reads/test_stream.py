@@ -7,6 +7,7 @@ import random
 import pytest
 
 from fluxfs.reads import stream
+from fluxfs.server.synthetic import synthetic_bytes
 from tests.reads.conftest import temp_names
 from tests.reads.test_batched import _write
 
@@ -56,8 +57,14 @@ def test_read_ahead_stays_within_the_budget(flux_server, fs, bucket):
     assert flux_server.stats()["peak_in_flight"]["read"] >= 2
 
 
+def _generated(server, bucket: str, count: int, size: int) -> dict[str, bytes]:
+    """`count` objects d/00000000... made by the server itself (quicker than uploading them), and their bytes."""
+    server.generate(bucket, count, size=size, prefix="d/")
+    return {f"{bucket}/{n}": synthetic_bytes(n, size) for n in server.list_names(bucket, "d/")}
+
+
 def test_stream_from_a_blocking_listing_stream(fs, flux_server, bucket):
-    data = _write(fs, bucket, [1000] * 3000)
+    data = _generated(flux_server, bucket, 3000, 1000)
     listing = (info for batch in fs.iter_objects(f"{bucket}/d") for info in batch)
     got = {k: v for b in fs.iter_cat_objects(listing, buffer_bytes=512 * 1024) for k, v in b.items()}
     assert got == data
@@ -103,7 +110,7 @@ def test_missing_object_follows_on_error(fs, flux_server, bucket, on_error):
 
 
 def test_closing_early_cancels_reads_and_deletes_temporaries(fs, flux_server, bucket):
-    _write(fs, bucket, [100] * 2000)
+    assert len(_generated(flux_server, bucket, 2000, 100)) == 2000
     infos = _infos(fs, bucket)
     flux_server.configure(latency_ms=50)
     it = fs.iter_cat_objects(infos, buffer_bytes=64 * 1024)

@@ -69,6 +69,7 @@ def test_subprocess_handle_same_api(tmp_path):
     assert proc.poll() is not None  # closed with the context
 
 
+@pytest.mark.slow
 def test_subprocess_server_exits_when_parent_dies():
     """A crashed benchmark must not leave its server running."""
     code = ("import os; from fluxfs.server import run; s = run(in_process=False); "

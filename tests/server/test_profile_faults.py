@@ -163,3 +163,22 @@ def test_stats_count_ops_and_bytes(srv, bkt):
     st = srv.stats()
     assert st["requests"] == {"write": 1, "read": 1, "list": 1, "delete": 1}
     assert st["bytes_in"] == 5 and st["bytes_out"] >= 5 and st["faults"] == {}
+
+
+def test_stats_show_the_requests_being_served(srv, bkt):
+    """`in_flight` counts a request from its start to its answer (what a test waits on instead of a sleep)."""
+    import threading
+
+    from tests.conftest import wait_for
+
+    upload(srv.url, bkt, "a", b"12345")
+    assert srv.stats()["in_flight"] == {}
+    srv.configure(latency_ms=1000)  # the read is held on the server for a second: seen while served
+    got: dict = {}
+    t = threading.Thread(target=lambda: got.update(r=request(srv.url, "GET", obj_path(bkt, "a"),
+                                                               params={"alt": "media"})))
+    t.start()
+    assert wait_for(lambda: srv.stats()["in_flight"], "the read to be served", timeout=30) == {"read": 1}
+    t.join(30)
+    assert got["r"].body == b"12345"
+    assert srv.stats()["in_flight"] == {}

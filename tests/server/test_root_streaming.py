@@ -72,6 +72,7 @@ def root(tmp_path):
         shutil.rmtree(d)
 
 
+@pytest.mark.slow
 def test_big_uploads_to_a_root_server_keep_its_memory_bounded(root):
     with run(in_process=False, root=root) as srv:
         b, url = "big", srv.url
@@ -156,6 +157,7 @@ def test_big_uploads_to_a_root_server_keep_its_memory_bounded(root):
             assert r.body == want, name
 
 
+@pytest.mark.slow
 def test_big_downloads_from_a_root_server_keep_its_memory_bounded(root):
     with run(in_process=False, root=root) as srv:
         srv.create_bucket("dlb")

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import fsspec.asyn
@@ -13,7 +12,7 @@ import pytest
 
 from fluxfs import temporaries
 from fluxfs.temporaries import abort_incomplete_uploads
-from tests.conftest import make_fs
+from tests.conftest import make_fs, wait_for
 
 from .util import PART_SIZES
 
@@ -30,13 +29,18 @@ def test_killed_writer_leaves_no_object(flux_server, bucket, multipart):
     )
     try:
         assert proc.stdout.readline().strip() == "PARTS-IN-FLIGHT"
-        time.sleep(0.3)
-        os.kill(proc.pid, signal.SIGKILL)
+        # Killed once the server holds what it leaves behind: the XML upload, or a compose part.
+        if multipart == "xml":
+            wait_for(lambda: flux_server.multipart_uploads(bucket), "the XML upload")
+        else:
+            wait_for(lambda: flux_server.list_names(bucket, "_fluxfs-tmp/"), "a compose part")
     finally:
+        proc.kill()  # SIGKILL
         proc.wait(30)
     assert proc.returncode == -signal.SIGKILL
     flux_server.configure(latency_ms=0)
-    time.sleep(0.2)  # let the server notice the dropped connections
+    # The requests the writer had sent finish (or fail) on the server before anything is checked.
+    wait_for(lambda: not flux_server.stats()["in_flight"], "the killed writer's requests to end")
     fs = make_fs(flux_server)
     assert not fs.exists(f"{bucket}/ckpt")
     if multipart == "xml":

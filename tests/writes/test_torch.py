@@ -59,6 +59,7 @@ def test_torch_save_failure_leaves_no_checkpoint(flux_server, bucket):
     assert flux_server.list_names(bucket, "_fluxfs-tmp/") == []
 
 
+@pytest.mark.slow
 def test_saving_memory_is_bounded(flux_server, bucket):
     """A 64 MiB state dict saves holding about concurrency x part size, not the whole file."""
     part, conc = 5 * MiB, 2
