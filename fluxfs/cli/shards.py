@@ -11,7 +11,6 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import options
 from .base import UsageError, human, progress_bar, remote_path, url_of
 from .storage import list_objects, make_fs, require_bucket
 
@@ -49,8 +48,10 @@ tar) by reading their headers with ranged reads; a PREFIX/ indexes every .tar be
 def parse_size(text: str) -> int:
     """--max-size: the one size parser of fluxfs (options.parse_size: 256MB is 10^6-based, 256M and 256MiB
     2^20-based), at least 1 byte."""
+    from ..options import parse_size as option_size  # here: fluxfs.options imports gcsfs, which --help never needs
+
     try:
-        size = options.parse_size("--max-size", text)
+        size = option_size("--max-size", text)
     except ValueError as e:
         raise UsageError(f"bad size {text!r}: {e}") from None
     if size < 1:
