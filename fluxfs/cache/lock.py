@@ -16,27 +16,36 @@ from typing import Any, Callable, Optional
 POLL_MAX = 0.02  # seconds between two tries of a bounded wait, at most
 
 
-def flock_within(fd: int, op: int, stall: float) -> bool:
-    """`fcntl.flock(fd, op)`, waiting while the holder makes progress (the file's size and mtime change) and
-    False once it made none for `stall` seconds: a holder stopped (SIGSTOP) never blocks without bound."""
-    def stamp() -> Any:
-        st = os.fstat(fd)
-        return st.st_size, st.st_mtime_ns
-
-    pause, seen, since = 0.0005, stamp(), time.monotonic()
-    while True:
-        try:
-            fcntl.flock(fd, op | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            pass
-        now, mark = time.monotonic(), stamp()
+def wait_while_moving(attempt: Callable[[], bool], progress: Callable[[], Any], stall: float) -> bool:
+    """Call `attempt()` until it succeeds (True), backing off; False once `progress()` stayed the same for
+    `stall` seconds: a holder that stopped (SIGSTOP, a hung disk) never blocks anyone without bound."""
+    pause, seen, since = 0.0005, progress(), time.monotonic()
+    while not attempt():
+        now, mark = time.monotonic(), progress()
         if mark != seen:
             seen, since = mark, now
         elif now - since >= stall:
             return False
         time.sleep(pause)
         pause = min(pause * 2, POLL_MAX)
+    return True
+
+
+def flock_within(fd: int, op: int, stall: float) -> bool:
+    """`fcntl.flock(fd, op)`, waiting while the holder makes progress (the file's size and mtime change) and
+    False once it made none for `stall` seconds."""
+    def stamp() -> Any:
+        st = os.fstat(fd)
+        return st.st_size, st.st_mtime_ns
+
+    def attempt() -> bool:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    return wait_while_moving(attempt, stamp, stall)
 
 
 class FileLock:
@@ -88,17 +97,7 @@ class FileLock:
         on a holder that stopped (SIGSTOP, a hung disk) instead of dying."""
         if stall is None:
             return self._lock(shared, blocking=True)
-        progress = progress or self.stamp
-        pause, seen, since = 0.0005, progress(), time.monotonic()
-        while not self._lock(shared, blocking=False):
-            now, mark = time.monotonic(), progress()
-            if mark != seen:
-                seen, since = mark, now
-            elif now - since >= stall:
-                return False
-            time.sleep(pause)
-            pause = min(pause * 2, POLL_MAX)
-        return True
+        return wait_while_moving(lambda: self._lock(shared, blocking=False), progress or self.stamp, stall)
 
     def stamp(self) -> Any:
         """The lock file's size and mtime (a filler marks and touches it): what a bounded wait watches."""
