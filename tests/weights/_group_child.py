@@ -13,6 +13,15 @@ import warnings
 from tests._gloo import GlooRank, digests, start_ranks
 
 
+def outcome(call) -> str:
+    """'loaded', or the error `call()` raised as 'Type: message' (what the test checks)."""
+    try:
+        call()
+        return "loaded"
+    except Exception as exc:  # noqa: BLE001 - the test checks type and message
+        return f"{type(exc).__name__}: {exc}"
+
+
 def rank_main(me: GlooRank, mode: str, bucket: str) -> None:
     import torch.distributed as dist
 
@@ -32,12 +41,6 @@ def rank_main(me: GlooRank, mode: str, bucket: str) -> None:
                                                        **options))
         report["slices"]["tensors"] = digests(sd)
     elif mode == "errors":
-        def outcome(call) -> str:
-            try:
-                call()
-                return "loaded"
-            except Exception as exc:  # noqa: BLE001 - the test checks type and message
-                return f"{type(exc).__name__}: {exc}"
         mine = (lambda n: n == "scale") if rank == 0 else (lambda n: n == "empty")  # checked by what they chose
         report["differ"] = outcome(lambda: load_model_dir(f"flux://{bucket}/model", group=None, tensors=mine,
                                                           **options))
@@ -46,12 +49,6 @@ def rank_main(me: GlooRank, mode: str, bucket: str) -> None:
         report["member"] = outcome(lambda: load_file(f"flux://{bucket}/model/model-00002-of-00002.safetensors",
                                                      group=only_zero, **options))
     elif mode == "asked":  # rank-dependent requests: every rank raises, naming who asked for what
-        def outcome(call) -> str:
-            try:
-                call()
-                return "loaded"
-            except Exception as exc:  # noqa: BLE001 - the test checks type and message
-                return f"{type(exc).__name__}: {exc}"
         step = "other" if rank == 1 else "model"  # e.g. a restarted rank handed another step's directory
         report["url"] = outcome(lambda: load_model_dir(f"flux://{bucket}/{step}/", group=None, **options))
         shard = 2 if rank == 2 else 1
