@@ -22,7 +22,8 @@ from typing import Any, Optional
 
 import google_crc32c
 
-from . import crc as crcs, direct, jobs, progress
+from ..gcs.checksums import crc32c_combine
+from . import direct, jobs, progress
 from .entry import Meta, open_fixed, temp_name
 from .lock import FileLock
 from .store import UNWRITABLE, NodeCache, _unlink
@@ -223,7 +224,7 @@ class Fill:
         assert self.meta is not None and self.tmp is not None
         whole = 0
         for p in range(self.count):
-            whole = crcs.combine(whole, self.crcs[p], self.part_len(p))
+            whole = crc32c_combine(whole, self.crcs[p], self.part_len(p))
         meta_tmp = os.path.join(self.cache.directory, temp_name(self.eid))
         try:
             if self.meta.crc32c is not None and whole != self.meta.crc32c:

@@ -16,7 +16,7 @@ import google_crc32c
 import pytest
 
 from fluxfs.cache import NodeCache, fill
-from fluxfs.cache.crc import combine
+from fluxfs.gcs.checksums import crc32c_combine as combine
 from tests.cache.conftest import PART
 from tests.conftest import make_fs
 
