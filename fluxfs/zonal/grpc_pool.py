@@ -25,14 +25,12 @@ logger = get_logger(__name__)
 
 
 class _QuietStreamClose(logging.Filter):
-    """Drops the library's log records of what a pooled stream's close, a cancelled read and a server going
-    away under an idle stream leave behind (a recv loop ending, data for a read no longer waited for): real
-    failures reach the reads waiting on the stream, and through them the caller."""
+    """Drops the library's log records from a read stream's receive loop: what a pooled stream's close, a cancelled
+    read and a server going away under an idle stream leave behind (the loop ending, data for a read no longer
+    waited for). The loop hands every failure to the reads waiting on the stream, and through them to the caller."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        return not (text.startswith(("Received data for unregistered read_id", "Stream multiplexer recv loop failed"))
-                    or "499 CANCELLED" in text)
+        return record.funcName != "_recv_loop"
 
 
 logging.getLogger("google.cloud.storage.asyncio._stream_multiplexer").addFilter(_QuietStreamClose())
