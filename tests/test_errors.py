@@ -119,3 +119,16 @@ def test_every_fluxfs_error_is_a_flux_error_keeping_its_builtin_base():
     assert issubclass(errors.ZonalUnsupported, NotImplementedError)
     assert issubclass(errors.FolderRenameTimeout, TimeoutError)
     assert issubclass(errors.ResumeImpossible, OSError)
+
+
+def test_errors_is_reached_from_the_package_alone():
+    """`import fluxfs` then `fluxfs.errors.X` (as the README writes it), or `from fluxfs import errors`, in a fresh
+    interpreter: the lazy attribute imported the module with `from . import errors`, which asked the package for
+    the attribute again (RecursionError)."""
+    import subprocess
+    import sys
+
+    for code in ("import fluxfs; print(fluxfs.errors.ObjectChanged.__name__)",
+                 "from fluxfs import errors; print(errors.ObjectChanged.__name__)"):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.strip() == "ObjectChanged", proc.stderr[-2000:]
