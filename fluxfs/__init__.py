@@ -7,6 +7,7 @@ This package never imports torch; the PyTorch layer lives in `fluxfs.pipes`.
 """
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __all__ = ["FilesystemHandle", "FluxFileSystem", "RetryPolicy", "accelerated", "errors", "__version__"]
@@ -24,10 +25,8 @@ def __getattr__(name: str) -> Any:
         from . import handle
 
         return getattr(handle, name)
-    if name == "errors":
-        from . import errors
-
-        return errors
+    if name == "errors":  # by its full name: `from . import errors` would ask this function for it again
+        return importlib.import_module(f"{__name__}.errors")
     if name == "RetryPolicy":
         from .gcs.retry import RetryPolicy
 

@@ -16,7 +16,8 @@ from . import jsontext
 __all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "ObjectChanged", "object_changed",
            "AppendTakenOver",
            "RequestTimeout",
-           "ChecksumMismatch", "ServerUnreachable", "UploadLost", "raise_for_status"]
+           "ChecksumMismatch", "ServerUnreachable", "UploadLost", "ResumeImpossible", "ZonalUnsupported",
+           "FolderRenameTimeout", "raise_for_status"]
 
 
 class FluxError(IOError):
@@ -104,6 +105,19 @@ class UploadLost(FluxError):
 
 class ChecksumMismatch(FluxError):
     """Bytes received or stored do not match their crc32c: never returned to the caller."""
+
+
+class ResumeImpossible(FluxError):
+    """A broken write stream cannot be resumed without writing wrong bytes (the object is not where we left it)."""
+
+
+class ZonalUnsupported(FluxError, NotImplementedError):
+    """An operation that needs compose (append "ab", merge) on a zonal (Rapid) bucket, where GCS has none;
+    a NotImplementedError as well, as fsspec says of what a filesystem cannot do."""
+
+
+class FolderRenameTimeout(FluxError, TimeoutError):
+    """A folder rename's long-running operation not done within the wait (it may still complete)."""
 
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})

@@ -2,7 +2,7 @@
 
 The sync bridge (`run`: Ctrl-C cancels the coroutine and waits for its cleanup), the fork hook
 (`reset_in_child`), `gather_all`, `Chunked` bodies, the one gap-coalescing rule (`coalesce`), redacting
-loggers, the one object-URL parser and manifests. Everything else under `fluxfs.gcs`, `fluxfs.reads`, `fluxfs.writes` and `fluxfs.listing` is
+loggers, the one object-URL parser, the whole-object crc32c check (`check_whole`) and manifests. Everything else under `fluxfs.gcs`, `fluxfs.reads`, `fluxfs.writes` and `fluxfs.listing` is
 internal: `.importlinter` keeps `fluxfs.pipes` to this module, `fluxfs`, `fluxfs.errors` and `fluxfs.options`.
 """
 from __future__ import annotations
@@ -15,9 +15,10 @@ from .gcs.fork import reset_in_child
 from .gcs.redact import get_logger
 from .gcs.tasks import gather_all
 from .gcs.urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
+from .gcs.verify import check_whole
 from .reads.ranges import Group, coalesce
 
-__all__ = ["DEFAULT_PROTOCOL", "Chunked", "Group", "ObjectURL", "coalesce", "gather_all", "get_logger", "manifest_line",
+__all__ = ["DEFAULT_PROTOCOL", "Chunked", "Group", "ObjectURL", "check_whole", "coalesce", "gather_all", "get_logger", "manifest_line",
            "parse_url", "read_manifest", "reset_in_child", "run", "submit", "url_protocol"]
 
 

@@ -107,3 +107,28 @@ def test_deep_json_is_refused_before_the_parser_recurses():
     assert err.value.__context__ is None  # no RecursionError was raised on the way
     assert jsontext.loads("[" * 128 + "]" * 128) is not None
     assert jsontext.loads(b'{"k": "[[[[' + b"[" * 500 + b'"}') == {"k": "[[[[" + "[" * 500}  # strings do not nest
+
+
+def test_every_fluxfs_error_is_a_flux_error_keeping_its_builtin_base():
+    """Every exception type fluxfs.errors exports is a FluxError (one `except FluxError` catches them all); the zonal
+    ones keep the built-in base code already catches them by (NotImplementedError, TimeoutError, OSError)."""
+    import fluxfs.errors as errors
+
+    types = [getattr(errors, n) for n in errors.__all__ if isinstance(getattr(errors, n), type)]
+    assert len(types) >= 12 and all(issubclass(t, errors.FluxError) for t in types), types
+    assert issubclass(errors.ZonalUnsupported, NotImplementedError)
+    assert issubclass(errors.FolderRenameTimeout, TimeoutError)
+    assert issubclass(errors.ResumeImpossible, OSError)
+
+
+def test_errors_is_reached_from_the_package_alone():
+    """`import fluxfs` then `fluxfs.errors.X` (as the README writes it), or `from fluxfs import errors`, in a fresh
+    interpreter: the lazy attribute imported the module with `from . import errors`, which asked the package for
+    the attribute again (RecursionError)."""
+    import subprocess
+    import sys
+
+    for code in ("import fluxfs; print(fluxfs.errors.ObjectChanged.__name__)",
+                 "from fluxfs import errors; print(errors.ObjectChanged.__name__)"):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.strip() == "ObjectChanged", proc.stderr[-2000:]

@@ -22,7 +22,9 @@ from typing import Any, Optional
 
 import google_crc32c
 
-from . import crc as crcs, direct, jobs, progress
+from ..gcs import fork
+from ..gcs.checksums import crc32c_combine
+from . import direct, jobs, progress
 from .entry import Meta, open_fixed, temp_name
 from .lock import FileLock
 from .store import UNWRITABLE, NodeCache, _unlink
@@ -35,14 +37,6 @@ BACKGROUND_MAX_WAIT = 0.5  # ... or this long at most (reads that never pause st
 FILLS: dict[tuple[str, str], "Fill"] = {}  # fills this process is doing, by (cache directory, entry id)
 TOO_LARGE: set[tuple[str, str]] = set()   # entries larger than their cache's limit: read from storage as asked
 _LOOP_STATE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # per loop: see `_state`
-
-
-def _after_fork() -> None:  # a forked worker does not own its parent's fills
-    FILLS.clear()
-    _LOOP_STATE.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork)
 
 
 def _busy() -> bool:
@@ -61,6 +55,12 @@ def _state() -> dict:
 
 class Fill:
     """This process's fill of entry `eid` (its exclusive `lock` held): see the module docstring."""
+
+    @staticmethod
+    def _after_fork() -> None:
+        """A forked worker owns none of its parent's fills (called by the one fork hook, `gcs/fork.py`)."""
+        FILLS.clear()
+        _LOOP_STATE.clear()
 
     def __init__(self, fs: Any, cache: NodeCache, path: str, eid: str, store: str, bucket: str, key: str,
                  generation: str, lock: FileLock, part: int):
@@ -223,7 +223,7 @@ class Fill:
         assert self.meta is not None and self.tmp is not None
         whole = 0
         for p in range(self.count):
-            whole = crcs.combine(whole, self.crcs[p], self.part_len(p))
+            whole = crc32c_combine(whole, self.crcs[p], self.part_len(p))
         meta_tmp = os.path.join(self.cache.directory, temp_name(self.eid))
         try:
             if self.meta.crc32c is not None and whole != self.meta.crc32c:
@@ -276,6 +276,9 @@ class Fill:
         """`n` bytes at `at` of the parts already in the file (call without awaiting since the part's future)."""
         assert self.fd is not None
         return os.pread(self.fd, n, at)
+
+
+fork.reset_in_child(Fill)  # the class: its `_after_fork` in every forked child
 
 
 def _write_part(fd: int, dfd: Optional[int], data: Any, offset: int) -> int:

@@ -29,7 +29,6 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS objects (
     complete INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (store, bucket, key, generation)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS objects_by_pack ON objects (pack);"""
-OLD_SCHEMA = "DROP INDEX IF EXISTS objects_by_pack; DROP TABLE objects"  # rows without a store: not to be served
 Row = tuple[str, int, int, int]  # pack, offset, size, crc32c
 
 _local = threading.local()  # this thread's connections, by directory (a forked child opens its own)
@@ -69,7 +68,7 @@ def connect(directory: str) -> sqlite3.Connection:
         try:
             if read_only:  # a cache baked into a read-only image: its rows as they are, nothing written
                 if not _current(db):
-                    raise sqlite3.OperationalError(f"{INDEX} on a read-only disk is of an older fluxfs")
+                    raise sqlite3.OperationalError(f"{INDEX} on a read-only disk has no objects table")
                 conns[directory] = (db, os.stat(path).st_ino)
                 return db
             db.execute("PRAGMA busy_timeout=60000")
@@ -79,9 +78,6 @@ def connect(directory: str) -> sqlite3.Connection:
             if not _current(db):
                 with write(db):
                     if not _current(db):
-                        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'objects'").fetchone():
-                            for statement in OLD_SCHEMA.split(";"):
-                                db.execute(statement)
                         for statement in SCHEMA.split(";"):
                             db.execute(statement)
         except BaseException:
@@ -116,8 +112,8 @@ def _own_files(path: str) -> bool:
 
 
 def _current(db: sqlite3.Connection) -> bool:
-    """The table exists with its store column."""
-    return any(row[1] == "store" for row in db.execute("PRAGMA table_info(objects)"))
+    """The objects table exists (a lookup needs no write transaction then)."""
+    return db.execute("SELECT 1 FROM sqlite_master WHERE name = 'objects'").fetchone() is not None
 
 
 @contextlib.contextmanager
@@ -190,11 +186,4 @@ def packs(db: sqlite3.Connection) -> dict[str, tuple[int, bool]]:
 def entries(db: sqlite3.Connection) -> list[tuple[str, str, str, str, int, int, str]]:
     """(store, bucket, key, generation, size, crc32c, pack) of every complete row."""
     return list(db.execute("SELECT store, bucket, key, generation, size, crc32c, pack FROM objects WHERE complete = 1"))
-
-
-def close_all() -> None:
-    """Close this thread's connections (tests; a directory about to be removed)."""
-    for db, _ in (getattr(_local, "conns", None) or {}).values():
-        db.close()
-    _local.conns, _local.pid = {}, os.getpid()
 

@@ -10,36 +10,42 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
 import queue
 import threading
 from typing import Any, Callable
+
+from ..gcs import fork
 
 THREADS = 4      # at most, per process
 IDLE = 0.05      # seconds a thread waits for a job when no fill is under way
 LINGER = 5.0     # ... and at most while one is (its next part may still be arriving)
 
-_jobs: "queue.SimpleQueue" = queue.SimpleQueue()
-_guard = threading.Lock()
-_state = {"threads": 0, "idle": 0}
 
 
-def _after_fork() -> None:  # the parent's threads do not exist in a forked child
-    global _jobs, _guard
-    _jobs, _guard = queue.SimpleQueue(), threading.Lock()
-    _state.update(threads=0, idle=0)
+class _Threads:
+    """This process's fill threads: their queue of jobs, the lock over it, how many run and how many wait idle."""
+
+    def __init__(self) -> None:
+        self._after_fork()
+
+    def _after_fork(self) -> None:  # the parent's threads do not exist in a forked child (the one fork hook)
+        self.jobs: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.guard = threading.Lock()
+        self.threads = 0
+        self.idle = 0
 
 
-os.register_at_fork(after_in_child=_after_fork)
+_THREADS = _Threads()
+fork.reset_in_child(_THREADS)
 
 
 def run(fn: Callable[..., Any], *args: Any, busy: Callable[[], bool] = lambda: False) -> "asyncio.Future":
     """`fn(*args)` on a fill thread, awaitable on the running loop. `busy()`: whether fills are under way."""
     fut: concurrent.futures.Future = concurrent.futures.Future()
-    with _guard:
-        _jobs.put((fut, fn, args))
-        if not _state["idle"] and _state["threads"] < THREADS:
-            _state["threads"] += 1
+    with _THREADS.guard:
+        _THREADS.jobs.put((fut, fn, args))
+        if not _THREADS.idle and _THREADS.threads < THREADS:
+            _THREADS.threads += 1
             threading.Thread(target=_work, args=(busy,), name="fluxfs-cache-fill", daemon=False).start()
     return asyncio.wrap_future(fut)
 
@@ -47,20 +53,20 @@ def run(fn: Callable[..., Any], *args: Any, busy: Callable[[], bool] = lambda: F
 def _work(busy: Callable[[], bool]) -> None:
     waited = 0.0
     while True:
-        with _guard:
-            _state["idle"] += 1
+        with _THREADS.guard:
+            _THREADS.idle += 1
         try:
-            fut, fn, args = _jobs.get(timeout=IDLE)
+            fut, fn, args = _THREADS.jobs.get(timeout=IDLE)
         except queue.Empty:
             waited += IDLE
-            with _guard:
-                _state["idle"] -= 1
-                if _jobs.empty() and (waited >= LINGER or not busy()):
-                    _state["threads"] -= 1
+            with _THREADS.guard:
+                _THREADS.idle -= 1
+                if _THREADS.jobs.empty() and (waited >= LINGER or not busy()):
+                    _THREADS.threads -= 1
                     return
             continue
-        with _guard:
-            _state["idle"] -= 1
+        with _THREADS.guard:
+            _THREADS.idle -= 1
         waited = 0.0
         if not fut.set_running_or_notify_cancel():
             continue

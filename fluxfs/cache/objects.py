@@ -29,6 +29,7 @@ import google_crc32c
 
 from . import body, evict, index, packs
 from ..errors import ChecksumMismatch
+from ..gcs import fork
 from .entry import Meta, crc_value, entry_id
 from .reader import store_of
 from .store import UNWRITABLE, NodeCache
@@ -39,23 +40,25 @@ BACKLOG = 64 * 2**20    # bytes read and waiting to be written to the cache, per
 PACK_MAX = 64 * 2**20   # one pack holds at most this much of what is queued (more goes to the next)
 INLINE = 8 * 2**20      # a call asking for at most this much looks its hits up on the event loop's thread
 Entry = tuple[str, str, str, str, int, Any]  # store, bucket, key, generation, size, crc32c
-_pending = [0]
-_guard = threading.Lock()
-_filling: dict[tuple, concurrent.futures.Future] = {}  # this process's fills not done yet, by entry
-_queue: dict[str, list[tuple[NodeCache, list[tuple[Entry, bytes]], concurrent.futures.Future]]] = {}
-_filler: list = [None, 0]  # the filler thread's executor and the pid it belongs to
 
 
-def _after_fork() -> None:
-    global _guard
-    _guard = threading.Lock()  # a thread of the parent may have held it at the fork
-    _pending[0] = 0
-    _filling.clear()
-    _queue.clear()
-    _filler[:] = [None, 0]
+class _Queued:
+    """This process's fills not written yet: their bytes (`pending`), each by entry (`filling`) and by cache directory
+    (`queue`), the filler thread's executor, and the lock over them; a forked worker starts with none."""
+
+    def __init__(self) -> None:
+        self._after_fork()
+
+    def _after_fork(self) -> None:  # the one fork hook calls this in a forked child
+        self.guard = threading.Lock()  # a thread of the parent may have held it at the fork
+        self.pending = 0
+        self.filling: dict[tuple, concurrent.futures.Future] = {}
+        self.queue: dict[str, list[tuple[NodeCache, list[tuple[Entry, bytes]], concurrent.futures.Future]]] = {}
+        self.filler: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
 
-os.register_at_fork(after_in_child=_after_fork)
+_QUEUED = _Queued()
+fork.reset_in_child(_QUEUED)
 
 
 def _cacheable(fs: Any, info: Any) -> Optional[Entry]:
@@ -183,8 +186,8 @@ def _drain(cache: NodeCache) -> None:
     most = PACK_MAX if cache.limit is None else max(1, min(PACK_MAX, cache.limit // 10))
     while True:
         taken, size = [], 0
-        with _guard:
-            queue = _queue.get(cache.directory, [])
+        with _QUEUED.guard:
+            queue = _QUEUED.queue.get(cache.directory, [])
             while queue and (not taken or size + sum(len(d) for _, d in queue[0][1]) <= most):
                 taken.append(queue.pop(0))
                 size += sum(len(d) for _, d in taken[-1][1])
@@ -197,30 +200,29 @@ def _drain(cache: NodeCache) -> None:
         except Exception as exc:  # noqa: BLE001 - the reads succeeded; only caching them failed
             log.warning("fluxfs node-local cache: %d objects not cached: %s", len(items), exc)
         finally:
-            with _guard:
-                _pending[0] -= size
+            with _QUEUED.guard:
+                _QUEUED.pending -= size
                 for entry, _ in items:
-                    _filling.pop((cache.directory, entry), None)
+                    _QUEUED.filling.pop((cache.directory, entry), None)
             for _, _, done in taken:
                 done.set_result(None)
 
 
 def _enqueue(cache: NodeCache, batch: list[tuple[Entry, bytes]]) -> None:
     done: concurrent.futures.Future = concurrent.futures.Future()
-    with _guard:
-        _queue.setdefault(cache.directory, []).append((cache, batch, done))
+    with _QUEUED.guard:
+        _QUEUED.queue.setdefault(cache.directory, []).append((cache, batch, done))
         for entry, _ in batch:
-            _filling[(cache.directory, entry)] = done
-        if _filler[0] is None or _filler[1] != os.getpid():
-            _filler[:] = [concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fluxfs-cache-fill"),
-                          os.getpid()]
-        _filler[0].submit(_drain, cache)
+            _QUEUED.filling[(cache.directory, entry)] = done
+        if _QUEUED.filler is None:
+            _QUEUED.filler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fluxfs-cache-fill")
+        _QUEUED.filler.submit(_drain, cache)
 
 
 def flush() -> None:
     """Wait until this process's queued fills are written (tests, benchmarks)."""
-    with _guard:
-        waiting = list(_filling.values())
+    with _QUEUED.guard:
+        waiting = list(_QUEUED.filling.values())
     concurrent.futures.wait(waiting)
 
 
@@ -231,8 +233,8 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
     if not entries:
         return await uncached(fs, infos, on_error=on_error)
     loop = asyncio.get_running_loop()
-    with _guard:  # an object this process is still writing to the cache: wait for it rather than read it again
-        mine = [f for f in (_filling.get((cache.directory, e)) for _, e in entries) if f is not None]
+    with _QUEUED.guard:  # an object this process is still writing to the cache: wait for it rather than read it again
+        mine = [f for f in (_QUEUED.filling.get((cache.directory, e)) for _, e in entries) if f is not None]
     if mine:
         await asyncio.gather(*map(asyncio.wrap_future, set(mine)), return_exceptions=True)
     if sum(e[4] for _, e in entries) <= INLINE:  # a loader's batch: no hop to a thread and back (GIL waits)
@@ -250,10 +252,10 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
         data = got.get(fs.client.strip_protocol(infos[i]["name"]))
         if not isinstance(data, (bytes, bytearray)):
             continue
-        with _guard:
-            if _pending[0] + len(data) > BACKLOG:
+        with _QUEUED.guard:
+            if _QUEUED.pending + len(data) > BACKLOG:
                 continue  # the disk is behind: this one is read from storage again next time
-            _pending[0] += len(data)
+            _QUEUED.pending += len(data)
         batch.append((entry, bytes(data)))
     if batch:
         _enqueue(cache, batch)

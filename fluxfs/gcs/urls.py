@@ -35,12 +35,6 @@ def is_loopback(endpoint_url: Optional[str]) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def split_name(name: str) -> tuple[str, str]:
-    """("bucket", "key") from an info dict's "bucket/key" name (no protocol, no generation)."""
-    bucket, _, key = name.partition("/")
-    return bucket, key
-
-
 class ObjectURL(NamedTuple):
     """An object URL's parts. `key` may be empty (a bucket) or end in '/' (a prefix); `bucket` may be empty."""
 

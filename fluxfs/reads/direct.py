@@ -13,12 +13,12 @@ import numbers
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 import aiohttp
-import google_crc32c
 
-from ..errors import ChecksumMismatch, raise_for_status
+from ..errors import raise_for_status
 from ..gcs import http
 from ..gcs.checksums import crc_from_b64
 from ..gcs.tasks import gather_all
+from ..gcs.verify import check_whole
 from ..zonal import grpc_client, grpc_reads
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,17 +95,6 @@ def _content_range(value: str) -> tuple[int, int]:
     return (int(first.split("-")[0]) if first and first != "*" else 0), int(total)
 
 
-def _verify(chunks: Iterable[bytes], crc: Optional[int], what: str, gen: Optional[str]) -> None:
-    """Raise ChecksumMismatch unless the whole object received as `chunks` has crc32c `crc` (None: unchecked)."""
-    if crc is None:
-        return
-    value = 0
-    for c in chunks:
-        value = google_crc32c.extend(value, c)
-    if value != crc:
-        raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}): bytes corrupted in transit")
-
-
 async def check_ranged_answer(r: aiohttp.ClientResponse, start: int, end: int, what: str, past_end: str,
                               missing: Optional[str] = None) -> None:
     """Raise for an error answer to a streamed ranged GET of [start, end) (a 416 as ValueError(`past_end`),
@@ -143,7 +132,7 @@ async def _get_once(client, bucket, key, start, end, generation, check) -> Fetch
     gen, crc = _object_headers(resp.headers)
     begin, size = _content_range(resp.headers.get("Content-Range", "")) if resp.status == 206 else (0, len(body))
     if check and begin == 0 and len(body) == size:
-        _verify((body,), crc, what, gen)
+        check_whole((body,), crc, what, gen, ": bytes corrupted in transit")
     return Fetched(body, begin, size, gen, crc)
 
 
@@ -190,7 +179,7 @@ async def _stream_once(client, bucket, key, start: int, end: int, generation, on
                 n += len(data)
     if r.status == 200:  # the server sent the whole object (empty, or it ignored Range)
         begin, size = 0, n
-        _verify(chunks, crc, what, gen)
+        check_whole(chunks, crc, what, gen, ": bytes corrupted in transit")
         if on_head is not None:
             on_head(size, gen, crc)
     elif n != min(end, size) - begin:
@@ -266,8 +255,8 @@ async def read_object(client: "Client", bucket: str, key: str, *, start: Optiona
     parts = await gather_all(one(a, b) for a, b in ranges)
     # One copy: every received chunk of every range straight into the result.
     body = b"".join(itertools.chain(first.chunks, *parts))
-    if s == 0 and stop == first.size and first.crc32c is not None and google_crc32c.value(body) != first.crc32c:
-        raise ChecksumMismatch(f"crc32c mismatch reading {bucket}/{key} (generation {gen}) with parallel ranges")
+    if s == 0 and stop == first.size:
+        check_whole((body,), first.crc32c, f"{bucket}/{key}", gen, " with parallel ranges")
     return Fetched(body, s, first.size, gen, first.crc32c)
 
 

@@ -14,7 +14,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from .. import zonal
-from ..errors import HttpError
+from ..errors import HttpError, ZonalUnsupported
 from ..gcs import http
 from .compose import ComposeUploader
 from .strategy import Uploader
@@ -80,7 +80,7 @@ class XmlOrComposeUploader(XmlUploader):
                 raise
             _mark_unsupported(self.client, exc)
             if await zonal.is_zonal(self.client, self.pw.bucket):  # no compose there to fall back on
-                raise zonal.ZonalUnsupported(
+                raise ZonalUnsupported(
                     f"{self.pw.what}: the server has no XML multipart upload and bucket {self.pw.bucket} is zonal "
                     "(Rapid), where GCS has no compose; write it again: this filesystem now writes there with "
                     "one resumable session") from exc

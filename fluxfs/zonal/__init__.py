@@ -5,8 +5,8 @@ go resumable, appends and merges are refused naming the bucket)."""
 from . import hns
 from .buckets import ZonalBuckets
 from .hns import HnsFolders
-from .layout import (HNS, STANDARD, ZONAL, BucketLayout, ZonalUnsupported, forget, is_zonal, known, layout, layout_sync,
+from .layout import (HNS, STANDARD, ZONAL, BucketLayout, forget, is_zonal, known, layout, layout_sync,
                      refuse_compose, unsupported, without_zonal)
 
-__all__ = ["HnsFolders", "ZonalBuckets", "hns", "HNS", "STANDARD", "ZONAL", "BucketLayout", "ZonalUnsupported", "forget", "is_zonal", "known",
+__all__ = ["HnsFolders", "ZonalBuckets", "hns", "HNS", "STANDARD", "ZONAL", "BucketLayout", "forget", "is_zonal", "known",
            "layout", "layout_sync", "refuse_compose", "unsupported", "without_zonal"]

@@ -8,7 +8,7 @@ import errno
 import time
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import HttpError
+from ..errors import FolderRenameTimeout, HttpError
 from ..gcs import http
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -17,10 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
 # A rename is a long-running operation: polled until done, for at most this long.
 RENAME_DEADLINE = 600.0
 _POLL_FIRST, _POLL_MAX = 0.05, 2.0
-
-
-class FolderRenameTimeout(TimeoutError):
-    """A folder rename's long-running operation not done within the wait (it may still complete)."""
 
 
 def folder_id(key: str) -> str:

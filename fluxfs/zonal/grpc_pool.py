@@ -12,10 +12,8 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, Optional
 
-import google_crc32c
-
-from ..errors import ChecksumMismatch
 from ..gcs.redact import get_logger
+from ..gcs.verify import check_whole
 from .grpc_client import connect
 from .grpc_errors import async_retry, reraise
 from .stalls import bounded, nothing
@@ -27,14 +25,12 @@ logger = get_logger(__name__)
 
 
 class _QuietStreamClose(logging.Filter):
-    """Drops the library's log records of what a pooled stream's close, a cancelled read and a server going
-    away under an idle stream leave behind (a recv loop ending, data for a read no longer waited for): real
-    failures reach the reads waiting on the stream, and through them the caller."""
+    """Drops the library's log records from a read stream's receive loop: what a pooled stream's close, a cancelled
+    read and a server going away under an idle stream leave behind (the loop ending, data for a read no longer
+    waited for). The loop hands every failure to the reads waiting on the stream, and through them to the caller."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        return not (text.startswith(("Received data for unregistered read_id", "Stream multiplexer recv loop failed"))
-                    or "499 CANCELLED" in text)
+        return record.funcName != "_recv_loop"
 
 
 logging.getLogger("google.cloud.storage.asyncio._stream_multiplexer").addFilter(_QuietStreamClose())
@@ -229,20 +225,11 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
                 raise ConnectionError(f"short read of {what} over gRPC: {buf.n} bytes for range {a}-{b}")
         crc = mrd.full_obj_server_crc32c if mrd.is_finalized else None
         if s == 0 and stop == size and crc is not None:
-            check_whole(chunks, crc, what, gen)
+            check_whole(chunks, crc, what, gen, " over gRPC")
         broken = False
         return Got(chunks, s, size, gen, crc)
     finally:
         pool.release(mrd, broken=broken)
-
-
-def check_whole(chunks: list, crc: int, what: str, gen: Optional[str]) -> None:
-    """ChecksumMismatch unless `chunks` (a whole object's bytes) have the object's crc32c `crc`."""
-    value = 0
-    for c in chunks:
-        value = google_crc32c.extend(value, c)
-    if value != crc:
-        raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {gen}) over gRPC")
 
 
 async def _download(mrd: Any, spans: list, limit: float) -> list:

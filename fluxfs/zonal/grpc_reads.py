@@ -21,9 +21,10 @@ import google_crc32c
 from ..errors import ChecksumMismatch
 from ..gcs.redact import get_logger
 from ..gcs.tasks import gather_all
+from ..gcs.verify import check_whole
 from .grpc_client import connect
 from .grpc_errors import reraise
-from .grpc_pool import CHUNK, Got, check_whole, pool_of, read_pooled
+from .grpc_pool import CHUNK, Got, pool_of, read_pooled
 from .stalls import bounded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,7 +92,7 @@ async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional
     rest = await gather_all(one(a, min(a + chunk, stop)) for a in range(s + got, stop, chunk))
     chunks = first.chunks + [c for part in rest for c in part]
     if s == 0 and stop == size:
-        check_whole(chunks, first.crc32c, what, gen)
+        check_whole(chunks, first.crc32c, what, gen, " over gRPC")
     return Got(chunks, s, size, gen, first.crc32c)
 
 
@@ -126,7 +127,7 @@ async def read_whole(client: "Client", bucket: str, key: str, generation: Option
     elif n != got.size:
         raise ConnectionError(f"short read of {what} over gRPC: {n} bytes of {got.size}")
     else:
-        check_whole(got.chunks, got.crc32c, what, got.generation)
+        check_whole(got.chunks, got.crc32c, what, got.generation, " over gRPC")
     return got
 
 

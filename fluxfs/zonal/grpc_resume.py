@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import google_crc32c
 
-from ..errors import AppendTakenOver, RequestTimeout
+from ..errors import AppendTakenOver, RequestTimeout, ResumeImpossible
 from ..gcs.redact import get_logger
 from .grpc_client import grpc_client
 from .stalls import bounded, nothing
@@ -32,10 +32,6 @@ logger = get_logger(__name__)
 CLOSE_WAIT = 5.0  # seconds a broken stream is given to close before it is dropped
 SLICE = 2 * 2**20  # bytes handed to the library per call: its largest message, each bounded by read_timeout
 _closing: "set[asyncio.Future]" = set()
-
-
-class ResumeImpossible(OSError):
-    """A broken write stream cannot be resumed without writing wrong bytes (the object is not where we left it)."""
 
 
 def _no_retry() -> Any:

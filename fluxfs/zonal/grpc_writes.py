@@ -14,7 +14,7 @@ import asyncio
 import base64
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..errors import AppendTakenOver
+from ..errors import AppendTakenOver, ResumeImpossible
 from ..gcs.checksums import crc_to_b64
 from ..gcs.redact import get_logger
 from . import grpc_resume
@@ -77,7 +77,7 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
     from the persisted size (`grpc_resume`), never by the library's retry, which resends the wrong bytes."""
     try:
         await grpc_resume.append(client, writer, data)
-    except (grpc_resume.ResumeImpossible, AppendTakenOver):
+    except (ResumeImpossible, AppendTakenOver):
         raise
     except Exception as exc:
         _raise_named(exc, f"{writer.bucket_name}/{writer.object_name}", writer.generation)

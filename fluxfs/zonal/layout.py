@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import HttpError, RequestTimeout, RetryableError
+from ..errors import HttpError, RequestTimeout, RetryableError, ZonalUnsupported
 from ..gcs import bridge, http
 from ..gcs.redact import get_logger
 from ..gcs.retry import RetryPolicy
@@ -41,10 +41,6 @@ SHARED_TTL = 3600.0
 SHARED_MAX = 4096
 _SHARED_SOURCES = frozenset({"storageLayout", "bucket"})  # the server's answer about the bucket itself
 _shared: dict[tuple[str, str], tuple[float, "BucketLayout"]] = {}
-
-
-class ZonalUnsupported(NotImplementedError):
-    """An operation that needs compose (append "ab", merge) on a zonal (Rapid) bucket, where GCS has none."""
 
 
 @dataclass(frozen=True)

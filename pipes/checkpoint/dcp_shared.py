@@ -5,7 +5,7 @@ marks the storage items that every member of a share group reads (`mark_shared`)
 windows, and sends that list back in each member's plan: every member gets the same list, so all agree
 which bytes move and in which collectives. In `read_data` (which DCP runs on every rank) each member
 reads its contiguous 1/N of each window's bytes and sends it to the others as it arrives
-(`pipes.distributed.broadcast.share`); items only some ranks need are read by those ranks alone, as before.
+(`pipes.distributed.broadcast.share`); items only some ranks need are read by those ranks alone.
 """
 from __future__ import annotations
 

@@ -38,8 +38,8 @@ def prefix_listing(fs, url: str, bucket: str, key_prefix: str, bare: bool = Fals
     """The objects a dataset's prefix URL names, read as `fs.find` reads a path: ``.../train`` is the directory
     ``train/`` when there is one (never ``train2/`` beside it), else every key starting with ``train``.
 
-    The latter, when it starts other keys than ``train`` itself (among those `keep` keeps), is read as before
-    (a documented key prefix) with an `AmbiguousPrefixWarning` naming a few; `bare`: every key starting with
+    The latter, when it starts other keys than ``train`` itself (among those `keep` keeps), is read as a
+    key prefix (as documented) with an `AmbiguousPrefixWarning` naming a few; `bare`: every key starting with
     `key_prefix`, directory or not, without the warning.
     """
     if bare or not key_prefix or key_prefix.endswith("/"):

@@ -6,7 +6,7 @@ sampler, each worker knows the order it is served in: batches are consecutive ru
 handed to the workers in turn. On receiving batch b a worker starts reading batch b + num_workers
 (its next one) in the background, through composites (the round trips no longer matter, the CPU
 does), and serves it from there when it arrives. A batch that does not match the order (another
-sampler, an unexpected assignment) is read as before, and a guess that proves wrong costs one read.
+sampler, an unexpected assignment) is read when it is asked for, and a guess that proves wrong costs one read.
 """
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ Used on CPU groups (gloo, MPI). Every rank derives the same messages from the pl
 side); a chunk's smaller pieces travel packed in one message. Each rank posts a receive for every
 message of the others up front, then sends each chunk of its share as soon as its reads end, in the
 order they end: no rank waits for another's reads, and the exchange runs alongside the reads (on gloo
-the transfers run on its own threads, outside the GIL). The broadcast rounds this replaces waited for
-chunk i of every rank in turn and copied each chunk twice (measured in docs/scaling.md).
+the transfers run on its own threads, outside the GIL). Broadcast rounds would wait for chunk i of every
+rank in turn and copy each chunk twice (measured in docs/scaling.md).
 """
 from __future__ import annotations
 

@@ -11,13 +11,11 @@ import asyncio
 import dataclasses
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-import google_crc32c
 import torch
 
 from fluxfs import FluxFileSystem
-from fluxfs.errors import ChecksumMismatch
 from fluxfs.handle import FilesystemHandle, accelerated
-from fluxfs.support import Chunked
+from fluxfs.support import Chunked, check_whole
 
 from ..options import merge_storage_options
 from ..urls import parse_url, url_protocol
@@ -70,11 +68,7 @@ async def open_object(fs: FluxFileSystem, path: str, where: str) -> Opened:
     if 8 + n > len(head):
         more = await fs._read_ranges(path, [(len(head), 8 + n)], generation=got.generation, max_gap=0)
         head = Chunked(head.chunks + [more[0]])
-    crc = 0
-    for c in head.chunks:
-        crc = google_crc32c.extend(crc, c)
-    if len(head) == got.size and got.crc32c is not None and crc != got.crc32c:
-        raise ChecksumMismatch(f"crc32c mismatch reading {where} (generation {got.generation})")
+    crc = check_whole(head.chunks, got.crc32c if len(head) == got.size else None, where, got.generation)
     header = parse_header(bytes(head.slice(8, 8 + n)), got.size, where)
     return Opened(path, where, header, got.generation, head, crc)
 

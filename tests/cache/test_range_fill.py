@@ -5,6 +5,7 @@ object's bytes, and a filler killed mid-fill leaves nothing that looks complete.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import google_crc32c
 import pytest
 
 from fluxfs.cache import NodeCache, fill
-from fluxfs.cache.crc import combine
+from fluxfs.gcs.checksums import crc32c_combine as combine
 from tests.cache.conftest import PART
 from tests.conftest import make_fs
 
@@ -149,6 +150,37 @@ def test_a_range_filler_killed_mid_fill_leaves_nothing_complete_and_the_next_one
     flux_server.reset_stats()
     assert fs.read_ranges(path, [(PART, 2 * PART)], generation=gen) == [data[PART:2 * PART]]
     assert flux_server.stats()["data_reads"] == 0
+
+
+def _read_in_child(fs, path: str, gen: str, span: tuple[int, int]) -> bytes:
+    return fs.read_ranges(path, [span], generation=gen)[0]
+
+
+def test_a_worker_forked_during_a_fill_reads_through_the_cache_on_its_own(flux_server, bucket, tmp_path, part_size):
+    """A worker forked (a DataLoader's, a fork Pool's) while its parent fills an entry does not take the parent's fill
+    for its own (it downloaded parts the parent was downloading, into the parent's file): it reads them from the
+    parent's fill as they come, and that fill completes."""
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "c"))
+    path = f"{bucket}/obj"
+    data = put(fs, path, PARTS * PART)
+    gen = fs.info(path)["generation"]
+    flux_server.reset_stats()
+    flux_server.configure(latency_ms=300)  # the parent's fill is under way at the fork
+    try:
+        first = asyncio.run_coroutine_threadsafe(fs._read_ranges(path, [(0, PART)], generation=gen, max_gap=0),
+                                                 fs.loop)
+        deadline = time.monotonic() + 10
+        while not fill.FILLS and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert fill.FILLS
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            got = pool.apply_async(_read_in_child, (fs, path, gen, (PART, 3 * PART))).get(60)
+        assert got == data[PART:3 * PART]
+        assert first.result(30) == [data[:PART]]
+    finally:
+        flux_server.configure(latency_ms=0)
+    assert complete(tmp_path / "c", "obj")
+    assert flux_server.stats()["data_reads"] == PARTS  # the worker read the parent's parts as they came: none twice
 
 
 def test_a_full_disk_warns_once_and_ranges_are_read_from_storage(flux_server, bucket, small_disk, part_size):

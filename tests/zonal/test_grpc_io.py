@@ -326,3 +326,24 @@ def test_writer_gives_up_when_the_stream_stops_taking_bytes(zonal):
     assert str(box["error"]).startswith(f"{bucket}/big: timed out: the server took no bytes of the write for 1 s")
     assert box["elapsed"] < 20
     assert not fs.exists(f"{bucket}/big")
+
+
+def test_only_the_read_streams_receive_loop_records_are_dropped():
+    """What a pooled stream's close or a cancelled read leaves in the library's log comes from its receive loop
+    (which hands every failure to the waiting reads): those records are dropped, by where they are logged, not by
+    their text; the library's other warnings (a queue full for too long) still show."""
+    import inspect
+    import logging
+
+    import fluxfs.zonal.grpc_pool  # noqa: F401 - installs the filter
+    from google.cloud.storage.asyncio import _stream_multiplexer as mux
+
+    assert "logger.warning" in inspect.getsource(mux._StreamMultiplexer._recv_loop)
+    log = logging.getLogger(mux.__name__)
+
+    def record(func: str, msg: str) -> logging.LogRecord:
+        return log.makeRecord(log.name, logging.WARNING, mux.__file__, 1, msg, (), None, func=func)
+
+    assert not log.filter(record("_recv_loop", "Stream multiplexer recv loop failed: 499 CANCELLED"))
+    assert not log.filter(record("_recv_loop", "Received data for unregistered read_id: 7"))
+    assert log.filter(record("_put_with_timeout", "Queue full for too long. Dropping item to prevent multiplexer hang."))

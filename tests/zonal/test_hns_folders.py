@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from fluxfs.errors import FolderRenameTimeout
 from fluxfs.server import run
 from tests.conftest import make_fs, new_bucket_name
 
@@ -211,7 +212,7 @@ def test_mv_gives_up_waiting_after_the_deadline_naming_both_folders(flux_server,
     monkeypatch.setattr(folders, "RENAME_DEADLINE", 0.0)
     flux_server.configure(latency_ms=300)  # the operation answered not done yet
     try:
-        with pytest.raises(folders.FolderRenameTimeout,
+        with pytest.raises(FolderRenameTimeout,
                            match=f"rename {hns_bucket}/a/ -> {hns_bucket}/b/: operation .* not done after 0 s"):
             fs.mv(f"{hns_bucket}/a", f"{hns_bucket}/b")
     finally:

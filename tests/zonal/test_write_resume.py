@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from fluxfs.errors import RetryableError
-from fluxfs.zonal.grpc_resume import ResumeImpossible
+from fluxfs.errors import ResumeImpossible, RetryableError
 from tests.zonal.conftest import zonal_fs
 
 MiB = 2**20

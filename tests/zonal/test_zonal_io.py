@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from fluxfs.zonal import ZonalUnsupported
+from fluxfs.errors import ZonalUnsupported
 from tests.conftest import make_fs, new_bucket_name
 
 
