@@ -15,11 +15,15 @@ from . import jsontext
 
 __all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "ObjectChanged", "object_changed",
            "RequestTimeout",
-           "ChecksumMismatch", "ServerUnreachable", "UploadLost", "raise_for_status"]
+           "ChecksumMismatch", "ServerUnreachable", "UploadLost", "UnknownOptionWarning", "raise_for_status"]
 
 
 class FluxError(IOError):
     """Base class for fluxfs-specific failures."""
+
+
+class UnknownOptionWarning(UserWarning):
+    """A keyword argument `FluxFileSystem` ignores, as gcsfs does: no option of fluxfs, gcsfs or fsspec."""
 
 
 class HttpError(FluxError):
