@@ -1,7 +1,7 @@
 """What libraries built on fluxfs (`fluxfs.pipes`) use of its shared base, as one public module.
 
 The sync bridge (`run`: Ctrl-C cancels the coroutine and waits for its cleanup), the fork hook
-(`reset_in_child`), `gather_all`, `Chunked` bodies, the one gap-coalescing rule (`coalesce`), redacting
+(`reset_in_child`), temporaries deleted on SIGTERM (`clean_up_on_sigterm`), `gather_all`, `Chunked` bodies, the one gap-coalescing rule (`coalesce`), redacting
 loggers, the one object-URL parser and manifests. Everything else under `fluxfs.gcs`, `fluxfs.reads`, `fluxfs.writes` and `fluxfs.listing` is
 internal: `.importlinter` keeps `fluxfs.pipes` to this module, `fluxfs`, `fluxfs.errors` and `fluxfs.options`.
 """
@@ -16,8 +16,9 @@ from .gcs.redact import get_logger
 from .gcs.tasks import gather_all
 from .gcs.urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
 from .reads.ranges import Group, coalesce
+from .temp_registry import clean_up_on_sigterm
 
-__all__ = ["DEFAULT_PROTOCOL", "Chunked", "Group", "ObjectURL", "coalesce", "gather_all", "get_logger", "manifest_line",
+__all__ = ["DEFAULT_PROTOCOL", "Chunked", "Group", "ObjectURL", "clean_up_on_sigterm", "coalesce", "gather_all", "get_logger", "manifest_line",
            "parse_url", "read_manifest", "reset_in_child", "run", "submit", "url_protocol"]
 
 

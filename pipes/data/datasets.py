@@ -161,6 +161,7 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
     def __getitems__(self, indices: Sequence[int]) -> list:
         """The samples of `indices`; objects that vanished are left out under ``on_missing="skip"``."""
         wanted = [self._index(i) for i in indices]
+        support.clean_up_on_sigterm()  # a DataLoader worker terminated at Ctrl-C deletes its composites first
         ahead = self._read_ahead()
         if ahead is None:
             return [self._sample(i, data) for i, data in self._source.read(wanted, latency_bound=True)]
@@ -259,6 +260,7 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         # Set up eagerly (not inside the generator) so state_dict() is right before the first next().
+        support.clean_up_on_sigterm()  # a DataLoader worker terminated at Ctrl-C deletes its composites first
         split = current_split(*distributed_rank(self._rank, self._world_size))
         count = self.num_objects
         loaded, self._loaded = self._loaded, None
