@@ -231,10 +231,14 @@ _hooked_pid: Optional[int] = None
 
 
 def _hook_exit() -> None:
-    """In a multiprocessing child (a DataLoader worker), which ends with os._exit and never runs atexit hooks,
-    `delete_at_exit` as a multiprocessing finalizer; hooked once per process, at its first temporary."""
+    """`delete_at_exit` at this process's exit, hooked once per process, at its first temporary: as the last
+    atexit hook registered, so it runs first, while gcsfs's sessions (closed by an earlier hook) still work;
+    in a multiprocessing child (a DataLoader worker), which ends with os._exit and runs no atexit hook, as a
+    multiprocessing finalizer too."""
     global _hooked_pid
     _hooked_pid = os.getpid()
+    atexit.unregister(delete_at_exit)
+    atexit.register(delete_at_exit)
     import multiprocessing
     import multiprocessing.util
 
