@@ -15,7 +15,7 @@ from gcsfs.core import GCSFileSystem
 from . import gcsfs_adapter, inherited, listing, temporaries
 from .cache import NodeCache, objects as node_objects, ranges as node_ranges, reader as node_cache
 from .errors import from_gcsfs
-from .gcs import bridge, fork, http, reach, redact, urls
+from .gcs import bridge, counters, fork, http, reach, redact, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, drop_unknown_options
@@ -54,6 +54,8 @@ class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalB
         kwargs["session_kwargs"] = reach.with_fail_fast(kwargs.get("session_kwargs"))
         # Validated before gcsfs starts anything: a bad option fails at once, naming itself.
         self.options = FluxOptions.from_arguments(**given)
+        self.counters = counters.Counters()  # requests and bytes of this filesystem in this process: stats()
+        fork.reset_in_child(self.counters)
         # gcsfs's own requests (info, ls, ...) would otherwise wait up to aiohttp's 300 s per attempt.
         kwargs.setdefault("requests_timeout", self.options.http_timeout)
         with redact.scrubbing():  # gcsfs's raw-token expiry lookup quotes the token in its errors
@@ -103,8 +105,20 @@ class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalB
 
     async def _set_session(self):
         """gcsfs's session, counting the sends of requests that ask (`_rm_file`): aiohttp re-sends an
-        idempotent request once, silently, when its kept-alive connection drops before the answer."""
-        return http.count_sends(await super()._set_session())
+        idempotent request once, silently, when its kept-alive connection drops before the answer;
+        and every request and body byte, for `stats()`."""
+        return counters.count_on(http.count_sends(await super()._set_session()), self.counters)
+
+    def stats(self) -> dict:
+        """What this filesystem sent in this process (since it was made, or `reset_stats()`): requests by kind
+        ("list", "read" (an object's bytes or metadata), "metadata" (patches), "write", "compose", "copy",
+        "delete", "bucket", "other"), their total, and body bytes received (`bytes_read`) and sent
+        (`bytes_written`). Each forked DataLoader worker counts its own."""
+        return self.counters.snapshot()
+
+    def reset_stats(self) -> None:
+        """Count `stats()` from zero again."""
+        self.counters.reset()
 
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
