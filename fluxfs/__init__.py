@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FilesystemHandle", "FluxFileSystem", "RetryPolicy", "accelerated", "errors", "__version__"]
+__all__ = ["FilesystemHandle", "FluxFileSystem", "RetryPolicy", "accelerated", "errors", "register_gs", "__version__"]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: `python -m fluxfs.server` and `fluxfs serve` need neither gcsfs nor aiohttp's client,
     # and importing gcsfs costs seconds of start-up.
-    if name == "FluxFileSystem":
-        from .core import FluxFileSystem
+    if name in ("FluxFileSystem", "register_gs"):
+        from . import core
 
-        return FluxFileSystem
+        return getattr(core, name)
     if name in ("FilesystemHandle", "accelerated"):
         from . import handle
 

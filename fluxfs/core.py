@@ -393,6 +393,19 @@ class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalB
                                        callback=callback)
 
 
+def register_gs(protocols: tuple[str, ...] = ("gs", "gcs")) -> None:
+    """Make fsspec open ``gs://`` (and ``gcs://``) URLs with `FluxFileSystem`, in this process: for third-party
+    code that names gs:// (pandas, datasets, webdataset's fsspec paths, ...). Opt-in, since it replaces gcsfs
+    for those URLs; undo with ``fsspec.register_implementation("gs", "gcsfs.GCSFileSystem", clobber=True)``.
+    A forked DataLoader worker inherits it; a spawned one calls it again (``worker_init_fn``)."""
+    import fsspec
+
+    for protocol in protocols:
+        if protocol not in ("gs", "gcs"):
+            raise ValueError(f"register_gs: FluxFileSystem opens gs:// and gcs:// URLs, not {protocol}://")
+        fsspec.register_implementation(protocol, FluxFileSystem, clobber=True)
+
+
 # Every blocking twin of an async method runs through the one bridge (Ctrl-C cancels and cleans up),
 # fsspec's generated ones (pipe_file, info, rm, ...) and gcsfs's `sync_wrapper`s included.
 bridge.route_sync_methods(FluxFileSystem)
