@@ -14,11 +14,11 @@ from .gcs.chunks import Chunked
 from .gcs.fork import reset_in_child
 from .gcs.redact import get_logger
 from .gcs.tasks import gather_all
-from .gcs.urls import DEFAULT_PROTOCOL, ObjectURL, parse_url, url_protocol
+from .gcs.urls import DEFAULT_PROTOCOL, OBJECT_PROTOCOLS, ObjectURL, parse_url, url_protocol
 from .reads.ranges import Group, coalesce
 from .temp_registry import clean_up_on_sigterm
 
-__all__ = ["DEFAULT_PROTOCOL", "Chunked", "Group", "ObjectURL", "clean_up_on_sigterm", "coalesce", "gather_all", "get_logger", "manifest_line",
+__all__ = ["DEFAULT_PROTOCOL", "OBJECT_PROTOCOLS", "Chunked", "Group", "ObjectURL", "clean_up_on_sigterm", "coalesce", "gather_all", "get_logger", "manifest_line",
            "parse_url", "read_manifest", "reset_in_child", "run", "submit", "url_protocol"]
 
 

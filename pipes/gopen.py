@@ -14,6 +14,7 @@ from typing import Any, Iterable, Optional
 from fluxfs import FilesystemHandle
 
 from .options import merge_storage_options
+from .urls import OBJECT_PROTOCOLS
 
 SCHEMES = ("flux",)
 
@@ -26,7 +27,7 @@ def register_webdataset(storage_options: Optional[dict] = None, *, schemes: Iter
 
     gopen = importlib.import_module("webdataset.gopen")  # the module (the package's `gopen` is its function)
     schemes = tuple(schemes)
-    bad = [s for s in schemes if s not in ("flux", "gs", "gcs")]
+    bad = [s for s in schemes if s not in OBJECT_PROTOCOLS]
     if bad:
         raise ValueError(f"register_webdataset: fluxfs opens flux://, gs:// and gcs:// URLs, not {bad[0]}://")
     handler = _Opener(FilesystemHandle("flux", merge_storage_options("register_webdataset", storage_options, options)))
