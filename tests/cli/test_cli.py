@@ -343,7 +343,9 @@ def test_cleanup_aborts_unfinished_multipart_uploads(cli, fs, flux_server, bucke
 
 def test_mb_makes_a_bucket_once(cli, fs):
     name = "mb-" + os.urandom(6).hex()
-    assert cli("mb", f"flux://{name}").code == 0
+    r = cli("mb", f"flux://{name}")
+    assert r.code == 0 and r.err.strip() == f"created bucket flux://{name}"
+    assert cli("-q", "mb", f"flux://{name}-quiet").err == ""
     assert f"flux://{name}/" in cli("ls", "flux://").lines
     assert_clean_failure(cli("mb", f"flux://{name}"), 5, "exists")
     assert_clean_failure(cli("mb", f"flux://{name}/key"), 2, "bucket URL")
