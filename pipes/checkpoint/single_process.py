@@ -15,7 +15,6 @@ import warnings
 _MESSAGE = (r"torch\.distributed is disabled, unavailable or uninitialized, assuming the intent is to "
             r"(save|load) in a single process")
 _LAUNCHER_SIZES = ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-_quieted = False
 
 
 def launched_as_one_of_several() -> bool:
@@ -30,9 +29,9 @@ def launched_as_one_of_several() -> bool:
 
 
 def quiet_single_process_warning() -> None:
-    """Ignore DCP's single-process warning in this process (once), unless a launcher started several."""
-    global _quieted
-    if _quieted or launched_as_one_of_several():
+    """Ignore DCP's single-process warning in this process, unless a launcher started several; added again
+    when something (`warnings.catch_warnings`, a test runner) has put the filters back since."""
+    if launched_as_one_of_several():
         return
-    warnings.filterwarnings("ignore", message=_MESSAGE, category=UserWarning)
-    _quieted = True
+    if not any(f[0] == "ignore" and getattr(f[1], "pattern", None) == _MESSAGE for f in warnings.filters):
+        warnings.filterwarnings("ignore", message=_MESSAGE, category=UserWarning)

@@ -10,7 +10,6 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from fluxfs.pipes import FluxStorageReader, FluxStorageWriter
-from fluxfs.pipes.checkpoint import single_process
 
 WARNING = "torch.distributed is disabled, unavailable or uninitialized, assuming the intent is to"
 LAUNCHERS = ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
@@ -21,6 +20,7 @@ def _save_and_load(flux_server, bucket: str) -> list[str]:
     url, options = f"flux://{bucket}/dcp/step-1", {"endpoint_url": flux_server.url, "token": "anon"}
     state, got = {"w": torch.arange(6.0)}, {"w": torch.zeros(6)}
     with warnings.catch_warnings(record=True) as caught:
+        warnings.resetwarnings()
         warnings.simplefilter("default")
         dcp.save(state, storage_writer=FluxStorageWriter(url, **options))
         dcp.load(got, storage_reader=FluxStorageReader(url, **options))
@@ -30,10 +30,9 @@ def _save_and_load(flux_server, bucket: str) -> list[str]:
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """No launcher in the environment, and the filter not yet installed in this process."""
+    """No launcher in the environment."""
     for name in LAUNCHERS:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(single_process, "_quieted", False)
     return monkeypatch
 
 
