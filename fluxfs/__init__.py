@@ -16,10 +16,14 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> Any:
     # Lazy: `python -m fluxfs.server` and `fluxfs serve` need neither gcsfs nor aiohttp's client,
     # and importing gcsfs costs seconds of start-up.
-    if name in ("FluxFileSystem", "register_gs"):
-        from . import core
+    if name == "FluxFileSystem":
+        from .core import FluxFileSystem
 
-        return getattr(core, name)
+        return FluxFileSystem
+    if name == "register_gs":
+        from .gs_protocol import register_gs
+
+        return register_gs
     if name in ("FilesystemHandle", "accelerated"):
         from . import handle
 

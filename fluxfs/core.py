@@ -30,7 +30,8 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalBuckets, GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, StreamedCopies, HnsFolders, ZonalBuckets,
+                     GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)
@@ -54,8 +55,6 @@ class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalB
         kwargs["session_kwargs"] = reach.with_fail_fast(kwargs.get("session_kwargs"))
         # Validated before gcsfs starts anything: a bad option fails at once, naming itself.
         self.options = FluxOptions.from_arguments(**given)
-        self.counters = counters.Counters()  # requests and bytes of this filesystem in this process: stats()
-        fork.reset_in_child(self.counters)
         # gcsfs's own requests (info, ls, ...) would otherwise wait up to aiohttp's 300 s per attempt.
         kwargs.setdefault("requests_timeout", self.options.http_timeout)
         with redact.scrubbing():  # gcsfs's raw-token expiry lookup quotes the token in its errors
@@ -105,20 +104,8 @@ class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalB
 
     async def _set_session(self):
         """gcsfs's session, counting the sends of requests that ask (`_rm_file`): aiohttp re-sends an
-        idempotent request once, silently, when its kept-alive connection drops before the answer;
-        and every request and body byte, for `stats()`."""
-        return counters.count_on(http.count_sends(await super()._set_session()), self.counters)
-
-    def stats(self) -> dict:
-        """What this filesystem sent in this process (since it was made, or `reset_stats()`): requests by kind
-        ("list", "read" (an object's bytes or metadata), "metadata" (patches), "write", "compose", "copy",
-        "delete", "bucket", "other"), their total, and body bytes received (`bytes_read`) and sent
-        (`bytes_written`). Each forked DataLoader worker counts its own."""
-        return self.counters.snapshot()
-
-    def reset_stats(self) -> None:
-        """Count `stats()` from zero again."""
-        self.counters.reset()
+        idempotent request once, silently, when its kept-alive connection drops before the answer."""
+        return http.count_sends(await super()._set_session())
 
     def retry_policy(self, op: str) -> RetryPolicy:
         """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
@@ -391,19 +378,6 @@ class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalB
         _refuse_unknown("put_file", rpath, kwargs)
         return await upload_local_file(self.client, lpath, rpath, create_only=_create_only(mode), fields=fields,
                                        callback=callback)
-
-
-def register_gs(protocols: tuple[str, ...] = ("gs", "gcs")) -> None:
-    """Make fsspec open ``gs://`` (and ``gcs://``) URLs with `FluxFileSystem`, in this process: for third-party
-    code that names gs:// (pandas, datasets, webdataset's fsspec paths, ...). Opt-in, since it replaces gcsfs
-    for those URLs; undo with ``fsspec.register_implementation("gs", "gcsfs.GCSFileSystem", clobber=True)``.
-    A forked DataLoader worker inherits it; a spawned one calls it again (``worker_init_fn``)."""
-    import fsspec
-
-    for protocol in protocols:
-        if protocol not in ("gs", "gcs"):
-            raise ValueError(f"register_gs: FluxFileSystem opens gs:// and gcs:// URLs, not {protocol}://")
-        fsspec.register_implementation(protocol, FluxFileSystem, clobber=True)
 
 
 # Every blocking twin of an async method runs through the one bridge (Ctrl-C cancels and cleans up),

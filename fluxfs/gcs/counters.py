@@ -10,10 +10,13 @@ blocking deletes at interpreter exit, and reads the node-local cache answers (no
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Any
 from urllib.parse import unquote
 
 import aiohttp
+
+from . import fork
 
 # The kinds of request: as GCS bills and rate-limits them, and as the embedded server counts them.
 KINDS = ("list", "read", "metadata", "write", "compose", "copy", "delete", "bucket", "other")
@@ -57,10 +60,12 @@ def request_kind(method: str, path: str, query: str = "") -> str:
 
 
 class Counters:
-    """Requests by kind and body bytes sent and received by one filesystem in this process."""
+    """Requests by kind (`KINDS`: "read" is an object's bytes or its metadata, "metadata" a patch), their total,
+    and body bytes received (`bytes_read`) and sent (`bytes_written`) by one filesystem in this process."""
 
     def __init__(self) -> None:
         self.reset()
+        fork.reset_in_child(self)
 
     def _after_fork(self) -> None:
         """A forked child (a DataLoader worker) counts its own requests from zero."""
@@ -110,3 +115,24 @@ def count_on(session: aiohttp.ClientSession, counters: Counters) -> aiohttp.Clie
     if config not in session.trace_configs:
         session.trace_configs.append(config)
     return session
+
+
+class CountedRequests:
+    """`stats()` and `reset_stats()` for a filesystem (a base of FluxFileSystem, before gcsfs's class): its
+    session, made by gcsfs's `_set_session`, counts into `self.counters`."""
+
+    @functools.cached_property
+    def counters(self) -> Counters:
+        return Counters()
+
+    async def _set_session(self) -> Any:
+        return count_on(await super()._set_session(), self.counters)  # type: ignore[misc]
+
+    def stats(self) -> dict[str, Any]:
+        """Requests by kind, their total, and body bytes read and written by this filesystem in this process
+        since it was made or `reset_stats()`; each forked DataLoader worker counts its own."""
+        return self.counters.snapshot()
+
+    def reset_stats(self) -> None:
+        """Count `stats()` from zero again."""
+        self.counters.reset()
