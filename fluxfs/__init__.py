@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["FilesystemHandle", "FluxFileSystem", "RetryPolicy", "accelerated", "errors", "__version__"]
+__all__ = ["FilesystemHandle", "FluxFileSystem", "RetryPolicy", "accelerated", "errors", "register_gs", "__version__"]
 __version__ = "0.1.0"
 
 
@@ -21,6 +21,10 @@ def __getattr__(name: str) -> Any:
         from .core import FluxFileSystem
 
         return FluxFileSystem
+    if name == "register_gs":
+        from .gs_protocol import register_gs
+
+        return register_gs
     if name in ("FilesystemHandle", "accelerated"):
         from . import handle
 

@@ -15,10 +15,10 @@ from gcsfs.core import GCSFileSystem
 from . import gcsfs_adapter, inherited, listing, temporaries
 from .cache import NodeCache, objects as node_objects, ranges as node_ranges, reader as node_cache
 from .errors import from_gcsfs
-from .gcs import bridge, fork, http, reach, redact, urls
+from .gcs import bridge, counters, fork, http, reach, redact, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
-from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, refuse_unknown_options
+from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, drop_unknown_options
 from .reads import batched, direct, handle, into, lookup, stream
 from .reads import ranges as ranged
 from .writes import FluxWriteFile, StreamedCopies, object_fields, open_append, upload_local_file, write_bytes
@@ -30,7 +30,8 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalBuckets, GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, StreamedCopies, HnsFolders, ZonalBuckets,
+                     GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)
@@ -39,7 +40,7 @@ class FluxFileSystem(inherited.GcsfsRequests, StreamedCopies, HnsFolders, ZonalB
     def __init__(self, *args: Any, **kwargs: Any):
         # fluxfs's options are FluxOptions's fields (defined there only); the rest go to gcsfs and fsspec.
         given = {name: kwargs.pop(name) for name in OPTION_NAMES if name in kwargs}
-        refuse_unknown_options(kwargs)
+        drop_unknown_options(kwargs)  # ignored, as gcsfs does, with a warning naming each
         if kwargs.get("endpoint_url"):  # "127.0.0.1:9023" as STORAGE_EMULATOR_HOST accepts it
             kwargs["endpoint_url"] = urls.normalize_endpoint(kwargs["endpoint_url"])
         if (kwargs.get("token") is None and not args and urls.is_loopback(kwargs.get("endpoint_url"))

@@ -17,11 +17,15 @@ __all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "Ob
            "AppendTakenOver",
            "RequestTimeout",
            "ChecksumMismatch", "ServerUnreachable", "UploadLost", "ResumeImpossible", "ZonalUnsupported",
-           "FolderRenameTimeout", "raise_for_status"]
+           "FolderRenameTimeout", "UnknownOptionWarning", "raise_for_status"]
 
 
 class FluxError(IOError):
     """Base class for fluxfs-specific failures."""
+
+
+class UnknownOptionWarning(UserWarning):
+    """A keyword argument `FluxFileSystem` ignores, as gcsfs does: no option of fluxfs, gcsfs or fsspec."""
 
 
 class HttpError(FluxError):

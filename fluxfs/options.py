@@ -12,13 +12,17 @@ import inspect
 import math
 import os
 import re
+import warnings
 from typing import Any, Mapping, Optional
 
 import aiohttp
 from gcsfs.core import GCSFileSystem
 
-from .gcs import tempnames
+from .errors import UnknownOptionWarning
+from .gcs import redact, tempnames
 from .gcs.retry import RetryPolicy, resolve_policies
+
+_LOG = redact.get_logger(__name__)
 
 # Batched reads, chosen with bench/reads.py on the cloud profile (30 ms first byte, 100 MB/s per
 # request) on a shared 2-core box: 64 groups in flight beat 32 (1,257 vs 766 obj/s at 100 KiB;
@@ -276,28 +280,75 @@ FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Fl
 OPTION_NAMES: tuple[str, ...] = tuple(FIELDS)
 
 
-# Keyword arguments fsspec's base classes take without naming them in a signature: the rest of what
-# gcsfs would pass up to them (storage_options=, a misspelled option) would be silently ignored.
+# Keyword arguments fsspec's base classes take without naming them in a signature.
 _FSSPEC_KWARGS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
                             "asynchronous", "loop", "batch_size"})
+_STORAGE_OPTIONS_HINT = ("storage_options is what fsspec.open and the datasets take; FluxFileSystem takes the "
+                         "options themselves: FluxFileSystem(**storage_options)")
 
 
 @functools.lru_cache(maxsize=1)
-def _known_kwargs() -> frozenset:
+def known_keywords() -> frozenset:
+    """Every keyword argument `FluxFileSystem` uses: fluxfs's options, gcsfs's and fsspec's (the CLI's `-o`,
+    the pipes' keyword options and the constructor all check against this one set)."""
     named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     gcsfs_own = {n for n, p in inspect.signature(GCSFileSystem.__init__).parameters.items() if p.kind in named}
-    return frozenset(gcsfs_own | _FSSPEC_KWARGS) - {"self"}
+    return frozenset(gcsfs_own | _FSSPEC_KWARGS | set(OPTION_NAMES)) - {"self"}
 
 
-def refuse_unknown_options(kwargs: dict) -> None:
-    """TypeError naming every keyword argument that neither fluxfs, gcsfs nor fsspec takes."""
-    unknown = sorted(set(kwargs) - _known_kwargs())
+def closest_option(name: str) -> Optional[str]:
+    """The known keyword `name` most likely misspells ("part_sise" -> "part_size"), or None."""
+    import difflib
+
+    found = difflib.get_close_matches(name, sorted(known_keywords()), n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
+def unknown_text(name: str) -> str:
+    """'name', or 'name' (did you mean 'known'?) when it looks like a misspelled option."""
+    near = closest_option(name)
+    return f"{name!r} (did you mean {near!r}?)" if near else repr(name)
+
+
+def refuse_unknown_options(kwargs: Mapping[str, Any], where: str = "FluxFileSystem") -> None:
+    """TypeError naming every keyword argument that neither fluxfs, gcsfs nor fsspec takes, and the known
+    option each one most likely misspells: for fluxfs's own APIs (the pipes' keyword options, the CLI's `-o`)."""
+    unknown = sorted(k for k in set(kwargs) - known_keywords() if not _other_filesystems(k, kwargs[k]))
     if not unknown:
         return
-    hint = ("storage_options is what fsspec.open and the datasets take; FluxFileSystem takes the options "
-            "themselves: FluxFileSystem(**storage_options)" if "storage_options" in unknown
+    hint = (_STORAGE_OPTIONS_HINT if "storage_options" in unknown
             else "not an option of fluxfs, gcsfs or fsspec (fluxfs's: see fluxfs.options.FluxOptions)")
-    raise TypeError(f"FluxFileSystem got unexpected keyword argument(s) {', '.join(map(repr, unknown))}: {hint}")
+    raise TypeError(f"{where} got unexpected keyword argument(s) {', '.join(map(unknown_text, unknown))}: {hint}")
+
+
+def drop_unknown_options(kwargs: dict) -> None:
+    """Remove from `kwargs` what fluxfs, gcsfs and fsspec do not take, as gcsfs ignores it, so libraries that
+    pass their own keywords through fsspec (Hugging Face datasets' `hf={...}`) work with fluxfs as with gcsfs.
+
+    A dict under another filesystem's protocol name is fsspec's way to address a filesystem of a chained URL
+    and is dropped quietly (a debug log); any other unknown keyword is dropped with one
+    `UnknownOptionWarning` naming it and the option it most likely misspells, which
+    ``warnings.simplefilter("error", UnknownOptionWarning)`` turns into an error. `storage_options=` stays a
+    TypeError: it holds every option (the endpoint, the credentials), and dropping it would send the
+    requests to real GCS with default credentials.
+    """
+    if "storage_options" in kwargs:
+        raise TypeError(f"FluxFileSystem got unexpected keyword argument(s) 'storage_options': {_STORAGE_OPTIONS_HINT}")
+    for name in sorted(set(kwargs) - known_keywords()):
+        value = kwargs.pop(name)
+        if _other_filesystems(name, value):
+            _LOG.debug("FluxFileSystem ignores %r: the options of another filesystem of a chained URL", name)
+            continue
+        warnings.warn(f"FluxFileSystem ignores unknown keyword argument {unknown_text(name)}: not an option of "
+                      "fluxfs, gcsfs or fsspec (fluxfs's: see fluxfs.options.FluxOptions)",
+                      UnknownOptionWarning, stacklevel=4)
+
+
+def _other_filesystems(name: str, value: Any) -> bool:
+    """Whether `name=value` holds the options of a filesystem of a chained URL (fsspec's `protocol={...}`)."""
+    import fsspec
+
+    return isinstance(value, Mapping) and name in fsspec.available_protocols()
 
 
 def constructor_signature(with_self: bool = True) -> inspect.Signature:
@@ -322,7 +373,7 @@ def constructor_doc() -> str:
     return ("A filesystem for flux:// (and gs://) URLs. fluxfs's options (None means the default; text such as "
             "'8MiB' or 'false' is read as the option's type):\n\n" + "\n".join(lines) +
             "\n\nAny other keyword argument goes to gcsfs (token, project, endpoint_url, ...) and fsspec; "
-            "an unknown one is a TypeError naming it.")
+            "an unknown one is ignored, as gcsfs does, with an UnknownOptionWarning naming it.")
 
 
 def _default_text(f: dataclasses.Field) -> str:

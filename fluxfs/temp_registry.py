@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import atexit
 import json
+import os
+import signal
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 import weakref
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from .gcs import fork, http
+from .gcs import bridge, fork, http
 from .gcs.client import client_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,7 +31,7 @@ from .gcs.redact import get_logger
 logger = get_logger(__name__)  # records redacted: no credentials in logs
 
 _ALL: "weakref.WeakSet[TempRegistry]" = weakref.WeakSet()
-_ALL_LOCK = threading.Lock()
+_ALL_LOCK = threading.RLock()  # re-entrant: the SIGTERM handler may run while its thread holds it
 
 
 class TempRegistry:
@@ -38,17 +40,19 @@ class TempRegistry:
     def __init__(self, client: "Client"):
         self._fs = weakref.ref(client)
         self.live: dict[str, Optional[str]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant, as _ALL_LOCK
         with _ALL_LOCK:
             _ALL.add(self)
         fork.reset_in_child(self)
 
     def _after_fork(self) -> None:
         """A forked child starts empty: the parent's temporaries are the parent's to delete."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.live = {}
 
     def add(self, path: str, generation: Optional[str] = None) -> None:
+        if _hooked_pid != os.getpid():
+            _hook_exit()
         with self._lock:
             self.live[path] = generation
 
@@ -210,5 +214,77 @@ def delete_all_blocking() -> int:
     return sum(ok)
 
 
-atexit.register(delete_all_blocking)
+# Seconds the calls in flight at exit get to clean up after themselves (a batched read waits for its
+# composes to answer, then deletes them): a few round trips, longer only on a failing server.
+EXIT_WAIT = 10.0
+
+
+def delete_at_exit() -> int:
+    """Stop this process's calls in flight (each deletes what it made), then delete what is still registered."""
+    left = bridge.stop_all(EXIT_WAIT)
+    if left:
+        logger.warning("%d calls were still cleaning up after %g s at exit", left, EXIT_WAIT)
+    return delete_all_blocking()
+
+
+_hooked_pid: Optional[int] = None
+
+
+def _hook_exit() -> None:
+    """`delete_at_exit` at this process's exit, hooked once per process, at its first temporary: as the last
+    atexit hook registered, so it runs first, while gcsfs's sessions (closed by an earlier hook) still work;
+    in a multiprocessing child (a DataLoader worker), which ends with os._exit and runs no atexit hook, as a
+    multiprocessing finalizer too."""
+    global _hooked_pid
+    _hooked_pid = os.getpid()
+    atexit.unregister(delete_at_exit)
+    atexit.register(delete_at_exit)
+    import multiprocessing
+    import multiprocessing.util
+
+    if multiprocessing.parent_process() is not None:
+        multiprocessing.util.Finalize(None, delete_at_exit, exitpriority=100)
+
+
+atexit.register(delete_at_exit)
+
+
+_sigterm_pid: Optional[int] = None
+
+
+def clean_up_on_sigterm() -> None:
+    """Make SIGTERM delete this process's temporaries before it ends: the calls in flight are stopped and
+    what is still registered is deleted (`delete_at_exit`), then the signal does what it did before.
+
+    For DataLoader workers: at Ctrl-C, multiprocessing's exit in the main process terminates them
+    (SIGTERM) while they may still be deleting the composites of their reads. Once per process, on its
+    main thread only (where Python runs signal handlers; elsewhere it does nothing); fluxfs.pipes' datasets
+    call it in each worker, a dataset of your own can from `worker_init_fn`. A handler set in Python is
+    called after the cleanup; SIG_DFL then ends the process by SIGTERM; SIG_IGN is left alone; one set
+    outside Python (PyTorch sets one in DataLoader workers, which exits quietly when the main process
+    terminates them) is followed by exiting with status 0 in a multiprocessing child, as that one does.
+    """
+    global _sigterm_pid
+    pid = os.getpid()
+    if _sigterm_pid == pid or threading.current_thread() is not threading.main_thread():
+        return
+    _sigterm_pid = pid
+    before = signal.getsignal(signal.SIGTERM)
+    if before is signal.SIG_IGN:
+        return
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        delete_at_exit()
+        if callable(before):
+            before(signum, frame)
+            return
+        if before is None:
+            import multiprocessing
+
+            if multiprocessing.parent_process() is not None:
+                os._exit(0)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 

@@ -24,14 +24,15 @@ from .gcs import bridge, tempnames
 from .gcs.client import client_of
 from .gcs.pager import list_pages
 from .gcs.timestamps import parse_timestamp
-from .temp_registry import (TempRegistry, current_generation, delete, delete_all_blocking, delete_many, register,
-                            registry, release)
+from .temp_registry import (TempRegistry, clean_up_on_sigterm, current_generation, delete, delete_all_blocking,
+                            delete_at_exit, delete_many, register, registry, release)
 from .temp_uploads import abort_incomplete_uploads, abort_upload, is_stale, list_incomplete_uploads
 
 if TYPE_CHECKING:  # pragma: no cover
     from .gcs.client import Client
 
 __all__ = ["TempRegistry", "register", "registry", "release", "delete", "delete_many", "delete_all_blocking",
+           "delete_at_exit", "clean_up_on_sigterm",
            "current_generation", "list_incomplete_uploads", "abort_incomplete_uploads", "parse_age",
            "CleanupReport", "cleanup", "cleanup_report", "async_cleanup", "async_cleanup_report"]
 

@@ -29,6 +29,7 @@ _LAZY = {
     "ShardError": ".shards",
     "decode": ".shards",
     "load_model_dir": ".weights",
+    "register_webdataset": ".gopen",
 }
 
 __all__ = ["ListObjects", "ReadObjects", "FluxMapDataset", "FluxIterableDataset", "FluxSampler", "ObjectMeta",

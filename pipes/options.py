@@ -2,12 +2,15 @@
 
 Datasets, Nodes, `FluxCheckpoint`, the DCP writer and reader and `FluxCheckpointIO` all take
 ``storage_options={"endpoint_url": ...}`` and ``endpoint_url=...`` alike; both together are merged,
-and one option given both ways with different values is a TypeError naming it (never a silent pick).
+and one option given both ways with different values is a TypeError naming it (never a silent pick),
+as is a keyword option no filesystem takes.
 """
 from __future__ import annotations
 
 import inspect
 from typing import Any, Callable, Mapping, Optional
+
+from fluxfs.options import refuse_unknown_options
 
 
 def merge_storage_options(where: str, storage_options: Optional[Mapping[str, Any]],
@@ -24,6 +27,10 @@ def merge_storage_options(where: str, storage_options: Optional[Mapping[str, Any
     if clash:
         raise TypeError(f"{where}: storage option(s) {', '.join(map(repr, clash))} given twice with different "
                         f"values, in storage_options= and as keyword arguments; give each once")
+    # Keywords given to a pipes class are refused when no filesystem takes them (a misspelled `shufle=`
+    # would be lost); a storage_options dict may be shared with other libraries, and FluxFileSystem
+    # ignores what it does not know there, with a warning, as gcsfs does.
+    refuse_unknown_options(keywords, where)
     merged.update(keywords)
     if "storage_options" in merged:
         raise TypeError(f"{where}: storage_options nested inside storage_options; give the options themselves")

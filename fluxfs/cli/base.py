@@ -10,7 +10,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from fluxfs.gcs.urls import DEFAULT_PROTOCOL, parse_url, url_protocol
+from fluxfs.gcs.urls import DEFAULT_PROTOCOL, OBJECT_PROTOCOLS, parse_url, url_protocol
 
 # Exit codes: what a script calling `fluxfs` can test for.
 EXIT_OK = 0
@@ -25,7 +25,7 @@ EXIT_BROKEN_PIPE = 141  # `fluxfs cat ... | head`: the reader went away, as shel
 if TYPE_CHECKING:  # tqdm is imported by the commands that show a bar, not by `fluxfs cat` or --help
     from tqdm import tqdm
 
-REMOTE_SCHEMES = ("flux", "gs", "gcs")
+REMOTE_SCHEMES = OBJECT_PROTOCOLS
 # GCS bucket names: 3-63 characters (up to 222 with dots), lowercase letters, digits, '-', '_' and '.'.
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 

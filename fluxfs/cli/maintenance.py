@@ -15,7 +15,7 @@ _SHOWN = 10  # objects `cleanup` names when it leaves some alone
 
 
 def cmd_mb(args: argparse.Namespace) -> int:
-    """``fluxfs mb flux://BUCKET``: create a bucket; exit 5 if it exists."""
+    """``fluxfs mb flux://BUCKET``: create a bucket and say so (one line on stderr); exit 5 if it exists."""
     fs = make_fs(args)
     path = remote_path(args.url)
     bucket = path.strip("/")
@@ -24,6 +24,8 @@ def cmd_mb(args: argparse.Namespace) -> int:
     if fs.exists(bucket):
         raise FileExistsError(f"bucket {bucket!r} exists")
     fs.mkdir(bucket, create_parents=True)
+    if not args.quiet:
+        print(f"created bucket {printable(args.url.rstrip('/'))}", file=sys.stderr)
     return 0
 
 

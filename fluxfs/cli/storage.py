@@ -6,7 +6,6 @@ exist" are handled the same way everywhere.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import re
@@ -30,19 +29,6 @@ def parse_options(items: Iterable[str]) -> Dict[str, Any]:
         except ValueError:
             out[key] = value
     return out
-
-
-def _known_options() -> set:
-    """Keyword arguments FluxFileSystem accepts (its own, gcsfs's, fsspec's), to catch typos in -o."""
-    from gcsfs.core import GCSFileSystem
-
-    from fluxfs.core import FluxFileSystem
-
-    names = {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
-             "batch_size", "asynchronous", "loop"}
-    for cls in (FluxFileSystem, GCSFileSystem):
-        names.update(p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs"))
-    return names
 
 
 def _import_filesystem():
@@ -77,10 +63,12 @@ def make_fs(args: argparse.Namespace):
     FluxFileSystem = _import_filesystem()
     import fsspec.config
 
+    from fluxfs.options import known_keywords, unknown_text
+
     opts = parse_options(getattr(args, "options", []))
-    unknown = set(opts) - _known_options()
-    if unknown:
-        raise UsageError(f"unknown storage option(s) {', '.join(sorted(unknown))}")
+    unknown = sorted(set(opts) - known_keywords())
+    if unknown:  # typed by the user: refused, where FluxFileSystem ignores what libraries pass it
+        raise UsageError(f"unknown storage option(s) {', '.join(map(unknown_text, unknown))}")
     if getattr(args, "endpoint", None):
         opts["endpoint_url"] = args.endpoint
     if opts.get("endpoint_url"):  # HOST:PORT as in STORAGE_EMULATOR_HOST, or a URL

@@ -16,10 +16,12 @@ import functools
 import inspect
 import re
 import threading
+import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, TypeVar
 
 from fsspec.exceptions import FSTimeoutError
 
+from . import fork
 from .redact import get_logger
 
 logger = get_logger(__name__)  # records redacted: no credentials in logs
@@ -70,9 +72,11 @@ class Pending:
                 self._done.set()
 
         self._future = submit(fs, runner(), getattr(fn, "__name__", "call").lstrip("_"))
-        scope = getattr(_current, "scope", None)
-        if scope is not None and not getattr(_current, "cleanup", False):
-            scope._track(self)
+        if not getattr(_current, "cleanup", False):
+            scope = getattr(_current, "scope", None)
+            if scope is not None:
+                scope._track(self)
+            _PROCESS._track(self)
 
     def result(self, timeout: float | None = None) -> Any:
         """The coroutine's result; after `timeout` seconds it is cancelled and TimeoutError raised."""
@@ -147,6 +151,41 @@ class CancelScope:
     def _forget(self, pending: Pending) -> None:
         with self._lock:
             self._live.discard(pending)
+
+
+class _ProcessCalls(CancelScope):
+    """Every blocking call in flight in this process, on any thread: stopped together when it exits
+    (`stop_all`), so each one's cleanup (deleting the composites of a batched read) runs before the
+    temporaries still registered are deleted, and no new one starts meanwhile."""
+
+    def __init__(self) -> None:
+        self._after_fork()
+        fork.reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """A forked child (a DataLoader worker) has none of its parent's calls."""
+        CancelScope.__init__(self)
+        self._lock = threading.RLock()  # re-entrant: `stop` may run in a signal handler on a thread holding it
+
+    def stop(self, timeout: float) -> int:
+        """Cancel every call in flight and refuse new ones; wait up to `timeout` s for their cleanup.
+        Returns how many were still running after it."""
+        with self._lock:
+            live = list(self._live)
+        self.cancel()
+        deadline = time.monotonic() + timeout
+        for pending in live:
+            pending._done.wait(max(0.0, deadline - time.monotonic()))
+        return sum(not p._done.is_set() for p in live)
+
+
+_PROCESS = _ProcessCalls()
+
+
+def stop_all(timeout: float) -> int:
+    """At exit: cancel this process's blocking calls in flight and refuse new ones, waiting up to `timeout` s
+    for their cleanup; returns how many did not finish it in time."""
+    return _PROCESS.stop(timeout)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,8 @@ from typing import NamedTuple, Optional
 from urllib.parse import SplitResult, urlsplit
 
 DEFAULT_PROTOCOL = "flux"
+# URL protocols that name GCS objects, which FluxFileSystem opens alike (flux://b/k is gs://b/k).
+OBJECT_PROTOCOLS = ("flux", "gs", "gcs")
 
 
 def split_endpoint(endpoint: str) -> SplitResult:

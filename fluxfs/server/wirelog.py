@@ -1,4 +1,4 @@
-"""One log line, with its reason, for each request aiohttp could not handle.
+"""One log line, with its reason, for each request aiohttp could not handle (a client that went away: none).
 
 aiohttp logs ``Error handling request from ADDR`` with the reason only in a traceback (dropped
 by ``fluxfs serve``'s log format) and a TLS handshake only at debug level: a person then sees a
@@ -33,6 +33,10 @@ class _OneLine(logging.Filter):
             return record.levelno >= logging.WARNING
         exc = record.exc_info[1]
         remote = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+        if isinstance(exc, ConnectionError):  # the client went away mid-request (Ctrl-C, a kill): no error of ours
+            logging.getLogger("fluxfs.server").debug("the client at %s went away mid-request (%s)", remote,
+                                                     _reason(exc))
+            return False
         record.msg, record.args = "fluxfs server: refused a request from %s: %s", (remote, _reason(exc))
         if isinstance(exc, HttpProcessingError):  # bad bytes from a client, not a server bug: no traceback
             record.exc_info, record.exc_text = None, None

@@ -39,6 +39,7 @@ from .dcp_metadata import load_metadata
 from .dcp_storage import ObjectStoreFileSystem
 from .errors import CheckpointChangedError, IncompleteCheckpointError
 from .item_bytes import ItemReader, check_size, copy_into_target
+from .single_process import quiet_single_process_warning
 
 __all__ = ["FluxStorageReader"]
 
@@ -74,6 +75,7 @@ class FluxStorageReader(FsspecReader):
         **options: Any,
     ):
         storage_options = merge_storage_options("FluxStorageReader", storage_options, options)
+        quiet_single_process_warning()  # a single-process save or load on purpose: no warning on every call
         super().__init__(url, **storage_options)
         self.fs = ObjectStoreFileSystem(storage_options)
         self.path = self.fs.init_path(url)

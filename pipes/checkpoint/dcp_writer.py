@@ -23,6 +23,7 @@ from torch.distributed.checkpoint.storage import WriteResult
 from ..options import merge_storage_options
 from ..urls import parse_url
 from .dcp_storage import METADATA, ObjectStoreFileSystem
+from .single_process import quiet_single_process_warning
 
 __all__ = ["FluxStorageWriter"]
 
@@ -46,6 +47,7 @@ class FluxStorageWriter(FsspecWriter):
         **options: Any,
     ):
         storage_options = merge_storage_options("FluxStorageWriter", storage_options, options)
+        quiet_single_process_warning()  # a single-process save or load on purpose: no warning on every call
         super().__init__(
             url,
             single_file_per_rank=single_file_per_rank,

@@ -36,6 +36,14 @@ from .source import ObjectSource
 DEFAULT_PREFETCH = 8
 
 
+def _in_worker_clean_up_on_sigterm() -> None:
+    """In a DataLoader worker, SIGTERM (the main process's exit at Ctrl-C) first deletes the composites of the
+    reads in flight. Workers only: their main thread waits on queues, where a Python handler runs at once,
+    while a training process's may sit in a long native call that would hold SIGTERM back."""
+    if torch.utils.data.get_worker_info() is not None:
+        support.clean_up_on_sigterm()
+
+
 def cls_options(cls: type, storage_options: Optional[dict], options: dict) -> dict:
     return merge_storage_options(cls.__name__, storage_options, options)
 
@@ -171,6 +179,7 @@ class FluxMapDataset(_FluxDataset, torch.utils.data.Dataset):
     def __getitems__(self, indices: Sequence[int]) -> list:
         """The samples of `indices`; objects that vanished are left out under ``on_missing="skip"``."""
         wanted = [self._index(i) for i in indices]
+        _in_worker_clean_up_on_sigterm()
         ahead = self._read_ahead()
         if ahead is None:
             return [self._sample(i, data) for i, data in self._source.read(wanted, latency_bound=True)]
@@ -282,6 +291,7 @@ class FluxIterableDataset(_FluxDataset, torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         # Set up eagerly (not inside the generator) so state_dict() is right before the first next().
+        _in_worker_clean_up_on_sigterm()
         split = current_split(*distributed_rank(self._rank, self._world_size))
         count = self.num_objects
         loaded, self._loaded = self._loaded, None

@@ -18,7 +18,7 @@ from fluxfs.handle import FilesystemHandle, accelerated
 from fluxfs.support import Chunked, check_whole
 
 from ..options import merge_storage_options
-from ..urls import parse_url, url_protocol
+from ..urls import OBJECT_PROTOCOLS, parse_url, url_protocol
 from .header import Header, SafetensorsError, TensorInfo, header_length, parse_header
 from .slices import normalize, runs
 
@@ -27,14 +27,14 @@ PROBE = 256 * 1024
 
 def filesystem(url: str, fs: Optional[FluxFileSystem], storage_options: Optional[Mapping[str, Any]],
                options: Mapping[str, Any], where: str) -> tuple[FluxFileSystem, str]:
-    """(the filesystem, "bucket/key") for a ``flux://bucket/key`` URL (or a bare ``bucket/key``).
+    """(the filesystem, "bucket/key") for a ``flux://bucket/key`` URL (``gs://``, ``gcs://``, or a bare ``bucket/key``).
 
     `fs` must be a `FluxFileSystem` itself (tensors are read into their memory with its ranged reads);
     without it one is built from the storage options through a `FilesystemHandle`, as pipes' datasets do.
     """
     url = str(url)
-    if url_protocol(url) not in (None, "flux"):
-        raise ValueError(f"{where} reads flux://bucket/key URLs, not {url!r}")
+    if url_protocol(url) not in (None, *OBJECT_PROTOCOLS):  # gs:// and gcs:// name the same objects
+        raise ValueError(f"{where} reads flux://, gs:// or gcs:// bucket/key URLs, not {url!r}")
     parsed = parse_url(url)
     if not parsed.bucket or not parsed.key:
         raise ValueError(f"{where}: the URL needs a bucket and an object name: {url!r}")

@@ -1,14 +1,19 @@
 """Bad-input catalogue: storage options spelled either way, twice, or not at all known (docs/bad-inputs.md).
 
 Everything in fluxfs.pipes takes ``storage_options={...}`` and keyword options alike (merged);
-`FluxFileSystem` refuses keyword arguments that gcsfs and fsspec would silently swallow.
+`FluxFileSystem` ignores keyword arguments it does not know, as gcsfs does (libraries such as Hugging Face
+`datasets` pass their own through fsspec), warning about each one but another filesystem's options;
+``storage_options=`` itself stays an error, and so do unknown keywords given to fluxfs.pipes or `-o`.
 """
 from __future__ import annotations
+
+import warnings
 
 import fsspec
 import pytest
 
 from fluxfs import FluxFileSystem
+from fluxfs.errors import UnknownOptionWarning
 
 
 def test_filesystem_refuses_storage_options_as_an_argument(flux_server):
@@ -19,9 +24,38 @@ def test_filesystem_refuses_storage_options_as_an_argument(flux_server):
         fsspec.filesystem("flux", storage_options={"endpoint_url": flux_server.url}, skip_instance_cache=True)
 
 
-def test_filesystem_refuses_a_misspelled_option(flux_server):
-    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) 'endpoint', 'part_sise'"):
-        FluxFileSystem(endpoint=flux_server.url, part_sise=2**20, token="anon", skip_instance_cache=True)
+def test_filesystem_ignores_an_unknown_option_with_a_warning_naming_it(flux_server, bucket):
+    with pytest.warns(UnknownOptionWarning) as caught:
+        fs = FluxFileSystem(endpoint=flux_server.url, part_sise=2**20, colour="red", endpoint_url=flux_server.url,
+                            token="anon", skip_instance_cache=True)
+    assert sorted(str(w.message) for w in caught) == [
+        "FluxFileSystem ignores unknown keyword argument 'colour': not an option of fluxfs, gcsfs or fsspec "
+        "(fluxfs's: see fluxfs.options.FluxOptions)",
+        "FluxFileSystem ignores unknown keyword argument 'endpoint' (did you mean 'endpoint_url'?): not an option "
+        "of fluxfs, gcsfs or fsspec (fluxfs's: see fluxfs.options.FluxOptions)",
+        "FluxFileSystem ignores unknown keyword argument 'part_sise' (did you mean 'part_size'?): not an option "
+        "of fluxfs, gcsfs or fsspec (fluxfs's: see fluxfs.options.FluxOptions)"]
+    assert fs.options.part_size == 8 * 2**20
+    fs.pipe(f"{bucket}/a", b"one")
+    assert fs.cat(f"{bucket}/a") == b"one"
+    with warnings.catch_warnings():  # as a user who wants typos to fail would set it
+        warnings.simplefilter("error", UnknownOptionWarning)
+        with pytest.raises(UnknownOptionWarning, match="'part_sise' \\(did you mean 'part_size'\\?\\)"):
+            FluxFileSystem(endpoint_url=flux_server.url, token="anon", skip_instance_cache=True, part_sise=1)
+
+
+def test_another_filesystems_options_are_ignored_quietly(flux_server, bucket, caplog):
+    """fsspec addresses the filesystems of a chained URL by protocol name (`hf={...}` from datasets)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownOptionWarning)
+        with caplog.at_level("DEBUG", logger="fluxfs.options"):
+            fs, path = fsspec.url_to_fs(f"flux://{bucket}/a", endpoint_url=flux_server.url, token="anon",
+                                        hf={"endpoint": "https://hub", "token": None}, s3={"anon": True},
+                                        skip_instance_cache=True)
+    fs.pipe(path, b"x")
+    assert fs.cat(path) == b"x"
+    assert "FluxFileSystem ignores 'hf': the options of another filesystem of a chained URL" in caplog.text
+    assert fs.storage_options["hf"] == {"endpoint": "https://hub", "token": None}  # kept for pickling
 
 
 def test_filesystem_keeps_gcsfs_and_fsspec_options(flux_server):
@@ -82,10 +116,14 @@ def test_pipes_take_keyword_options(flux_server, bucket, storage_options):
 
 
 def test_a_misspelled_dataset_argument_is_named(flux_server, storage_options):
-    from fluxfs.pipes import FluxIterableDataset
+    """Keywords given to fluxfs.pipes are refused when no filesystem takes them: the pipes are fluxfs's own API."""
+    from fluxfs.pipes import FluxIterableDataset, ListObjects
 
-    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) 'shufle'"):
+    with pytest.raises(TypeError, match=r"^FluxIterableDataset got unexpected keyword argument\(s\) 'shufle': "):
         FluxIterableDataset.from_prefix("flux://b/p/", shufle=True, storage_options=storage_options)
+    with pytest.raises(TypeError, match=r"^ListObjects got unexpected keyword argument\(s\) 'part_sise' "
+                                        r"\(did you mean 'part_size'\?\)"):
+        ListObjects("flux://b/p/", part_sise=2**20, storage_options=storage_options)
 
 
 def test_the_constructor_takes_exactly_the_fields_of_flux_options(flux_server):
@@ -107,5 +145,5 @@ def test_the_constructor_takes_exactly_the_fields_of_flux_options(flux_server):
                         **{**defaults, "job_id": "j1", "list_page_size": "7", "write_memory": "1GiB"})
     assert fs.options == FluxOptions(**{**defaults, "job_id": "j1", "list_page_size": 7, "write_memory": 2**30})
     assert fs.storage_options["list_page_size"] == "7"  # what fsspec pickles and re-builds from
-    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) 'list_pagesize'"):
+    with pytest.warns(UnknownOptionWarning, match=r"'list_pagesize' \(did you mean 'list_page_size'\?\)"):
         FluxFileSystem(endpoint_url=flux_server.url, token="anon", skip_instance_cache=True, list_pagesize=7)

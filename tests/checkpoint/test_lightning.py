@@ -74,3 +74,22 @@ def test_fit_checkpoint_resume(flux_server, bucket, tmp_path, monkeypatch, use_a
     assert resumed.started_at_step == 6
     assert resumed.trainer.global_step == 10
     assert flux_server.list_names(bucket, "run1/") == ["run1/epoch=1-step=10.ckpt"]  # 8 steps an epoch
+
+
+def test_local_checkpoints_when_the_trainer_root_is_local(flux_server, tmp_path):
+    """A FluxCheckpointIO kept in the plugins while the run writes to a local directory: saved, pruned and
+    resumed there, as Lightning's own TorchCheckpointIO would (the bucket is never asked)."""
+    dirpath = tmp_path / "ckpts"
+    io = FluxCheckpointIO(endpoint_url=flux_server.url, token="anon")
+    model = TinyModel()
+    trainer(6, io, str(dirpath), tmp_path).fit(model)
+    assert sorted(p.name for p in dirpath.iterdir()) == ["epoch=0-step=6.ckpt"]  # steps 2 and 4 removed
+    ckpt = io.load_checkpoint(dirpath / "epoch=0-step=6.ckpt")
+    assert ckpt["global_step"] == 6 and all(torch.equal(ckpt["state_dict"][k], v)
+                                            for k, v in model.state_dict().items())
+    resumed = TinyModel()
+    trainer(10, FluxCheckpointIO(endpoint_url=flux_server.url, token="anon"), str(dirpath), tmp_path).fit(
+        resumed, ckpt_path=str(dirpath / "epoch=0-step=6.ckpt"))
+    assert resumed.started_at_step == 6
+    # Lightning keeps the checkpoint a run resumed from when it is local.
+    assert sorted(p.name for p in dirpath.iterdir()) == ["epoch=0-step=6.ckpt", "epoch=1-step=10.ckpt"]

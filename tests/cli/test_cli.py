@@ -253,6 +253,8 @@ def test_clear_errors_and_exit_codes(cli, bucket, tmp_path):
     assert_clean_failure(cli("ls", "flux://Bad_Bucket"), 2, "invalid bucket name 'Bad_Bucket'")
     assert_clean_failure(cli("ls", "flux:///key"), 2, "no bucket")
     assert_clean_failure(cli("-o", "compose_typo=1", "ls", f"flux://{bucket}"), 2, "compose_typo")
+    assert_clean_failure(cli("-o", "part_sise=1", "ls", f"flux://{bucket}"), 2,
+                         "unknown storage option(s) 'part_sise' (did you mean 'part_size'?)")
     assert_clean_failure(cli("-o", "multipart=sideways", "ls", f"flux://{bucket}"), 2, "multipart")
     assert_clean_failure(cli("cp", str(tmp_path), str(tmp_path / "x")), 2, "flux://")
     assert_clean_failure(cli("cp", f"flux://{bucket}/p", str(tmp_path)), 3, f"flux://{bucket}/p")
@@ -342,7 +344,9 @@ def test_cleanup_aborts_unfinished_multipart_uploads(cli, fs, flux_server, bucke
 
 def test_mb_makes_a_bucket_once(cli, fs):
     name = "mb-" + os.urandom(6).hex()
-    assert cli("mb", f"flux://{name}").code == 0
+    r = cli("mb", f"flux://{name}")
+    assert r.code == 0 and r.err.strip() == f"created bucket flux://{name}"
+    assert cli("-q", "mb", f"flux://{name}-quiet").err == ""
     assert f"flux://{name}/" in cli("ls", "flux://").lines
     assert_clean_failure(cli("mb", f"flux://{name}"), 5, "exists")
     assert_clean_failure(cli("mb", f"flux://{name}/key"), 2, "bucket URL")

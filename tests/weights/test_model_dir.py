@@ -140,3 +140,13 @@ def test_a_tensor_parallel_rank_reads_about_half_the_bytes(flux_server, bucket):
         assert torch.equal(got[k], v[: v.shape[0] // 2] if v.dim() == 2 else v), k
     model = sum(v.numel() * v.element_size() for v in state.values())
     assert whole >= model and 0.45 * model <= part <= 0.55 * model + 2 * 256 * 1024, (whole, part, model)
+
+
+def test_gs_and_gcs_urls_name_the_same_directory(model_dir, flux_server):
+    fs, url, state = model_dir
+    path = url.removeprefix("flux://")
+    for got in (load_model_dir(f"gs://{path}", fs=fs),
+                load_model_dir(f"gcs://{path}", endpoint_url=flux_server.url, token="anon")):
+        assert sorted(got) == sorted(state) and all(torch.equal(got[k], state[k]) for k in state)
+    with pytest.raises(ValueError, match=r"load_model_dir reads flux://, gs:// or gcs:// bucket/key URLs, not 's3://"):
+        load_model_dir(f"s3://{path}", fs=fs)
