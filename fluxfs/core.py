@@ -19,8 +19,7 @@ from .gcs import bridge, counters, fork, http, reach, redact, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, drop_unknown_options
-from .reads import batched, direct, handle, into, lookup, stream
-from .reads import ranges as ranged
+from .reads import batched, direct, handle, into, lookup, stream, ranges as ranged
 from .writes import FluxWriteFile, StreamedCopies, object_fields, open_append, upload_local_file, write_bytes
 from .zonal import HnsFolders, ZonalBuckets, hns
 
