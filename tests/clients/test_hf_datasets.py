@@ -12,13 +12,12 @@ import io
 import json
 import warnings
 
+import datasets  # the test extra installs it (setup.cfg): never skipped
 import pytest
 
 from fluxfs.errors import UnknownOptionWarning
 
 from ..conftest import make_fs
-
-datasets = pytest.importorskip("datasets")
 
 FILES = 24  # more than the 16 files from which datasets downloads in batches, passing hf={...}
 
