@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> dict:
 
             try:
                 report["replicated_bytes_per_rank"] = measure(args)
-            except Exception as exc:  # noqa: BLE001 - reported, the rest of the run stands
+            except Exception as exc:  # reported, the rest of the run stands
                 report["replicated_bytes_per_rank"] = {"error": f"{type(exc).__name__}: {exc}"}
         return report
     combined: Dict = {"scenario": "dcp", "profile": args.profile, "ranks": {}, "ratios": {}}

@@ -235,7 +235,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         if len(paths) == 1 and not isinstance(path, list) and paths[0] == self._strip_protocol(path):
             try:
                 return await self._cat_file(paths[0])
-            except Exception as exc:  # noqa: BLE001 - fsspec returns the exception unless on_error="raise"
+            except Exception as exc:  # fsspec returns the exception unless on_error="raise"
                 if on_error == "raise":
                     raise
                 return exc

@@ -243,6 +243,6 @@ def from_gcsfs(exc: BaseException, what: str, create_only: bool = False) -> Base
         return None
     try:
         raise_for_status(status, body, what)
-    except Exception as mapped:  # noqa: BLE001 - the mapped exception is returned, raised by the caller
+    except Exception as mapped:  # the mapped exception is returned, raised by the caller
         return mapped
     return None

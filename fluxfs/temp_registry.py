@@ -130,7 +130,7 @@ async def delete(client: "Client", path: str, generation: Optional[str] = None,
             raise
         logger.warning("could not delete temporary object %s: permission denied", path)
         return False
-    except Exception as exc:  # noqa: BLE001 - reported, object kept for a later attempt
+    except Exception as exc:  # reported, object kept for a later attempt
         logger.warning("could not delete temporary object %s: %s", path, exc)
         return False
     release(client, path)
@@ -171,7 +171,7 @@ def _delete_blocking(client: "Client", path: str, generation: Optional[str]) -> 
         return True
     except urllib.error.HTTPError as exc:
         return exc.code == 404
-    except Exception as exc:  # noqa: BLE001 - best effort at exit
+    except Exception as exc:  # best effort at exit
         logger.warning("could not delete temporary object %s at exit: %s", path, exc)
         return False
 

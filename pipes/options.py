@@ -48,5 +48,5 @@ def split_keywords(kwargs: Mapping[str, Any], accepts: Callable[..., Any]) -> tu
 def _same(a: Any, b: Any) -> bool:
     try:
         return a is b or bool(a == b)
-    except Exception:  # noqa: BLE001 - values that refuse comparison (arrays...) count as different
+    except Exception:  # values that refuse comparison (arrays...) count as different
         return False

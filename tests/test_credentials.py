@@ -34,7 +34,7 @@ def token_server(planted):
     calls: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's naming
+        def do_POST(self):  # http.server's naming
             body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
             calls.append(body.split("grant_type=", 1)[-1].split("&", 1)[0])
             reply = json.dumps({"access_token": planted, "expires_in": 3600, "token_type": "Bearer"}).encode()

@@ -58,7 +58,7 @@ def test_install_requires_has_no_torch():
     assert "torch" in Makefile_extras(), "make test must install the torch extra"
 
 
-def Makefile_extras() -> list[str]:  # noqa: N802 - named after the file it reads
+def Makefile_extras() -> list[str]:  # named after the file it reads
     for line in (ROOT / "Makefile").read_text(encoding="utf-8").splitlines():
         if line.startswith("EXTRAS ?="):
             return line.split("=", 1)[1].strip().split(",")

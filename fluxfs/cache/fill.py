@@ -110,7 +110,7 @@ class Fill:
             if self.meta is not None and len(data) != self.part_len(p):
                 raise ValueError(f"node-local cache: part {p} of {self.bucket}/{self.key}#{self.generation} has "
                                  f"{len(data)} bytes, not {self.part_len(p)}")
-        except BaseException as exc:  # noqa: BLE001 - its readers see it (and read from storage)
+        except BaseException as exc:  # its readers see it (and read from storage)
             if not fut.done():
                 fut.set_exception(exc)
             if not (self.meta is not None and p >= self.count):  # past the end: a read's own mistake
@@ -131,7 +131,7 @@ class Fill:
         self.writing += 1
         try:
             self.crcs[p] = await jobs.run(_write_part, self.fd, self.dfd, data, p * self.part, busy=_busy)
-        except BaseException as exc:  # noqa: BLE001 - the reads were served from memory; nothing is cached
+        except BaseException as exc:  # the reads were served from memory; nothing is cached
             self.writing -= 1
             if self.closed:
                 self._close_fd()
@@ -171,7 +171,7 @@ class Fill:
                 self.fd = open_fixed(tmp, os.O_RDWR)
                 if self.part % direct.BLOCK == 0:
                     self.dfd = direct.open_direct(tmp)
-        except BaseException as exc:  # noqa: BLE001 - not cached; the reads go on
+        except BaseException as exc:  # not cached; the reads go on
             if tmp is not None:
                 _unlink(tmp)
             if not self.ready.done():
@@ -215,7 +215,7 @@ class Fill:
                     continue
                 try:
                     await self.get(p, background=True)
-                except BaseException:  # noqa: BLE001 - the fill is abandoned (abort)
+                except BaseException:  # the fill is abandoned (abort)
                     return
 
     async def finish(self) -> None:
@@ -230,7 +230,7 @@ class Fill:
                 raise ValueError(f"crc32c mismatch filling {self.bucket}/{self.key}#{self.generation} "
                                  "(the bytes received differ from the object)")
             await jobs.run(self.cache.commit, self.fd, self.tmp, meta_tmp, self.eid, self.meta, busy=_busy)
-        except BaseException as exc:  # noqa: BLE001 - a fill that fails leaves nothing; the reads were served
+        except BaseException as exc:  # a fill that fails leaves nothing; the reads were served
             _unlink(meta_tmp)
             self._failed(exc)
             return

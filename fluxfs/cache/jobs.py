@@ -72,5 +72,5 @@ def _work(busy: Callable[[], bool]) -> None:
             continue
         try:
             fut.set_result(fn(*args))
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+        except BaseException as exc:  # handed to the awaiting coroutine
             fut.set_exception(exc)

@@ -197,7 +197,7 @@ def _drain(cache: NodeCache) -> None:
         try:
             for part in _packs(items, most):
                 fill(cache, part)
-        except Exception as exc:  # noqa: BLE001 - the reads succeeded; only caching them failed
+        except Exception as exc:  # the reads succeeded; only caching them failed
             log.warning("fluxfs node-local cache: %d objects not cached: %s", len(items), exc)
         finally:
             with _QUEUED.guard:

@@ -51,7 +51,7 @@ def run(argv: List[str]) -> int:
         # The reader of our stdout went away (`| head`): not an error worth a message.
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    except BaseException as exc:  # noqa: BLE001 - the one place every failure becomes a message
+    except BaseException as exc:  # the one place every failure becomes a message
         if isinstance(exc, SystemExit):
             raise
         scrub(exc)  # no credentials in the message or the --debug traceback

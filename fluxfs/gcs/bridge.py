@@ -66,7 +66,7 @@ class Pending:
         async def runner() -> None:
             try:
                 self._box["result"] = await fn(*args, **kwargs)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+            except BaseException as exc:  # handed to the caller by result()
                 self._box["error"] = exc
             finally:
                 self._done.set()

@@ -81,7 +81,7 @@ def _clean(arg: Any) -> Any:
     return arg if clean == text else clean
 
 
-class scrubbing:  # noqa: N801 - used like a function: `with scrubbing():` / `async with scrubbing():`
+class scrubbing:  # used like a function: `with scrubbing():` / `async with scrubbing():`
     """Exceptions leaving the block are redacted (in place) before they go on; sync or async."""
 
     def __enter__(self) -> "scrubbing":

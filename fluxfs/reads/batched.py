@@ -122,7 +122,7 @@ class _Batch:
             # its message names bucket/key; a listed generation gone since is the one error every reader gives
             self.results[o.path] = object_changed(o.path, o.generation) if o.listed else exc
             return
-        except Exception as exc:  # noqa: BLE001 - per-object outcome, follows on_error
+        except Exception as exc:  # per-object outcome, follows on_error
             self.results[o.path] = exc
             return
         if o.generation is not None and got.generation is not None and got.generation != o.generation:
@@ -133,7 +133,7 @@ class _Batch:
     def _forget(self, o: ObjectRef) -> None:
         try:
             self.client.invalidate_cache(o.path)
-        except Exception:  # noqa: BLE001 - cache hygiene only
+        except Exception:  # cache hygiene only
             pass
 
     def fallback(self, objs: Iterable[ObjectRef]) -> None:
@@ -178,7 +178,7 @@ class _Batch:
             raise
         except PermissionError as exc:
             _deny_compose(client, exc)
-        except Exception as exc:  # noqa: BLE001 - 412/404 (changed/vanished), faults after retries, ...
+        except Exception as exc:  # 412/404 (changed/vanished), faults after retries, ...
             self.stats[f"compose_failed:{type(exc).__name__}"] += 1
         finally:
             if task.done():

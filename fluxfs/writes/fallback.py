@@ -74,7 +74,7 @@ class XmlOrComposeUploader(XmlUploader):
     async def start(self) -> None:
         try:
             await super().start()
-        except Exception as exc:  # noqa: BLE001 - anything but "unsupported" is re-raised as it was
+        except Exception as exc:  # anything but "unsupported" is re-raised as it was
             if _status(exc) not in UNSUPPORTED or (_status(exc) == 404 and not await _bucket_exists(
                     self.client, self.pw.bucket)):
                 raise

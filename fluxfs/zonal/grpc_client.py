@@ -55,7 +55,7 @@ class _Clients:
                     raise RuntimeError("its loop cannot be waited for from here")
                 asyncio.run_coroutine_threadsafe(made.grpc_client.transport.close(), loop).result(FORK_CLOSE_TIMEOUT)
                 del self.clients[key]
-            except Exception as exc:  # noqa: BLE001 - the child then goes without gRPC
+            except Exception as exc:  # the child then goes without gRPC
                 self.live_at_fork = True
                 logger.debug("gRPC channel to %s left open across fork: %s", key[1], exc)
         if self.used and not self.live_at_fork:

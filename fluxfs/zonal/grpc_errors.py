@@ -30,7 +30,7 @@ def mapped(exc: BaseException, what: str) -> BaseException:
         status = 503
     try:
         raise_for_status(status if status >= 400 else 500, (exc.message or "").encode(), what)
-    except Exception as out:  # noqa: BLE001 - the mapped exception is the result
+    except Exception as out:  # the mapped exception is the result
         return out
     return exc
 

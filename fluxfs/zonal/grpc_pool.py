@@ -149,7 +149,7 @@ class StreamPool:
 async def _quiet_close(mrd: Any) -> None:
     try:
         await mrd.close()
-    except Exception as exc:  # noqa: BLE001 - a stream already broken: nothing left to close
+    except Exception as exc:  # a stream already broken: nothing left to close
         logger.debug("closing a read stream of %s/%s: %s", mrd.bucket_name, mrd.object_name, exc)
 
 

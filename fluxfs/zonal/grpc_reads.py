@@ -213,7 +213,7 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
     except (gexc.NotFound, gexc.PermissionDenied, gexc.Unauthenticated, gexc.FailedPrecondition,
             gexc.OutOfRange, gexc.InvalidArgument) as exc:
         reraise(exc, named)
-    except Exception as exc:  # noqa: BLE001 - cut, stalled, redirected, overloaded: the downloader resumes
+    except Exception as exc:  # cut, stalled, redirected, overloaded: the downloader resumes
         logger.debug("one-shot gRPC read of %s failed (%s); reading it with the multi-range downloader", what, exc)
         state["done"] = False
     finally:

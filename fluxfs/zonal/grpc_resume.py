@@ -58,7 +58,7 @@ def retryable(exc: BaseException) -> bool:
     if isinstance(exc, gexc.Aborted):
         try:
             return bool(_extract_bidi_writes_redirect_proto(exc))
-        except Exception:  # noqa: BLE001 - unreadable details: not a redirect we can follow
+        except Exception:  # unreadable details: not a redirect we can follow
             return False
     return False
 
@@ -188,7 +188,7 @@ async def release(writer: Any) -> None:
 async def _close_quietly(stream: Any) -> None:
     try:
         await asyncio.wait_for(stream.socket_like_rpc.close(), CLOSE_WAIT)
-    except BaseException as exc:  # noqa: BLE001 - a broken stream: nothing left to close
+    except BaseException as exc:  # a broken stream: nothing left to close
         logger.debug("closing a broken write stream: %r", exc)
 
 

@@ -129,13 +129,13 @@ async def discard(client: "Client", writer: Any, delete: bool) -> None:
         if task is not None and task.cancelling():  # this discard itself is being cancelled
             raise
         logger.debug("closing the cancelled write stream of %s: %r", what, exc)
-    except Exception as exc:  # noqa: BLE001 - a broken stream: nothing left to close
+    except Exception as exc:  # a broken stream: nothing left to close
         logger.debug("closing the write stream of %s: %s", what, exc)
     if delete and writer.generation:
         try:
             await grpc_resume.within(client, grpc_client(client).delete_object(writer.bucket_name, writer.object_name,
                                                                     generation=int(writer.generation)), what)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             from google.api_core import exceptions as gexc
 
             if not isinstance(exc, gexc.NotFound):

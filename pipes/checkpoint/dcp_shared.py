@@ -145,7 +145,7 @@ def read_shared(group: Group, windows: list[list[Span]], fetch: Callable[[list],
             if failed is None:
                 try:
                     consume(spans, buffers)
-                except Exception as exc:  # noqa: BLE001 - raised after the last window: the others wait in its broadcasts
+                except Exception as exc:  # raised after the last window: the others wait in its broadcasts
                     failed = exc
             del tensors, buffers
     if failed is not None:

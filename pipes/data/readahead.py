@@ -107,7 +107,7 @@ class ReadAhead:
             return None
         try:
             result = future.result()
-        except Exception as exc:  # noqa: BLE001 - the caller reads the batch again, and sees any error then
+        except Exception as exc:  # the caller reads the batch again, and sees any error then
             logger.debug("read-ahead of %d objects failed (%s); reading them now", len(indices), exc)
             return None
         return result

@@ -53,7 +53,7 @@ def _broadcast(group: Group, parts: Sequence[Sequence[Piece]], buffers: Sequence
         if i < len(pending) and error is None:
             try:
                 pending[i].result()
-            except Exception as exc:  # noqa: BLE001 - sent as garbage, raised on every rank by the caller
+            except Exception as exc:  # sent as garbage, raised on every rank by the caller
                 error = exc
         for src, p in enumerate(plan):
             if i >= len(p):

@@ -88,7 +88,7 @@ def exchange(group: Group, plan: Sequence[Sequence[Sequence[Piece]]], buffers: S
     for f in concurrent.futures.as_completed(pending):
         try:
             f.result()
-        except Exception as exc:  # noqa: BLE001 - returned, raised on every rank by the caller
+        except Exception as exc:  # returned, raised on every rank by the caller
             error = exc
             break
         send(index[f])

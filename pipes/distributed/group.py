@@ -105,7 +105,7 @@ def portable(exc: BaseException) -> BaseException:
     try:
         pickle.loads(pickle.dumps(exc))
         return exc
-    except Exception:  # noqa: BLE001 - any unpicklable exception is replaced the same way
+    except Exception:  # any unpicklable exception is replaced the same way
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 

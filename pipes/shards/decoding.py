@@ -88,7 +88,7 @@ class Decoder:
     def _one(self, sample: dict, ext: str) -> Any:
         try:
             return self.value(ext, sample[ext])
-        except Exception as exc:  # noqa: BLE001 - named with the sample: a bad member is found at once
+        except Exception as exc:  # named with the sample: a bad member is found at once
             raise ShardError(sample.get("__shard__", "?"), None,
                              f"sample {sample.get('__key__')!r}: cannot decode its {ext!r} member "
                              f"({type(exc).__name__}: {exc})") from exc

@@ -78,7 +78,7 @@ def _same_storage(fs: FluxFileSystem, group: Group, asked: list[dict[str, Any]],
                     f"{endpoints[group.rank]} does not have ({why}). "
                     "Every rank of the group must read the same storage (endpoint_url / STORAGE_EMULATOR_HOST)")
                 break
-            except Exception as exc:  # noqa: BLE001 - raised on every rank by the agree below (none left waiting)
+            except Exception as exc:  # raised on every rank by the agree below (none left waiting)
                 error = exc
                 break
     group.agree(None, error, "endpoints")
@@ -141,7 +141,7 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
             try:
                 for part in cut.result():
                     out.update(part)
-            except Exception as exc:  # noqa: BLE001 - raised on every rank by the agree below
+            except Exception as exc:  # raised on every rank by the agree below
                 errors.append(exc)
     finally:
         for f in pending + ([cut] if cut is not None else []):

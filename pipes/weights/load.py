@@ -49,7 +49,7 @@ def load_file(url: str, device: Any = "cpu", *, fs: Optional[FluxFileSystem] = N
     return support.run(fs, load)
 
 
-class safe_open:  # noqa: N801 - named as safetensors.safe_open, which it stands in for
+class safe_open:  # named as safetensors.safe_open, which it stands in for
     """A safetensors object opened for tensor-by-tensor reads: `keys()`, `metadata()`, `get_tensor(name)`,
     `get_slice(name)[index]`. Only the header is read on opening; every read is pinned to its generation."""
 

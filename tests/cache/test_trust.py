@@ -31,7 +31,7 @@ def _info(fs, path: str) -> dict:
 def _outcome(call):
     try:
         return call()
-    except Exception as exc:  # noqa: BLE001 - compared by type
+    except Exception as exc:  # compared by type
         return type(exc)
 
 
@@ -355,7 +355,7 @@ def test_a_stale_listing_reads_the_same_with_and_without_the_cache(flux_server, 
 def _outcome_text(call) -> str:
     try:
         return repr(call())
-    except Exception as exc:  # noqa: BLE001 - compared as text
+    except Exception as exc:  # compared as text
         return f"{type(exc).__name__}: {exc}"
 
 

@@ -115,7 +115,7 @@ def reader(fs_or_url, bucket: str, seed: int, ready, done, results) -> None:
                     else:  # plain paths, metadata from the listing cache (filled by an earlier find)
                         paths = sorted({i["name"] for i in rnd.sample(stale, 120)})
                         verify(fs.cat(paths, on_error="return"), [{"name": p} for p in paths])
-            except BaseException:  # noqa: BLE001 - reported to the test
+            except BaseException:  # reported to the test
                 errors.append(traceback.format_exc())
 
         threads = [threading.Thread(target=work, args=(seed * 10 + t,)) for t in range(2)]
@@ -124,7 +124,7 @@ def reader(fs_or_url, bucket: str, seed: int, ready, done, results) -> None:
         for t in threads:
             t.join()
         results.put((seed, errors[0] if errors else None, counts))
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         ready.put(seed)  # failed before listing: do not keep the test waiting for it
         results.put((seed, traceback.format_exc(), {}))
 
