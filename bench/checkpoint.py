@@ -251,14 +251,16 @@ def run(args: argparse.Namespace) -> dict:
                 save = _run_worker(python, {**spec, "op": "save"}, env)
                 load = _run_worker(python, {**spec, "op": "load"}, env)
                 n = save["bytes"]
-                return {"bytes": n, "save_mb_per_s": n / save["wall_s"] / 1e6, "load_mb_per_s": n / load["wall_s"] / 1e6,
+                return {"bytes": n, "save_mb_per_s": n / save["wall_s"] / 1e6,
+                        "load_mb_per_s": n / load["wall_s"] / 1e6,
                         "save_s": save["wall_s"], "load_s": load["wall_s"], "wall_s": save["wall_s"] + load["wall_s"],
                         "cpu_s": save["cpu_s"] + load["cpu_s"], "save_peak_rss_mb": save["peak_rss_mb"],
                         "save_extra_rss_mb": save["extra_rss_mb"]}
             return one
 
         contenders = {name: contender(name) for name in CONTENDERS}
-        ratios = [("fluxfs", "gcsfs"), ("fluxfs", "gcsfs-64MiB"), ("fluxfs", "gcsfs-whole"), ("fluxfs", "dataflux"), ("fluxfs", "gcs-tm"),
+        ratios = [("fluxfs", "gcsfs"), ("fluxfs", "gcsfs-64MiB"), ("fluxfs", "gcsfs-whole"), ("fluxfs", "dataflux"),
+                  ("fluxfs", "gcs-tm"),
                   ("fluxfs-compose", "gcsfs"), ("fluxfs-compose", "dataflux")]
         report = run_scenario("checkpoint", args, params, contenders, ["save_mb_per_s", "load_mb_per_s"], ratios)
     for name, c in report["contenders"].items():  # also in the JSON; stderr keeps the ratio line last

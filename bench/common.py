@@ -235,7 +235,8 @@ def print_report(report: dict, headlines: list[str]) -> None:
         med = c["median"]
         print(f"{name:<24}" + "".join(f"{med.get(k, float('nan')):>16.2f}" for k in cols))
     summary = "  ".join(f"{k}={v:g}x" for k, v in report["ratios"].items()) or "no ratios"
-    print(f"ratios ({report['scenario']}, {report['profile']}, median of {report['params'].get('repeat', '?')}): {summary}")
+    repeat = report['params'].get('repeat', '?')
+    print(f"ratios ({report['scenario']}, {report['profile']}, median of {repeat}): {summary}")
 
 
 @contextlib.contextmanager

@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> dict:
                 return lambda: [o["name"] for b in flux(**opts).iter_objects(bucket) for o in b]
 
             def gcsfs_find():
-                return gcsfs.core.GCSFileSystem(endpoint_url=srv.url, token="anon", skip_instance_cache=True).find(bucket)
+                gfs = gcsfs.core.GCSFileSystem(endpoint_url=srv.url, token="anon", skip_instance_cache=True)
+                return gfs.find(bucket)
 
             def dataflux_list():
                 from dataflux_core.fast_list import ListingController

@@ -41,7 +41,8 @@ def tensors_of(torch, buf, where: str) -> dict:
 def _fill(torch, keys: list[str], sizes: list[int], step: int, fetch_all: Callable) -> dict:
     """One uint8 buffer per shard, filled by `fetch_all(jobs)` ((shard, start, end, view) per range)."""
     bufs = [torch.empty(size, dtype=torch.uint8) for size in sizes]
-    jobs = [(k, a, b, bufs[i].numpy()[a:b]) for i, (k, size) in enumerate(zip(keys, sizes)) for a, b in _ranges(size, step)]
+    jobs = [(k, a, b, bufs[i].numpy()[a:b])
+            for i, (k, size) in enumerate(zip(keys, sizes)) for a, b in _ranges(size, step)]
     fetch_all(jobs)
     out: dict = {}
     for key, buf in zip(keys, bufs):

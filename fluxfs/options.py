@@ -211,7 +211,8 @@ class FluxOptions:
     cache_shared: bool = option(False, BOOL, "accept a cache_dir other users may write (they are then trusted)")
     bucket_types: Optional[Mapping[str, str]] = option(
         None, LAYOUTS, "{bucket: 'standard'|'hns'|'zonal'} ('*': any other): no layout lookup; None: looked up once")
-    zonal_transport: str = option("grpc", TRANSPORT, "zonal buckets read and written over 'grpc' (bidi streams) or 'http'")
+    zonal_transport: str = option("grpc", TRANSPORT,
+                                  "zonal buckets read and written over 'grpc' (bidi streams) or 'http'")
     grpc_endpoint: Optional[str] = option(None, ENDPOINT, "host:port of the gRPC endpoint; None: the HTTP endpoint's")
 
     @classmethod

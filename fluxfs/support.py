@@ -3,8 +3,9 @@
 The sync bridge (`run`: Ctrl-C cancels the coroutine and waits for its cleanup), the fork hook
 (`reset_in_child`), temporaries deleted on SIGTERM (`clean_up_on_sigterm`), `gather_all`, `Chunked` bodies, the one
 gap-coalescing rule (`coalesce`), redacting loggers, the one object-URL parser, the whole-object crc32c check
-(`check_whole`) and manifests. Everything else under `fluxfs.gcs`, `fluxfs.reads`, `fluxfs.writes` and `fluxfs.listing` is
-internal: `.importlinter` keeps `fluxfs.pipes` to this module, `fluxfs`, `fluxfs.errors` and `fluxfs.options`.
+(`check_whole`) and manifests. Everything else under `fluxfs.gcs`, `fluxfs.reads`, `fluxfs.writes` and
+`fluxfs.listing` is internal: `.importlinter` keeps `fluxfs.pipes` to this module, `fluxfs`, `fluxfs.errors` and
+`fluxfs.options`.
 """
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from .gcs.verify import check_whole
 from .reads.ranges import Group, coalesce
 from .temp_registry import clean_up_on_sigterm
 
-__all__ = ["DEFAULT_PROTOCOL", "OBJECT_PROTOCOLS", "Chunked", "Group", "ObjectURL", "check_whole", "clean_up_on_sigterm",
-           "coalesce", "gather_all", "get_logger", "manifest_line",
+__all__ = ["DEFAULT_PROTOCOL", "OBJECT_PROTOCOLS", "Chunked", "Group", "ObjectURL", "check_whole",
+           "clean_up_on_sigterm", "coalesce", "gather_all", "get_logger", "manifest_line",
            "parse_url", "read_manifest", "reset_in_child", "run", "submit", "url_protocol"]
 
 

@@ -1,4 +1,5 @@
-"""``fluxfs.pipes.lightning``: `FluxCheckpointIO`, where users import it from (it lives in `fluxfs.pipes.checkpoint.lightning`).
+"""``fluxfs.pipes.lightning``: `FluxCheckpointIO`, where users import it from (it lives in
+`fluxfs.pipes.checkpoint.lightning`).
 
 Needs the optional extra ``fluxfs[lightning]``; importing this without Lightning raises ImportError.
 """

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def digests(state: dict) -> dict:
     """{name: [dtype, shape, sha256 of the bytes]} of a state dict's tensors: what two loads are compared by."""
-    return {k: [str(v.dtype), list(v.shape), hashlib.sha256(v.contiguous().reshape(-1).view(torch.uint8).numpy()).hexdigest()]
+    return {k: [str(v.dtype), list(v.shape),
+                hashlib.sha256(v.contiguous().reshape(-1).view(torch.uint8).numpy()).hexdigest()]
             for k, v in state.items()}
 
 

@@ -11,7 +11,8 @@ MAX_MODULE_LINES = 400
 
 
 def test_import_contracts_hold():
-    """.importlinter: cli > pipes > filesystem > shared base; the server stands alone; no torch below pipes; no cycles."""
+    """.importlinter: cli > pipes > filesystem > shared base; the server stands alone; no torch below pipes;
+    no cycles."""
     lint = pathlib.Path(sys.executable).with_name("lint-imports")
     out = subprocess.run([str(lint), "--config", ".importlinter", "--no-cache"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)

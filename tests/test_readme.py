@@ -93,7 +93,7 @@ def test_quick_tour_and_every_python_block_run_as_written_from_the_sample_data_s
     # The tar-shard block: every image packed once, with its index beside the shard, and read back.
     shards = [n for n in written if n.startswith(f"{bucket}/train/")]
     assert shards == [f"{bucket}/train/shard-000000.tar", f"{bucket}/train/shard-000000.tar.idx"], shards
-    assert f"200 samples in 2 objects" in r.stdout.splitlines(), r.stdout
+    assert "200 samples in 2 objects" in r.stdout.splitlines(), r.stdout
     # The checkpoint block (async saves, then a load) and the other-libraries block (webdataset, gs://, stats).
     assert "resumed at step 3" in r.stdout.splitlines(), r.stdout
     assert all(f"{bucket}/ckpt/step-{n}.pt" in written for n in (1, 2, 3)), written

@@ -20,7 +20,8 @@ def _names(path: Path) -> frozenset[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             out.add(node.name)
         elif isinstance(node, ast.ClassDef):
-            out |= {f"{node.name}::{m.name}" for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            out |= {f"{node.name}::{m.name}" for m in node.body
+                    if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
     return frozenset(out)
 
 

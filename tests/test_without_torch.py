@@ -84,7 +84,8 @@ def test_importing_pipes_without_torch_says_how_to_install_it(bare_python, modul
 def test_cli_commands_that_need_torch_say_how_to_install_it(bare_python, argv):
     r = run(bare_python, "-m", "fluxfs.cli", "--endpoint", "127.0.0.1:9", *argv)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert r.stderr.strip().splitlines()[-1] == f"fluxfs {argv[0]}: needs PyTorch: pip install 'fluxfs[torch]'", r.stderr[-2000:]
+    want = f"fluxfs {argv[0]}: needs PyTorch: pip install 'fluxfs[torch]'"
+    assert r.stderr.strip().splitlines()[-1] == want, r.stderr[-2000:]
 
 
 def test_filesystem_tests_pass_without_torch(bare_python):

@@ -24,7 +24,8 @@ class Checks:
         self._bad: dict[str, int] = {}
 
     def verify(self, eid: str, path: str, meta: Meta, by_caller: bool = False) -> Optional[bool]:
-        """True: serve it; False: its bytes fail its crc32c; None: a miss (another size, or it failed before). `by_caller`: the caller checks what it reads. FileNotFoundError: gone meanwhile."""
+        """True: serve it; False: its bytes fail its crc32c; None: a miss (another size, or it failed before).
+        `by_caller`: the caller checks what it reads. FileNotFoundError: gone meanwhile."""
         st = os.stat(path)
         if st.st_size != meta.size:
             return None

@@ -7,14 +7,13 @@ exits completes the fills under way first), off the reads' path. The
 entry's size and crc32c come with the first part's answer, so every read starts its parts at once (no
 GET ahead of the others). Parts no read asked for are fetched in the background when no read of this
 process waits on storage (or after `BACKGROUND_MAX_WAIT`), so they use idle time instead of competing
-with the reads an epoch waits on. With every part on disk the parts' crc32c are combined and checked against the object's,
-the file is fsynced and renamed into place: only then does the entry look complete. Any failure
+with the reads an epoch waits on. With every part on disk the parts' crc32c are combined and checked
+against the object's, the file is fsynced and renamed into place: only then does the entry look complete. Any failure
 leaves no entry (the temporary and the lock file go); the reads then go to storage themselves.
 """
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import os
 import weakref

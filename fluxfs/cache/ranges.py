@@ -48,7 +48,7 @@ async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[in
         return None  # the uncached read names the mistake
     if (cache.directory, eid) in TOO_LARGE:
         return None  # larger than the limit: its ranges from storage, as asked
-    for attempt in range(3):
+    for _attempt in range(3):
         fill = FILLS.get((cache.directory, eid))
         if fill is None:
             got = await _hit(cache, store, bucket, key, generation, size, crc, spans, into)

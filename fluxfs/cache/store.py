@@ -75,7 +75,7 @@ class NodeCache:
         """The object's bytes: from the cache, or fetched once for the node (blocking). `durable=False`: the
         fill is not fsynced (for many small objects whose every read checks the crc32c: `objects.py`).
         `store`: the endpoint the bytes come from (`entry.store_id`): part of the entry's name."""
-        for attempt in range(2):
+        for _attempt in range(2):
             held = self.hold(bucket, key, generation, size, crc32c, fetch, durable, store=store, checked_by_caller=True)
             try:
                 data = held.read()
@@ -270,7 +270,8 @@ class NodeCache:
         return Held(self._path(eid, "data"), None, lock)
 
     def _reserve(self, eid: str, need: int) -> Optional[str]:
-        """A temporary file of `need` bytes (the object's and its sidecar's) allocated under the limit (evicting as needed), or None: stream."""
+        """A temporary file of `need` bytes (the object's and its sidecar's) allocated under the limit (evicting
+        as needed), or None: stream."""
         try:
             return self._reserve_locked(eid, need)
         except OSError as exc:

@@ -125,7 +125,8 @@ def build_parser(argv: Optional[Iterable[str]] = None) -> argparse.ArgumentParse
     p = add("ls", command("listing", "cmd_ls"),
             "list objects and prefixes under a URL (buckets with flux://)")
     p.add_argument("url", nargs="?", default="flux://", help="flux://BUCKET[/PREFIX] (default flux://: the buckets)")
-    p.add_argument("-r", "--recursive", action="store_true", help="every object under the prefix (fast parallel lister)")
+    p.add_argument("-r", "--recursive", action="store_true",
+                   help="every object under the prefix (fast parallel lister)")
     p.add_argument("-l", "--long", action="store_true", help="also show size, update time and generation")
     p.add_argument("--unsorted", action="store_true", help="with -r: print in arrival order as the listing streams")
 
@@ -152,7 +153,8 @@ def build_parser(argv: Optional[Iterable[str]] = None) -> argparse.ArgumentParse
     p.add_argument("dst", metavar="DST", help="a local path or a flux:// URL")
     p.add_argument("-r", "--recursive", action="store_true", help="copy directories / prefixes")
     p.add_argument("-j", "--jobs", type=int, default=16, metavar="N", help="transfers in flight (default 16)")
-    p.add_argument("-n", "--no-clobber", action="store_true", help="skip destinations that already exist, and list them (as gcloud storage cp -n)")
+    p.add_argument("-n", "--no-clobber", action="store_true",
+                   help="skip destinations that already exist, and list them (as gcloud storage cp -n)")
 
     p = add("mb", command("maintenance", "cmd_mb"),
             "make a bucket (handy on `fluxfs serve`; on GCS it needs a project: -o project=...)")
@@ -173,7 +175,8 @@ def build_parser(argv: Optional[Iterable[str]] = None) -> argparse.ArgumentParse
                    help="also abort unfinished multipart uploads fluxfs did not start (another tool's; by default "
                         "they are only listed)")
 
-    p = add("cache", command("cache", "cmd_cache"), "list, size or clear a node-local cache directory (the cache_dir option)")
+    p = add("cache", command("cache", "cmd_cache"),
+            "list, size or clear a node-local cache directory (the cache_dir option)")
     add_cache_arguments(p)
 
     p = add("shard", command("shards", "cmd_shard"),

@@ -62,8 +62,8 @@ def parse_size(text: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("args", nargs="+", metavar="ARG", help="SRC_PREFIX DST_PATTERN, or: index URL...")
     p.add_argument("--max-size", default="256MB",
-                   help="largest shard: bytes, or with a unit as every fluxfs size option takes it: 256MB (MB = 10^6 bytes), "
-                        "64MiB or 64M (2^20 bytes); default 256MB")
+                   help="largest shard: bytes, or with a unit as every fluxfs size option takes it: "
+                        "256MB (MB = 10^6 bytes), 64MiB or 64M (2^20 bytes); default 256MB")
     p.add_argument("--max-samples", type=int, default=1_000_000, help="most samples per shard (default 1,000,000)")
     p.add_argument("--manifest", default=None,
                    help="pack only the objects this manifest names, labelled as it says (local path or flux:// URL)")

@@ -93,7 +93,7 @@ def fake_gcs_server(port: int | None = None) -> Iterator[FakeGCS]:
                 break
             except (urllib.error.URLError, ConnectionError):
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"fake-gcs-server did not start on {url}")
+                    raise RuntimeError(f"fake-gcs-server did not start on {url}") from None
                 time.sleep(0.05)
         yield server
     finally:

@@ -57,7 +57,8 @@ def url_protocol(url: str) -> Optional[str]:
 
 
 def parse_url(url: str, default_protocol: str = DEFAULT_PROTOCOL) -> ObjectURL:
-    """``protocol://bucket/key`` or ``bucket/key`` -> `ObjectURL`, the key kept as written (fsspec would strip a trailing '/').
+    """``protocol://bucket/key`` or ``bucket/key`` -> `ObjectURL`, the key kept as written (fsspec would strip a
+    trailing '/').
 
     Nothing is checked: callers that need a bucket or a key say so in their own words.
     """

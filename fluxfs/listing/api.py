@@ -62,8 +62,8 @@ async def iter_objects(
     come out as workers fetch them); ``sort=True`` yields names in ascending order, still
     streaming. Batches are whole pages unless `batch_size` regroups them. Temporary objects
     of fluxfs (named like one under `temp_prefix` *and* marked as one: `hidden.py`) are left out unless
-    `include_temp`; a user's other objects under that prefix, even named like a temporary, are listed. `mtime=True` adds gcsfs's
-    "mtime" (UTC datetime from "updated"), as `find` returns it. `versions=True` lists every
+    `include_temp`; a user's other objects under that prefix, even named like a temporary, are listed.
+    `mtime=True` adds gcsfs's "mtime" (UTC datetime from "updated"), as `find` returns it. `versions=True` lists every
     generation (noncurrent ones of versioned buckets too), each its own info dict with its
     "generation". `start_offset`/`end_offset` (object keys, no bucket) keep the listing to keys in
     ``[start_offset, end_offset)`` within the prefix, as GCS's parameters of those names (a share of a

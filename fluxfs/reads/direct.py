@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import itertools
 import numbers
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 import aiohttp
 
@@ -266,7 +266,8 @@ async def cat_file(client: "Client", path: str, start: Optional[int] = None, end
     bucket, key, gen = client.split_path(path)
     for name, value in (("start", start), ("end", end)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
-            raise TypeError(f"{name} must be a whole byte offset (an int) or None, not {value!r}, reading {bucket}/{key}")
+            raise TypeError(f"{name} must be a whole byte offset (an int) or None, not {value!r}, "
+                            f"reading {bucket}/{key}")
     size = None
     if start is not None and start < 0 or end is not None and end < 0:
         size = (await client.info(path))["size"]
@@ -275,5 +276,6 @@ async def cat_file(client: "Client", path: str, start: Optional[int] = None, end
     if start is not None and end is not None and end <= start:
         return b""
     got = await read_object(client, bucket, key, start=start, end=end,
-                            generation=kwargs.get("generation") or gen or None, chunk=kwargs.get("chunk") or DEFAULT_CHUNK)
+                            generation=kwargs.get("generation") or gen or None,
+                            chunk=kwargs.get("chunk") or DEFAULT_CHUNK)
     return got.body

@@ -1,4 +1,5 @@
-"""Byte ranges of one object, all pinned to one generation (`read_ranges`), and the one gap-coalescing rule (`coalesce`).
+"""Byte ranges of one object, all pinned to one generation (`read_ranges`), and the one gap-coalescing rule
+(`coalesce`).
 
 Ranges less than `max_gap` apart are fetched by one GET and cut apart; a merged range up to 8 MiB is one
 plain GET (the cheapest in client CPU), a larger one parallel ranged GETs (`direct.read_object`). Every GET

@@ -95,7 +95,8 @@ class Server:
         return {"requests": dict(self.requests), "faults": dict(self.faults),
                 "in_flight": {op: n for op, n in self.in_flight.items() if n},
                 "peak_in_flight": dict(self.peak_in_flight),
-                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "data_reads": self.data_reads, "keys_scanned": self.store.keys_scanned,
+                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "data_reads": self.data_reads,
+                "keys_scanned": self.store.keys_scanned,
                 "generations_made": self.store.generations_made}
 
     def reset_stats(self) -> None:

@@ -46,7 +46,7 @@ def _parse(body: bytes, ctype: str) -> List[Tuple[str, str, CIMultiDict, bytes, 
         try:
             method, target, _ = lines[0].split(" ", 2)
         except ValueError:
-            raise ServerError(400, f"Batch part {i}: bad request line {lines[0]!r}")
+            raise ServerError(400, f"Batch part {i}: bad request line {lines[0]!r}") from None
         hdrs = CIMultiDict()
         for line in lines[1:]:
             if ":" in line:

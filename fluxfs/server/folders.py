@@ -1,6 +1,6 @@
 """JSON API folder calls of HNS buckets (`/storage/v1/b/B/folders`): insert, get, list, delete, rename (a
-long-running operation, done at once or, with a latency configured, that long after) and operations.get; on a bucket without a hierarchical namespace
-each answers 400 as GCS does. The folders themselves: folder_store.py."""
+long-running operation, done at once or, with a latency configured, that long after) and operations.get; on a
+bucket without a hierarchical namespace each answers 400 as GCS does. The folders themselves: folder_store.py."""
 from __future__ import annotations
 
 import itertools

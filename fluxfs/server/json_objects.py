@@ -33,7 +33,7 @@ def _token_decode(tok: str) -> str:
         raw = base64.b64decode(tok.encode("ascii") + b"=" * (-len(tok) % 4), altchars=b"-_", validate=True)
         return raw.decode("utf-8", "surrogatepass")
     except (ValueError, binascii.Error, UnicodeError):
-        raise ServerError(400, f"Invalid pageToken {tok!r}", "invalid")
+        raise ServerError(400, f"Invalid pageToken {tok!r}", "invalid") from None
 
 
 async def object_list(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:

@@ -26,7 +26,7 @@ def int_param(q: Dict[str, str], key: str) -> Optional[int]:
     try:
         return int(v)
     except ValueError:
-        raise ServerError(400, f"Invalid value for {key}: {v!r}", "invalidParameter")
+        raise ServerError(400, f"Invalid value for {key}: {v!r}", "invalidParameter") from None
 
 
 def preconds(q: Dict[str, str], source: bool = False) -> Dict[str, Optional[int]]:
@@ -60,7 +60,7 @@ async def json_body(srv, request: web.Request) -> Dict[str, Any]:
     try:
         body = json.loads(raw)
     except ValueError:
-        raise ServerError(400, "Request body is not valid JSON.", "parseError")
+        raise ServerError(400, "Request body is not valid JSON.", "parseError") from None
     if not isinstance(body, dict):
         raise ServerError(400, "Request body must be a JSON object.", "invalid")
     return body

@@ -24,7 +24,8 @@ def _two_parts(msg: str) -> ServerError:
 
 
 def split_file(sp: Spooled, ctype: str, directory: str, what: str,
-               split: Callable[[bytes, str], Parts]) -> Tuple[Dict[str, str], bytes, Dict[str, str], Union[bytes, Spooled]]:
+               split: Callable[[bytes, str], Parts],
+               ) -> Tuple[Dict[str, str], bytes, Dict[str, str], Union[bytes, Spooled]]:
     """(metadata headers, metadata, media headers, media) of the body in `sp`; the media as bytes
     for a small body, else as a new spooled file. `sp` is left for the caller to remove."""
     if sp.size <= SMALL:

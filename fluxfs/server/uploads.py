@@ -208,7 +208,7 @@ async def upload_start(srv, request: web.Request, q: Dict[str, str], bucket: str
             if media.__class__ is Spooled:
                 media.discard()
             if isinstance(e, ValueError):
-                raise ServerError(400, "multipart upload metadata is not valid JSON.", "parseError")
+                raise ServerError(400, "multipart upload metadata is not valid JSON.", "parseError") from None
             raise
         if not meta.get("contentType") and h2.get("content-type"):
             meta["contentType"] = h2["content-type"]

@@ -130,7 +130,7 @@ def _gen(v: Optional[str], what: str) -> Optional[int]:
     try:
         return int(v)
     except ValueError:
-        raise ServerError(400, f"Invalid {what}: {v!r}")
+        raise ServerError(400, f"Invalid {what}: {v!r}") from None
 
 
 def _preconds(request) -> Dict[str, Optional[int]]:
@@ -294,7 +294,8 @@ def _check_part(request, md5raw: bytes, crc_int: int) -> None:
 
 
 def _part_reply(md5raw: bytes, crc_int: int) -> Reply:
-    return Reply(200, b"", {"ETag": f'"{md5raw.hex()}"', "x-goog-hash": f"crc32c={crc_to_b64(crc_int)},md5={b64(md5raw)}"})
+    return Reply(200, b"", {"ETag": f'"{md5raw.hex()}"',
+                            "x-goog-hash": f"crc32c={crc_to_b64(crc_int)},md5={b64(md5raw)}"})
 
 
 async def _part_to_disk(srv, request, q, up: Multipart, n: int) -> Reply:
@@ -343,7 +344,7 @@ async def complete(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
     try:
         root = ET.fromstring(raw)
     except ET.ParseError:
-        raise ServerError(400, "The XML you provided was not well-formed.", xml_code="MalformedXML")
+        raise ServerError(400, "The XML you provided was not well-formed.", xml_code="MalformedXML") from None
     listed = []
     for part in root:
         if _local(part.tag) != "Part":
@@ -352,7 +353,7 @@ async def complete(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
         try:
             listed.append((int(fields["PartNumber"]), fields.get("ETag", "").strip('"')))
         except (KeyError, ValueError):
-            raise ServerError(400, "Each Part needs a numeric PartNumber.", xml_code="MalformedXML")
+            raise ServerError(400, "Each Part needs a numeric PartNumber.", xml_code="MalformedXML") from None
     if not listed:
         raise ServerError(400, "CompleteMultipartUpload lists no parts.", xml_code="MalformedXML")
     nums = [n for n, _ in listed]
@@ -374,7 +375,8 @@ async def complete(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
     # parts', and GCS keeps no MD5 for such an object (only crc32c), so neither do we.
     where = srv.store.spool_dir(bucket)
     # With a root, the parts' files are copied into the object's (never read whole into memory).
-    body = Chunked([c for cs in chunks for c in cs]) if where is None else assemble(where, chunks, f"{bucket}/{key}", md5=False)
+    body = (Chunked([c for cs in chunks for c in cs]) if where is None
+            else assemble(where, chunks, f"{bucket}/{key}", md5=False))
     try:
         obj = srv.store.put(bucket, key, body, content_type=up.content_type, metadata=up.metadata,
                             extra=up.extra, preconditions=_preconds(request), with_md5=False, crc=crc_to_b64(crc))

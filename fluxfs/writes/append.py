@@ -75,7 +75,8 @@ class FluxAppendFile(AtomicWriter):
             return self._part.write(data)
         except BaseException as exc:
             self._abort_now()
-            raise self._named(exc)
+            self._named(exc)  # renames the temporary in its message, in place
+            raise
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -84,7 +85,8 @@ class FluxAppendFile(AtomicWriter):
             self._part.__exit__(None, None, None)  # uploads the part (crc32c-checked), visible only as a temporary
         except BaseException as exc:
             self._abort_now()
-            raise self._named(exc)
+            self._named(exc)  # renames the temporary in its message, in place
+            raise
         self._state = "uploaded"
         if self.autocommit:
             self.commit()

@@ -19,7 +19,8 @@ from ..gcs.checksums import crc32c_combine
 from . import compose_limit
 from .bodies import DEFAULT_CONTENT_TYPE
 from .fields import ObjectFields
-from .single import answer_or_confirm, changed_meanwhile, check_crc, confirm_written, exists_error, pin_retry, upload_single
+from .single import (answer_or_confirm, changed_meanwhile, check_crc, confirm_written, exists_error, pin_retry,
+                     upload_single)
 from .strategy import BaseUploader
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -8,5 +8,5 @@ from .hns import HnsFolders
 from .layout import (HNS, STANDARD, ZONAL, BucketLayout, forget, is_zonal, known, layout, layout_sync,
                      refuse_compose, unsupported, without_zonal)
 
-__all__ = ["HnsFolders", "ZonalBuckets", "hns", "HNS", "STANDARD", "ZONAL", "BucketLayout", "forget", "is_zonal", "known",
-           "layout", "layout_sync", "refuse_compose", "unsupported", "without_zonal"]
+__all__ = ["HnsFolders", "ZonalBuckets", "hns", "HNS", "STANDARD", "ZONAL", "BucketLayout", "forget", "is_zonal",
+           "known", "layout", "layout_sync", "refuse_compose", "unsupported", "without_zonal"]

@@ -88,7 +88,8 @@ async def list_all(fs: "FluxFileSystem", bucket: str, prefix: str) -> list[dict]
 
 async def rename(fs: "FluxFileSystem", bucket: str, src: str, dst: str, deadline: float | None = None) -> dict:
     """folders.rename (one atomic request), then its long-running operation polled until done (at most
-    `deadline` s, default RENAME_DEADLINE). A missing source is FileNotFoundError, an existing destination FileExistsError."""
+    `deadline` s, default RENAME_DEADLINE). A missing source is FileNotFoundError, an existing destination
+    FileExistsError."""
     what = f"{bucket}/{folder_id(src)} -> {bucket}/{folder_id(dst)}"
     url = fs.json_url("b/{}/folders/{}/renameTo/folders/{}", bucket, folder_id(src), folder_id(dst))
     try:

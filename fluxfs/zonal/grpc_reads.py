@@ -188,7 +188,8 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
                 if part.read_range.read_offset != state["at"]:
                     raise ChecksumMismatch(f"reading {what} over gRPC: a chunk at offset "
                                            f"{part.read_range.read_offset}, expected {state['at']}")
-                if part.checksummed_data.HasField("crc32c") and google_crc32c.value(data) != part.checksummed_data.crc32c:
+                if (part.checksummed_data.HasField("crc32c")
+                        and google_crc32c.value(data) != part.checksummed_data.crc32c):
                     raise ChecksumMismatch(f"crc32c mismatch reading {what} over gRPC: bytes corrupted in transit")
                 if data:
                     chunks.append(data)

@@ -1,4 +1,5 @@
-"""torch's fsspec adapter for DCP, as object storage needs it: storage options kept, no directories, upload errors kept."""
+"""torch's fsspec adapter for DCP, as object storage needs it: storage options kept, no directories, upload errors
+kept."""
 from __future__ import annotations
 
 import contextlib

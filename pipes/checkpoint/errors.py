@@ -1,4 +1,5 @@
-"""The errors checkpointing raises, and `upload_errors`, which keeps an upload's own error visible through torch.save."""
+"""The errors checkpointing raises, and `upload_errors`, which keeps an upload's own error visible through
+torch.save."""
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,5 @@
-"""Lightning `CheckpointIO` for ``flux://`` paths: `FluxCheckpointIO` (wrap it in AsyncCheckpointIO for background saves).
+"""Lightning `CheckpointIO` for ``flux://`` paths: `FluxCheckpointIO` (wrap it in AsyncCheckpointIO for background
+saves).
 
 Needs the optional extra ``fluxfs[lightning]``; `fluxfs.pipes` itself never imports this module,
 so the rest of the package works without Lightning installed.

@@ -218,7 +218,8 @@ def reader_states(*loader_states: dict) -> list[dict]:
         if _SNAPSHOT in state:  # DataLoader workers: one snapshot each
             if state.get(_LAG):
                 raise ResumeStateError(f"this loader state is {state[_LAG]} steps past its last snapshot: save "
-                                       f"states with snapshot_every_n_steps=1 (the default) to resume on another layout")
+                                       "states with snapshot_every_n_steps=1 (the default) to resume on another "
+                                       "layout")
             workers = state[_SNAPSHOT].get(_WORKERS) if isinstance(state[_SNAPSHOT], dict) else None
             if not isinstance(workers, dict) or not all(isinstance(k, str) and k.rsplit("_", 1)[-1].isdigit()
                                                         and isinstance(v, dict) for k, v in workers.items()):

@@ -38,7 +38,8 @@ def key_and_bytes(data: bytes, meta: ObjectMeta) -> tuple[str, bytes]:
 
 
 def meta_from_info(info: dict, data: bytes, protocol: str) -> ObjectMeta:
-    """The `ObjectMeta` of an info dict (name "bucket/key", size, generation, crc32c, label); size defaults to the bytes read."""
+    """The `ObjectMeta` of an info dict (name "bucket/key", size, generation, crc32c, label); size defaults to the
+    bytes read."""
     _, bucket, key = parse_url(info["name"])
     return ObjectMeta(key, int(info.get("size", len(data))), info.get("label"), bucket,
                       _opt_str(info.get("generation")), info.get("crc32c"), protocol)

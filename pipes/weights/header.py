@@ -97,8 +97,8 @@ def parse_header(raw: bytes, size: int, where: str) -> Header:
     at = data_start
     for t in infos:
         if t.start < at:
-            raise SafetensorsError(f"{where}: tensor {t.name!r} overlaps the one before it "
-                                   f"(its bytes start at {t.start - data_start}, the previous end at {at - data_start})")
+            raise SafetensorsError(f"{where}: tensor {t.name!r} overlaps the one before it (its bytes start at "
+                                   f"{t.start - data_start}, the previous end at {at - data_start})")
         if t.start > at:
             raise SafetensorsError(f"{where}: {t.start - at} bytes before tensor {t.name!r} belong to no tensor")
         at = t.end
@@ -120,8 +120,10 @@ def _entry(name: str, e: object, base: int, where: str) -> TensorInfo:
     shape, offs = e["shape"], e["data_offsets"]
     if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
         raise SafetensorsError(f"{where}: tensor {name!r} has shape {shape!r}, not a list of sizes")
-    if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs) and 0 <= offs[0] <= offs[1]):
-        raise SafetensorsError(f"{where}: tensor {name!r} has data_offsets {offs!r}, not [begin, end] with begin <= end")
+    if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)
+            and 0 <= offs[0] <= offs[1]):
+        raise SafetensorsError(f"{where}: tensor {name!r} has data_offsets {offs!r}, "
+                               "not [begin, end] with begin <= end")
     want = math.prod(shape) * dtype.itemsize
     if offs[1] - offs[0] != want:
         raise SafetensorsError(f"{where}: tensor {name!r} ({e['dtype']} {shape}) needs {want} bytes, "

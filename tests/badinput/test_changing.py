@@ -21,7 +21,8 @@ def test_object_changes_size_during_a_read(fs, flux_server, bucket):
     first = f.read(1000)
     assert first == _bytes(400_000, 1)[:1000]
     fs.pipe_file(path, _bytes(900_000, 2))
-    with pytest.raises(FileNotFoundError, match=rf"{path} was overwritten or deleted while open: generation \d+ is gone"):
+    with pytest.raises(FileNotFoundError,
+                       match=rf"{path} was overwritten or deleted while open: generation \d+ is gone"):
         f.read()
     f.close()
 
@@ -75,7 +76,8 @@ def test_concurrent_appenders_outrace_an_append(fs, flux_server, bucket, monkeyp
 
     monkeypatch.setattr(append_commit, "_compose", others_first)
     with pytest.raises(PreconditionFailed, match=rf"HTTP 412: {path}: appending 5 bytes failed: the object changed "
-                                                 r"2 times while this append was being committed \(concurrent writers\); "
+                                                 r"2 times while this append was being committed "
+                                                 r"\(concurrent writers\); "
                                                  r"nothing was appended, retry the append"):
         slow.close()
     assert fs.cat_file(path) == b"theirs\ntheirs\n"  # theirs kept, ours not half-applied

@@ -167,11 +167,13 @@ def test_dcp_load_of_nested_trainer_state_still_works(storage_options, bucket):
     from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter
 
     def state(fill):
-        return {"state_dict": {"model": {"layer.0.weight": torch.full((4, 3), fill), "layer.0.bias": torch.full((4,), fill,
-                                                                                                    dtype=torch.bfloat16)},
-                               "optimizer": {"state": {0: {"step": torch.tensor(fill), "exp_avg": torch.full((4, 3), fill)}},
+        return {"state_dict": {"model": {"layer.0.weight": torch.full((4, 3), fill),
+                                         "layer.0.bias": torch.full((4,), fill, dtype=torch.bfloat16)},
+                               "optimizer": {"state": {0: {"step": torch.tensor(fill),
+                                                           "exp_avg": torch.full((4, 3), fill)}},
                                              "param_groups": [{"lr": 0.1, "betas": (0.9, 0.99), "params": [0]}]}},
-                "epoch": int(fill), "global_step": 10 * int(fill), "hyper_parameters": {"name": "run", "layers": [4, 3]},
+                "epoch": int(fill), "global_step": 10 * int(fill),
+                "hyper_parameters": {"name": "run", "layers": [4, 3]},
                 "loops": {"fit_loop": {"epoch_progress": {"current": {"completed": int(fill)}}}}}
 
     url = f"flux://{bucket}/trainer"

@@ -108,7 +108,8 @@ def test_every_generated_blocking_method_is_the_bridges(flux_server):
     for name in ("pipe_file", "put_file", "cat_file", "info", "rm", "get_file", "cp_file", "ls", "exists",
                  "walk", "call", "mv", "find"):
         assert name in twins
-    not_bridged = sorted(n for n in twins if n not in HAND_WRITTEN and not bridge.is_bridged(getattr(FluxFileSystem, n)))
+    not_bridged = sorted(n for n in twins
+                         if n not in HAND_WRITTEN and not bridge.is_bridged(getattr(FluxFileSystem, n)))
     assert not_bridged == []
     # Instances (fresh, from fsspec's cache, unpickled) carry no per-instance wrappers of fsspec's `sync`.
     fs = make_fs(flux_server)

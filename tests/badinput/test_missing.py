@@ -11,26 +11,30 @@ NO_BUCKET = "no-such-bucket-9f3a"
 
 
 def test_listing_a_missing_bucket(fs):
-    with pytest.raises(FileNotFoundError, match=f"No such object or bucket: {NO_BUCKET}: The specified bucket does not exist"):
+    with pytest.raises(FileNotFoundError,
+                       match=f"No such object or bucket: {NO_BUCKET}: The specified bucket does not exist"):
         fs.find(NO_BUCKET)
 
 
 def test_reading_from_a_missing_bucket(fs):
-    with pytest.raises(FileNotFoundError, match=f"No such object or bucket: {NO_BUCKET}/k: The specified bucket does not exist"):
+    with pytest.raises(FileNotFoundError,
+                       match=f"No such object or bucket: {NO_BUCKET}/k: The specified bucket does not exist"):
         fs.cat_file(f"{NO_BUCKET}/k")
 
 
 def test_dataset_over_a_missing_bucket(storage_options):
     from fluxfs.pipes import FluxIterableDataset
 
-    with pytest.raises(FileNotFoundError, match=f"No such object or bucket: {NO_BUCKET}/train/: The specified bucket does not exist"):
+    with pytest.raises(FileNotFoundError,
+                       match=f"No such object or bucket: {NO_BUCKET}/train/: The specified bucket does not exist"):
         FluxIterableDataset.from_prefix(f"flux://{NO_BUCKET}/train/", storage_options=storage_options)
 
 
 @pytest.mark.parametrize("multipart", ["xml", "compose"])
 def test_write_to_a_missing_bucket(flux_server, multipart):
     fs = make_fs(flux_server, multipart=multipart, part_size=5 * 2**20 if multipart == "xml" else 2**16)
-    with pytest.raises(FileNotFoundError, match=f"No such object or bucket: {NO_BUCKET}/model.pt: The specified bucket does not exist"):
+    with pytest.raises(FileNotFoundError,
+                       match=f"No such object or bucket: {NO_BUCKET}/model.pt: The specified bucket does not exist"):
         with fs.open(f"{NO_BUCKET}/model.pt", "wb") as f:
             f.write(b"x" * 300_000)  # several compose parts: the first one already fails
 
@@ -38,7 +42,8 @@ def test_write_to_a_missing_bucket(flux_server, multipart):
 @pytest.mark.parametrize("size", [10, 300_000], ids=["small", "parts"])
 def test_append_to_a_missing_bucket(flux_server, size):
     fs = make_fs(flux_server, multipart="compose", part_size=2**16)
-    with pytest.raises(FileNotFoundError, match=f"^No such object or bucket: {NO_BUCKET}/log.txt: The specified bucket does not exist"):
+    with pytest.raises(FileNotFoundError,
+                       match=f"^No such object or bucket: {NO_BUCKET}/log.txt: The specified bucket does not exist"):
         with fs.open(f"{NO_BUCKET}/log.txt", "ab") as f:
             f.write(b"x" * size)  # "parts": the first part already fails, inside write()
 
@@ -79,7 +84,8 @@ def test_dataset_of_objects_with_one_missing(storage_options, fs, bucket):
     from fluxfs.pipes import FluxMapDataset
 
     fs.pipe(f"{bucket}/there", b"x")
-    ds = FluxMapDataset.from_objects([f"flux://{bucket}/there", f"flux://{bucket}/gone"], storage_options=storage_options)
+    ds = FluxMapDataset.from_objects([f"flux://{bucket}/there", f"flux://{bucket}/gone"],
+                                     storage_options=storage_options)
     with pytest.raises(FileNotFoundError, match=rf"1 object\(s\) of 2 object URLs do not exist: flux://{bucket}/gone "
                                                 r"\(pass on_missing='skip'"):
         len(ds)

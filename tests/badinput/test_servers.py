@@ -117,5 +117,6 @@ def test_rm_of_a_missing_object_still_raises(flux_server, bucket):
     fs = make_fs(flux_server, retry=FAST_RETRY)
     with pytest.raises(FileNotFoundError, match=f"{bucket}/never"):
         fs.rm(f"{bucket}/never")
-    with pytest.raises(FileNotFoundError, match=f"^No such object or bucket: {bucket}/never: No such object: {bucket}/never$"):
+    with pytest.raises(FileNotFoundError,
+                       match=f"^No such object or bucket: {bucket}/never: No such object: {bucket}/never$"):
         fs.rm_file(f"{bucket}/never")

@@ -31,7 +31,8 @@ def test_open_bucket_for_reading(fs, bucket):
 
 
 def test_open_in_an_unsupported_mode(fs, bucket):
-    with pytest.raises(ValueError, match=rf"unsupported mode 'w\+b' for {bucket}/log.txt: use 'rb', 'wb', 'xb' or 'ab'"):
+    with pytest.raises(ValueError,
+                       match=rf"unsupported mode 'w\+b' for {bucket}/log.txt: use 'rb', 'wb', 'xb' or 'ab'"):
         fs.open(f"{bucket}/log.txt", "w+b")
     assert not fs.exists(f"{bucket}/log.txt")
 
@@ -74,7 +75,8 @@ def test_invalid_filesystem_option(flux_server, option, value, message):
 
 def test_xml_part_size_below_minimum(flux_server, bucket):
     fs = make_fs(flux_server, part_size=1024)
-    with pytest.raises(ValueError, match=r"part_size 1024 is below the 5 MiB \(5242880\) minimum .*multipart='compose'"):
+    with pytest.raises(ValueError,
+                       match=r"part_size 1024 is below the 5 MiB \(5242880\) minimum .*multipart='compose'"):
         fs.pipe_file(f"{bucket}/x", b"data")
     assert flux_server.list_names(bucket) == []
     assert_nothing_left(flux_server, bucket)

@@ -11,7 +11,8 @@ from .conftest import assert_nothing_left
 
 
 def test_unsupported_fixed_key_metadata_key(fs, flux_server, bucket):
-    with pytest.raises(ValueError, match=r"fixed_key_metadata: unsupported key 'colour'; supported: content_encoding, "):
+    with pytest.raises(ValueError,
+                       match=r"fixed_key_metadata: unsupported key 'colour'; supported: content_encoding, "):
         fs.open(f"{bucket}/a", "wb", fixed_key_metadata={"colour": "red"})
     assert flux_server.list_names(bucket) == []
 

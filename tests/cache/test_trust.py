@@ -160,7 +160,8 @@ def test_a_directory_another_user_could_write_is_refused(flux_server, bucket, tm
     planter.get(bucket, "model.bin", info["generation"], 16, None, lambda: b"planted weights!", store=store_of(fs))
     os.chown(theirs, OTHER_UID, OTHER_UID)
     with pytest.raises(PermissionError, match=rf"cache_dir '{theirs}' is owned by uid {OTHER_UID} with mode "
-                                              r"drwxr-xr-x \(0755\): another user owns it, .*chmod 700, or name a new subdirectory: "
+                                              r"drwxr-xr-x \(0755\): another user owns it, .*chmod 700, "
+                                              r"or name a new subdirectory: "
                                               r"it is made mode 0700\), or pass "
                                               r"cache_shared=True"):
         cached_cat(make_fs(flux_server, cache_dir=str(theirs)), info)

@@ -29,7 +29,8 @@ def sharded_state() -> dict:
 
 
 def empty_like(state: dict) -> dict:
-    return {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else {"step": 0, "tags": []} for k, v in state.items()}
+    return {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else {"step": 0, "tags": []}
+            for k, v in state.items()}
 
 
 def rank_main(me: GlooRank, url: str) -> None:

@@ -109,7 +109,8 @@ def test_items_spanning_many_chunks_and_windows_load_exactly(flux_server, bucket
     dcp.save(state, storage_writer=FluxStorageWriter(url, **server_options(flux_server)))
     target = {"w": torch.zeros(300, 257), "b": torch.zeros(12_345, dtype=torch.uint8),
               "h": torch.zeros(77, dtype=torch.bfloat16), "meta": {"step": 0, "tags": ["", ""]}}
-    reader = FluxStorageReader(url, chunk_size=8 * 1024 + 3, window=64 * 1024, concurrency=4, **server_options(flux_server))
+    reader = FluxStorageReader(url, chunk_size=8 * 1024 + 3, window=64 * 1024, concurrency=4,
+                               **server_options(flux_server))
     dcp.load(target, storage_reader=reader)
     for k in ("w", "b", "h"):
         assert torch.equal(target[k], state[k]), k

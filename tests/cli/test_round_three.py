@@ -16,7 +16,7 @@ def test_sample_images_to_a_bucket_prints_its_summary(cli, fs, bucket):
     r = cli("sample-images", "--count", "6", f"flux://{bucket}/imgs/")
     assert r.code == 0, r.err
     assert "Traceback" not in r.err and "UnboundLocalError" not in r.err
-    assert f"wrote 6 JPEG images of 4 classes" in r.err and f"flux://{bucket}/imgs/<class>/<n>.jpg" in r.err, r.err
+    assert "wrote 6 JPEG images of 4 classes" in r.err and f"flux://{bucket}/imgs/<class>/<n>.jpg" in r.err, r.err
     assert len(fs.find(f"{bucket}/imgs")) == 6
 
 
@@ -162,7 +162,8 @@ def slow_batches():  # lasts past the bars' one-second delay
 
 for progress in (False, True):
     print(f"--- progress={progress}", file=sys.stderr, flush=True)
-    n = demo.train_epoch(slow_batches(), 12, "training (fluxfs)", argparse.Namespace(quiet=False, progress=progress), 0)[0]
+    n = demo.train_epoch(slow_batches(), 12, "training (fluxfs)",
+                         argparse.Namespace(quiet=False, progress=progress), 0)[0]
     print(f"trained on {n}", file=sys.stderr, flush=True)
 """
 

@@ -1,4 +1,5 @@
-"""Every error fluxfs.pipes defines has one base users can catch, `fluxfs.pipes.PipesError`, and keeps its built-in base."""
+"""Every error fluxfs.pipes defines has one base users can catch, `fluxfs.pipes.PipesError`, and keeps its
+built-in base."""
 from __future__ import annotations
 
 import ast

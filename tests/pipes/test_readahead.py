@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from fluxfs.pipes import FluxMapDataset, FluxSampler

@@ -55,7 +55,7 @@ def test_cleanup_older_than_removes_what_was_written_long_ago(flux_server, bucke
     with contextlib.redirect_stderr(err):
         code = main(["--endpoint", flux_server.url, "cleanup", f"flux://{bucket}", "--older-than", "1h"])
     err = err.getvalue()
-    assert code == 0 and f"removed 3 temporary object(s) and aborted 0 unfinished upload(s)" in err, err
+    assert code == 0 and "removed 3 temporary object(s) and aborted 0 unfinished upload(s)" in err, err
     assert "_fluxfs-tmp/notes.txt" in err   # named as not fluxfs's, and kept
     assert flux_server.list_names(bucket) == sorted(fresh + ["_fluxfs-tmp/notes.txt"])
     with pytest.raises(KeyError, match=f"No such object: {bucket}/gone"):   # the control names what is missing
@@ -76,7 +76,8 @@ def test_cleanup_spares_objects_this_process_still_uses(flux_server, fs, bucket)
 
 
 def test_parse_age():
-    assert temporaries.parse_age("90s") == 90 and temporaries.parse_age("1h") == 3600 and temporaries.parse_age(5) == 5.0
+    assert temporaries.parse_age("90s") == 90 and temporaries.parse_age("1h") == 3600
+    assert temporaries.parse_age(5) == 5.0
     assert temporaries.parse_age(None) is None
     with pytest.raises(ValueError, match="cannot read age"):
         temporaries.parse_age("an hour")

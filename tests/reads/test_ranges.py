@@ -63,7 +63,8 @@ def test_a_changed_object_is_one_error_naming_it(stored, change, into):
     else:
         fs.rm(path)
     kwargs = {"into": [bytearray(10), bytearray(10)]} if into else {}
-    with pytest.raises(ObjectChanged, match=rf"{path}#{gen} changed while being read: generation {gen} no longer exists"):
+    with pytest.raises(ObjectChanged,
+                       match=rf"{path}#{gen} changed while being read: generation {gen} no longer exists"):
         fs.read_ranges(path, [(0, 10), (5 * 2**20, 5 * 2**20 + 10)], generation=gen, **kwargs)
     # The types callers caught before still catch it.
     with pytest.raises(FileNotFoundError):

@@ -127,7 +127,8 @@ def test_completed_object_serves_ranges_across_parts_and_received_chunks(srv, bk
     media = obj_path(bkt, key).replace("/storage/", "/download/storage/")
     assert request(srv.url, "GET", media, params={"alt": "media"}).body == whole
     b = 5 * MiB + 17  # the first part boundary
-    for lo, hi in [(0, 10), (b - 5, b + 5), (262_140, 262_150), (b - 1, len(whole)), (100, 2 * b), (len(whole) - 1, len(whole))]:
+    for lo, hi in [(0, 10), (b - 5, b + 5), (262_140, 262_150), (b - 1, len(whole)), (100, 2 * b),
+                   (len(whole) - 1, len(whole))]:
         r = request(srv.url, "GET", media, headers={"Range": f"bytes={lo}-{hi - 1}"}, params={"alt": "media"})
         assert r.status == 206 and r.body == whole[lo:hi], (lo, hi)
     # As a compose source and a copy source its bytes come out whole too.

@@ -93,7 +93,8 @@ def test_restart_keeps_noncurrent_generations(tmp_path):
         items = request(srv.url, "GET", "/storage/v1/b/ver/o", params={"versions": "true"}).json()["items"]
         assert [i["generation"] for i in items] == [gens[0], gens[2]]
         assert all("timeDeleted" in i for i in items)
-        assert request(srv.url, "GET", obj_path("ver", "a"), params={"generation": gens[0], "fields": _FIELDS}).json() == before
+        got = request(srv.url, "GET", obj_path("ver", "a"), params={"generation": gens[0], "fields": _FIELDS})
+        assert got.json() == before
         for g, body in ((gens[0], b"one"), (gens[2], b"three")):
             got = request(srv.url, "GET", obj_path("ver", "a"), params={"generation": g, "alt": "media"})
             assert got.body == body

@@ -96,7 +96,8 @@ def test_big_uploads_to_a_root_server_keep_its_memory_bounded(root):
                     params={"uploadType": "resumable", "name": "resumable"})
         session = r.headers["location"].split(url)[1]
         pieces = list(_body(31, 2))
-        st, _, _ = _send(url, "PUT", session, iter(pieces[:16]), 16 * MiB, {"Content-Range": f"bytes 0-{16 * MiB - 1}/*"})
+        st, _, _ = _send(url, "PUT", session, iter(pieces[:16]), 16 * MiB,
+                         {"Content-Range": f"bytes 0-{16 * MiB - 1}/*"})
         assert st == 308
         st, _, out = _send(url, "PUT", session, iter(pieces[15:]), 16 * MiB,
                            {"Content-Range": f"bytes {15 * MiB}-{31 * MiB - 1}/{31 * MiB}"})
@@ -161,7 +162,8 @@ def test_big_uploads_to_a_root_server_keep_its_memory_bounded(root):
 def test_big_downloads_from_a_root_server_keep_its_memory_bounded(root):
     with run(in_process=False, root=root) as srv:
         srv.create_bucket("dlb")
-        st, _, out = _send(srv.url, "POST", "/upload/storage/v1/b/dlb/o?uploadType=media&name=o", _body(64, 7), 64 * MiB)
+        st, _, out = _send(srv.url, "POST", "/upload/storage/v1/b/dlb/o?uploadType=media&name=o", _body(64, 7),
+                           64 * MiB)
         assert st == 200, out
     with run(in_process=False, root=root) as srv:  # a fresh process: its peak so far is its start's
         base = _peak_mib(srv.process)

@@ -5,7 +5,6 @@ import json
 import subprocess
 import sys
 import warnings
-from collections import Counter
 from pathlib import Path
 
 from torchdata.stateful_dataloader import StatefulDataLoader

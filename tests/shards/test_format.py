@@ -69,7 +69,8 @@ def test_webdataset_reads_our_shard(tmp_path):
     wds = pytest.importorskip("webdataset")
     path = tmp_path / "s.tar"
     path.write_bytes(_our_tar())
-    got = [{k: v for k, v in s.items() if not k.startswith("__")} for s in wds.WebDataset(str(path), shardshuffle=False)]
+    got = [{k: v for k, v in s.items() if not k.startswith("__")}
+           for s in wds.WebDataset(str(path), shardshuffle=False)]
     assert got == [fields for _, fields in SAMPLES]
 
 

@@ -1,7 +1,7 @@
-"""FluxShardMapDataset: random access to shard samples, a batch's neighbours in one ranged GET, replaced shards caught."""
+"""FluxShardMapDataset: random access to shard samples, a batch's neighbours in one ranged GET, replaced shards
+caught."""
 from __future__ import annotations
 
-import io
 import logging
 import tarfile
 

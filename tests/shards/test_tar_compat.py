@@ -89,7 +89,8 @@ def test_webdataset_agrees_on_a_pax_size_member(tmp_path):
     wds = pytest.importorskip("webdataset")
     path = tmp_path / "p.tar"
     path.write_bytes(_pax_size())
-    got = [{k: v for k, v in s.items() if not k.startswith("__")} for s in wds.WebDataset(str(path), shardshuffle=False)]
+    got = [{k: v for k, v in s.items() if not k.startswith("__")}
+           for s in wds.WebDataset(str(path), shardshuffle=False)]
     assert got == [{"bin": BIG, "cls": b"3"}, {"bin": b"hello", "cls": b"4"}]
 
 

@@ -50,7 +50,8 @@ def test_a_header_claiming_more_bytes_than_the_object_has(wfs, bucket):
 
 def test_a_truncated_object(wfs, bucket):
     good = st.save({"a": torch.arange(1000, dtype=torch.float32)})
-    load_bad(wfs, bucket, good[:-100], r"is truncated: its header places tensor bytes up to 4000, the object holds 3900")
+    load_bad(wfs, bucket, good[:-100],
+             r"is truncated: its header places tensor bytes up to 4000, the object holds 3900")
 
 
 def test_overlapping_offsets_gaps_and_wrong_sizes(wfs, bucket):

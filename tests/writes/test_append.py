@@ -70,7 +70,8 @@ def test_append_keeps_content_type_and_metadata(flux_server, bucket):
         f.write(b"z")
     fs.invalidate_cache()
     info = fs.info(path)
-    assert (fs.cat_file(path), info["contentType"], info["metadata"]) == (b"xyz", "application/x-custom", {"owner": "bo"})
+    assert (fs.cat_file(path), info["contentType"], info["metadata"]) == (b"xyz", "application/x-custom",
+                                                                          {"owner": "bo"})
 
 
 def test_exception_in_with_appends_nothing(flux_server, bucket):

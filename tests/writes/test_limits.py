@@ -20,7 +20,8 @@ from .util import KiB, MiB, payload, temp_leftovers, write_in_pieces
 GiB = 1024 * MiB
 CASES = [(8 * MiB, XML_MAX_PARTS), (XML_MIN_PART_SIZE, XML_MAX_PARTS), (8 * MiB, MAX_COMPONENTS),
          (XML_MIN_PART_SIZE, MAX_COMPONENTS), (256 * KiB, MAX_COMPONENTS), (1, XML_MAX_PARTS), (1, MAX_COMPONENTS),
-         (7 * GiB, MAX_COMPONENTS), (8 * MiB, DEFAULT_COMPOSE_MAX_COMPONENTS), (256 * KiB, DEFAULT_COMPOSE_MAX_COMPONENTS)]
+         (7 * GiB, MAX_COMPONENTS), (8 * MiB, DEFAULT_COMPOSE_MAX_COMPONENTS),
+         (256 * KiB, DEFAULT_COMPOSE_MAX_COMPONENTS)]
 PEAK = DEFAULT_WRITE_MEMORY // 2  # the largest part the default budget allows
 
 
@@ -40,7 +41,8 @@ def test_schedule_holds_5_tib_within_the_cap(start, cap):
 
 
 @pytest.mark.parametrize("start, cap", [(8 * MiB, XML_MAX_PARTS), (XML_MIN_PART_SIZE, XML_MAX_PARTS),
-                                        (8 * MiB, DEFAULT_COMPOSE_MAX_COMPONENTS), (KiB, DEFAULT_COMPOSE_MAX_COMPONENTS)])
+                                        (8 * MiB, DEFAULT_COMPOSE_MAX_COMPONENTS),
+                                        (KiB, DEFAULT_COMPOSE_MAX_COMPONENTS)])
 def test_default_budget_reaches_5_tib_in_every_mode(start, cap):
     """With the default write_memory no part exceeds half of it, and XML and compose still hold 5 TiB."""
     sizes = [part_size(n, start, cap, MAX_OBJECT_SIZE, PEAK) for n in range(1, cap + 1)]
@@ -156,7 +158,8 @@ def test_grown_parts_wait_for_room_so_memory_stays_bounded(flux_server, bucket):
 
     fs = make_fs(flux_server, multipart="compose")
     flux_server.configure(latency_ms=300)   # parts stay in flight while we look
-    pw = PartWriter(fs.client, bucket, "grown", ComposeUploader, concurrency=4, create_only=False, fields=ObjectFields())
+    pw = PartWriter(fs.client, bucket, "grown", ComposeUploader, concurrency=4, create_only=False,
+                    fields=ObjectFields())
     try:
         bridge.run(fs, pw.add_part, payload(256 * KiB))
         assert pw.in_flight_limit == MiB and pw.in_flight == 256 * KiB

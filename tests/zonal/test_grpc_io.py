@@ -346,4 +346,5 @@ def test_only_the_read_streams_receive_loop_records_are_dropped():
 
     assert not log.filter(record("_recv_loop", "Stream multiplexer recv loop failed: 499 CANCELLED"))
     assert not log.filter(record("_recv_loop", "Received data for unregistered read_id: 7"))
-    assert log.filter(record("_put_with_timeout", "Queue full for too long. Dropping item to prevent multiplexer hang."))
+    assert log.filter(record("_put_with_timeout",
+                             "Queue full for too long. Dropping item to prevent multiplexer hang."))

@@ -166,7 +166,8 @@ def test_parallel_lister_lists_everything_on_an_hns_bucket(flux_server, hns_buck
 
 
 def test_folder_calls_on_a_flat_bucket_answer_400(flux_server, bucket):
-    fs = make_fs(flux_server, zonal_transport="http", bucket_types={bucket: "hns"})  # declared wrongly: the server says no
+    # declared wrongly: the server says no
+    fs = make_fs(flux_server, zonal_transport="http", bucket_types={bucket: "hns"})
     with pytest.raises(OSError, match=f"400.*hierarchical namespace not enabled.*{bucket}|"
                                       f"400.*does not have hierarchical namespace enabled: {bucket}"):
         fs.mkdir(f"{bucket}/x")
@@ -200,8 +201,8 @@ def test_mv_waits_for_the_rename_operation(flux_server, hns_bucket):
         assert flux_server.stats()["requests"]["folder"] >= 2  # the rename, then polls of its operation
     finally:
         flux_server.configure(latency_ms=0)
-    assert make_fs(flux_server, zonal_transport="http").cat(fs.find(f"{hns_bucket}/b")) == {f"{hns_bucket}/b/k{i}": b"%d" % i
-                                                                     for i in range(3)}
+    http = make_fs(flux_server, zonal_transport="http")
+    assert http.cat(fs.find(f"{hns_bucket}/b")) == {f"{hns_bucket}/b/k{i}": b"%d" % i for i in range(3)}
 
 
 def test_mv_gives_up_waiting_after_the_deadline_naming_both_folders(flux_server, hns_bucket, monkeypatch):
@@ -226,7 +227,8 @@ def test_rm_recursive_deletes_the_folders_too(flux_server, hns_bucket):
     fs.mkdir(f"{hns_bucket}/d/empty/deeper", create_parents=True)
     fs.rm(f"{hns_bucket}/d", recursive=True)
     assert fs.ls(hns_bucket, detail=False) == [f"{hns_bucket}/keep"]
-    assert make_fs(flux_server, zonal_transport="http").find(hns_bucket, withdirs=True) == [f"{hns_bucket}/keep", f"{hns_bucket}/keep/k"]
+    got = make_fs(flux_server, zonal_transport="http").find(hns_bucket, withdirs=True)
+    assert got == [f"{hns_bucket}/keep", f"{hns_bucket}/keep/k"]
     fs.mkdir(f"{hns_bucket}/only-empty")
     fs.rm(f"{hns_bucket}/only-empty", recursive=True)  # nothing but folders: still removed, no error
     assert not make_fs(flux_server, zonal_transport="http").exists(f"{hns_bucket}/only-empty")

@@ -91,7 +91,7 @@ def pieces(obj: Obj, start: int, end: int) -> AsyncIterator[Tuple[int, bytes]]:
 async def bidi_read_object(srv: Any, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext):
     """BidiReadObject: the first message names the object; every message may add ranges."""
     first = None
-    async for first in requests:
+    async for first in requests:  # noqa: B007 - takes the first message, used below
         break
     if first is None or not first.HasField("read_object_spec"):
         raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, "The first BidiReadObjectRequest must carry "
@@ -182,7 +182,7 @@ async def read_object(srv: Any, request: Any, context: grpc.aio.ServicerContext)
     await latency(srv)
     pacer, first = Pacer(srv), True
     stop = start + (end - start) // 2 if cut else end
-    async for pos, content in pieces(obj, start, stop):
+    async for _pos, content in pieces(obj, start, stop):
         out = ReadResponse()
         out.checksummed_data.content = content
         out.checksummed_data.crc32c = crc32c(content)

@@ -72,7 +72,7 @@ def _take_over(srv: Any, spec: Any) -> Appendable:
 async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext):
     """The write stream: first message opens (or takes over) the object, then data, flushes, lookups, finish."""
     first = None
-    async for first in requests:
+    async for first in requests:  # noqa: B007 - takes the first message, used below
         break
     if first is None:
         return
@@ -111,7 +111,7 @@ async def _appending(srv: Any, rec: Appendable, epoch: int, first: Any, pending:
     message: Optional[Any] = first
     while True:
         if message is None:
-            async for message in requests:
+            async for message in requests:  # noqa: B007 - takes the next message, used below
                 break
             else:
                 message = None
@@ -200,7 +200,7 @@ async def _one_shot(srv: Any, first: Any, requests: AsyncIterator[Any]):
                 yield out
                 return
             message = None
-            async for message in requests:
+            async for message in requests:  # noqa: B007 - takes the next message, used below
                 break
         raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, f"The write of {what} ended without "
                                                          "finish_write: nothing was stored.")
