@@ -7,7 +7,7 @@ EXTRAS ?= torch,test,bench,peers,lightning,notebook
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo test test-quick bench compat notebook notebook-outputs venv clean
+.PHONY: demo test test-quick lint bench compat notebook notebook-outputs venv clean
 
 $(VENV)/.installed: setup.py setup.cfg pyproject.toml constraints.txt
 	@echo "==> [1/4] creating the virtualenv $(VENV) (first run only; the steps below take about 3 minutes)"
@@ -37,6 +37,10 @@ test: $(VENV)/.installed
 test-quick: $(VENV)/.installed
 	@echo "==> running the quick tests (pytest -m 'not slow'); make test runs them all"
 	$(PY) -m pytest -q -m "not slow"
+
+# ruff with the rules in pyproject.toml ([tool.ruff]); `make test` runs it too (tests/test_lint.py).
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
 
 bench: $(VENV)/.installed
 	$(PY) -m bench all --profile cloud --json-dir bench/results
