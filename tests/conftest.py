@@ -164,6 +164,16 @@ def storage_options(flux_server) -> dict:
     return server_options(flux_server)
 
 
+def reap(proc: subprocess.Popen) -> None:
+    """A test's child process ended on every path: killed if still running, waited for, its pipes closed."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def wait_for(check, what: str, timeout: float = 60.0, every: float = 0.01):
     """Poll `check()` until it returns something true and return that: a test waits for the event it needs
     (a file appearing, a server counter, a process state), never a fixed time. AssertionError naming `what`

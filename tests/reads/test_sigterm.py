@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from tests._sigint import bucket, server  # noqa: F401 (fixtures)
+from tests.conftest import reap
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMP = "_fluxfs-tmp/"
@@ -50,10 +51,6 @@ def test_sigterm_mid_read_deletes_the_composites_then_ends_the_process(server, b
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == -signal.SIGTERM, proc.stderr.read()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        reap(proc)
         server.configure(latency_ms=0)
     assert server.list_names(bucket, TEMP) == []

@@ -11,6 +11,8 @@ import pytest
 from fluxfs.server import run
 from fluxfs.server.cli import add_arguments, settings_from
 
+from tests.conftest import reap
+
 from .raw import obj_path, request, upload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -34,11 +36,7 @@ def test_cli_prints_url_and_stops_on_signal(sig):
         assert proc.wait(timeout=15) == 0
         assert proc.stdout.read() == b""  # the URL is the only thing printed on stdout
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        reap(proc)
 
 
 def test_cli_rejects_bad_flags():

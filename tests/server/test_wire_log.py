@@ -7,6 +7,8 @@ import socket
 import subprocess
 import sys
 
+from tests.conftest import reap
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The first bytes of a TLS 1.2 ClientHello: what `curl https://127.0.0.1:PORT` sends.
@@ -32,11 +34,7 @@ def test_bad_bytes_logged_as_one_line_with_reason():
         assert proc.wait(timeout=15) == 0
         err = proc.stderr.read().decode()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        reap(proc)
     lines = [ln for ln in err.splitlines() if "127.0.0.1" in ln and "refused a request" in ln]
     assert "Traceback" not in err, err
     assert len(lines) == 2, err
@@ -73,9 +71,5 @@ def test_a_client_going_away_mid_request_is_no_error():
         assert proc.wait(timeout=15) == 0
         err = proc.stderr.read().decode()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        reap(proc)
     assert "refused a request" not in err and "Traceback" not in err and "ERROR" not in err, err
