@@ -237,6 +237,33 @@ def test_unreachable_grpc_endpoint_is_named(zonal):
             fs.cat_file(f"{bucket}/anything")
 
 
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_connect_timeout_bounds_both_transports(zonal, transport):
+    """One `connect_timeout` bounds how long connection failures are retried, over HTTP (the session middleware)
+    and over gRPC (the channel's readiness wait) alike: an endpoint where nothing listens fails with
+    ServerUnreachable naming it within the value given (0.2 s, against 1.5 s by default; gRPC waited 5 s)."""
+    from tests.badinput.test_unreachable import assert_one_clear_line
+
+    server, bucket = zonal
+    with socket_closed() as port:
+        if transport == "http":
+            fs = FluxFileSystem(endpoint_url=f"http://127.0.0.1:{port}", token="anon", skip_instance_cache=True,
+                                connect_timeout=0.2)
+        else:
+            fs = zonal_fs(server, grpc_endpoint=f"127.0.0.1:{port}", bucket_types={bucket: "zonal"},
+                          connect_timeout=0.2)
+        import fluxfs.zonal.grpc_reads  # noqa: F401 - imported before the clock starts
+        start = time.monotonic()
+        with pytest.raises(ServerUnreachable) as info:
+            fs.cat_file(f"{bucket}/anything")
+        elapsed = time.monotonic() - start
+    assert elapsed < 1.0, elapsed  # the default would take 1.25 s (HTTP) and 1.5 s (gRPC)
+    if transport == "http":
+        assert_one_clear_line(info.value, f"cannot reach the storage server at http://127.0.0.1:{port}")
+    else:
+        assert str(info.value).startswith(f"no gRPC server answered at 127.0.0.1:{port} within 0.2 s"), info.value
+
+
 def test_regional_bucket_stays_http(flux_server, bucket):
     fs = make_fs(flux_server)  # zonal_transport="grpc" by default: a regional bucket is unaffected
     flux_server.reset_stats()
