@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..errors import RequestTimeout
 from ..gcs.redact import get_logger
 from ..gcs.verify import check_whole
 from .grpc_client import connect
@@ -205,7 +206,7 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
         spans = [(a, min(a + chunk, stop)) for a in range(s, stop, chunk)]
         try:
             bufs = await _download(mrd, spans, client.options.read_timeout)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, RequestTimeout):  # stalled: this attempt failed, the stream leaves the pool
             raise
         except Exception as exc:
             if not reused:

@@ -330,6 +330,40 @@ def test_reader_gives_up_when_the_stream_stalls(zonal, span):
     assert box["elapsed"] < 10
 
 
+@pytest.mark.parametrize("span, limit, attempts", [(None, 1, 2), ((0, 1000), 1, 2), (None, 0.5, 3)],
+                         ids=["whole", "short-range", "whole-3-attempts"])
+def test_a_stalled_read_fails_alike_over_http_and_grpc(zonal, span, limit, attempts):
+    """One stall rule for both transports: each attempt fails once nothing moved for `read_timeout`, and the read
+    retry policy's attempts decide how many there are; so a stalled read of a zonal object fails after as long
+    over gRPC (a stream of its own for a whole object, the pooled one for a short range) as over HTTP."""
+    from tests.badinput.test_stalls import within
+
+    server, bucket = zonal
+    if server.server is None:
+        pytest.skip("stalls are injected by the embedded server")
+    retry = {"max_attempts": attempts, "initial": 0.01, "maximum": 0.02}
+    fs = zonal_fs(server, read_timeout=limit, retry=retry)
+    fs.pipe_file(f"{bucket}/stalls", os.urandom(4 * MiB))
+    fs.pipe_file(f"{bucket}/warm", b"x")
+    elapsed = {}
+    for transport in ("http", "grpc"):
+        fs = zonal_fs(server, read_timeout=limit, retry=retry, zonal_transport=transport)
+        assert fs.cat_file(f"{bucket}/warm") == b"x"  # connected, the layout known: only the stalled read is timed
+        server.server.configure(stall_after=MiB if span is None else 10, fail_ops={"read"})
+        try:
+            box = within(30, lambda: fs.cat_file(f"{bucket}/stalls", *(span or ())))
+        finally:
+            server.server.configure(stall_after=None)
+        assert isinstance(box.get("error"), RequestTimeout), (transport, box)
+        assert str(box["error"]).startswith(f"{bucket}/stalls: timed out: "), box
+        assert ("(gRPC BidiReadObject)" in str(box["error"])) == (transport == "grpc"), box
+        elapsed[transport] = box["elapsed"]
+    # Each attempt waits at least `limit` (the stall is checked every limit/4): no transport gives up sooner,
+    # nor tries more or fewer times than the other.
+    assert all(t >= attempts * limit for t in elapsed.values()), elapsed
+    assert abs(elapsed["http"] - elapsed["grpc"]) < limit, elapsed
+
+
 def test_writer_gives_up_when_the_stream_stops_taking_bytes(zonal):
     """A write stream the server stops reading (stalled after 1 MiB) fails within a few `read_timeout`s with
     RequestTimeout naming the object, each retry stalling alike, and leaves no object behind."""
