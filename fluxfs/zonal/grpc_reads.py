@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import google_crc32c
 
 from ..errors import ChecksumMismatch, RequestTimeout
+from ..gcs.progress import ProgressClock
 from ..gcs.redact import get_logger
 from ..gcs.tasks import gather_all
 from ..gcs.verify import check_whole
@@ -179,11 +180,13 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
 
     chunks: list = []
     state: dict = {"size": None, "crc": None, "gen": None, "at": start, "done": False}
+    clock = ProgressClock(client.options.read_timeout)  # progress is any message: the metadata first, then bytes
 
     async def receive(stream: Any) -> None:
         await stream.write(request)
         await stream.done_writing()
         async for pb in stream:
+            clock.moved()
             if pb.HasField("metadata"):
                 meta = pb.metadata
                 state["size"], state["gen"] = int(meta.size), str(meta.generation)
@@ -199,6 +202,7 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
                 if data:
                     chunks.append(data)
                     state["at"] += len(data)
+                    clock.moved(len(data))
                 state["done"] = state["done"] or part.range_end
             if state["done"]:
                 return
@@ -206,10 +210,8 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
     stream = None
     try:
         stream = _bidi_read(grpc)(metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
-        # Progress is any message: the metadata comes first, then the bytes.
         try:
-            await bounded(receive(stream), lambda: state["at"] + (state["size"] is not None),
-                          client.options.read_timeout, what, "BidiReadObject")
+            await bounded(receive(stream), client.options.read_timeout, what, "BidiReadObject", clock=clock)
         except AioRpcError as exc:
             raise gexc.from_grpc_error(exc) from exc
     except asyncio.CancelledError:
