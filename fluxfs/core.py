@@ -50,10 +50,10 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         if kwargs.get("token") is None and not args and not kwargs.get("endpoint_url") \
                 and not os.environ.get("STORAGE_EMULATOR_HOST"):
             reach.check_resolvable(GCS_ENDPOINT)  # before gcsfs's credential lookup (~30 s offline)
-        # Requests that cannot connect fail within seconds, naming the endpoint (gcs/reach.py).
-        kwargs["session_kwargs"] = reach.with_fail_fast(kwargs.get("session_kwargs"))
         # Validated before gcsfs starts anything: a bad option fails at once, naming itself.
         self.options = FluxOptions.from_arguments(**given)
+        # Requests that cannot connect fail within `connect_timeout`, naming the endpoint (gcs/reach.py).
+        kwargs["session_kwargs"] = reach.with_fail_fast(kwargs.get("session_kwargs"), self.options.connect_timeout)
         # gcsfs's own requests (info, ls, ...) would otherwise wait up to aiohttp's 300 s per attempt.
         kwargs.setdefault("requests_timeout", self.options.http_timeout)
         with redact.scrubbing():  # gcsfs's raw-token expiry lookup quotes the token in its errors

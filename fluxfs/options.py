@@ -203,6 +203,8 @@ class FluxOptions:
     retry: Mapping[str, RetryPolicy] = option(None, RETRY, "RetryPolicy, its fields, or per operation kind",
                                               factory=lambda: resolve_policies(None))
     read_timeout: float = option(60.0, SECONDS, "seconds without progress before a request fails")
+    connect_timeout: float = option(1.5, SECONDS, "seconds connection failures are retried, HTTP and gRPC alike, "
+                                    "before ServerUnreachable names the endpoint")
     job_id: Optional[str] = option(None, TEXT, "names this job's temporary objects; None: generated")
     temp_prefix: str = option(tempnames.TEMP_PREFIX, TEXT, "where temporaries live (only fluxfs-named ones hidden)")
     progress: bool = option(False, BOOL, "progress bars for long listings")
@@ -243,10 +245,11 @@ class FluxOptions:
         if self.job_id is not None:
             tempnames.check_job_id(self.job_id)
         _check_cache(self)
-        if not self.read_timeout > 0:
-            raise ValueError(f"read_timeout must be positive, not {self.read_timeout}")
-        if not math.isfinite(self.read_timeout):
-            raise ValueError(f"read_timeout must be a finite number of seconds, not {self.read_timeout}")
+        for name in ("read_timeout", "connect_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be a finite number of seconds, not {getattr(self, name)}")
 
     @functools.cached_property
     def http_timeout(self) -> aiohttp.ClientTimeout:

@@ -7,7 +7,7 @@ uplink the megabytes still queued in socket buffers when `sock_read` starts make
 `Watchdog` counts body bytes handed over (`SlicedBytes`, through a context variable, because aiohttp
 writes bodies in a task of its own), watches the socket's send queue shrink as the server takes them
 (Linux `SIOCOUTQ`), counts answer bytes received, and cancels the request once none of these moved
-for `limit` seconds.
+for `limit` seconds. Its clock, `ProgressClock`, bounds the gRPC calls too (`zonal/stalls.py`).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import contextvars
 import fcntl
 import struct
 import termios
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import aiohttp.payload
 
@@ -41,47 +41,90 @@ def _unacked(transport: Any) -> Optional[int]:
     return queued + transport.get_write_buffer_size()
 
 
+class ProgressClock:
+    """The one stall bound (HTTP bodies here, gRPC calls in `zonal/stalls.py`): `expire()` is called once
+    `limit` seconds passed without progress. Progress is reported with `moved(n)` (a time stamp and a count:
+    nothing else per chunk), or found by `poll()` at a check (True when something moved unreported, such as a
+    send queue shrinking). One timer, due when the limit runs out (every limit/4 as well when there is a poll)."""
+
+    def __init__(self, limit: float, poll: Optional[Callable[[], bool]] = None):
+        self.limit, self._poll = limit, poll
+        self.loop = asyncio.get_running_loop()
+        self.last = self.loop.time()
+        self.count: Optional[int] = None  # what `moved` reported (bytes); None until it first did
+        self.expired = False
+        self._expire: Optional[Callable[[], Any]] = None
+        self._timer: Optional[asyncio.TimerHandle] = None
+
+    def moved(self, n: int = 0) -> None:
+        self.last = self.loop.time()
+        self.count = (self.count or 0) + n
+
+    def start(self, expire: Callable[[], Any]) -> None:
+        """Start timing from now; `expire` is called (once) when nothing moved for `limit` seconds."""
+        self._expire, self.last = expire, self.loop.time()
+        self._schedule(self.last)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _schedule(self, now: float) -> None:
+        due = self.last + self.limit
+        if self._poll is not None:
+            due = min(due, now + self.limit / 4)
+        self._timer = self.loop.call_at(due, self._check)
+
+    def _check(self) -> None:
+        now = self.loop.time()
+        if self._poll is not None and self._poll():
+            self.last = now
+        if now - self.last >= self.limit:
+            self.expired, self._timer = True, None
+            self._expire()
+            return
+        self._schedule(now)
+
+
 class Watchdog:
-    """Cancels the task it guards once no byte moved for `limit` seconds (checked every limit/4)."""
+    """Cancels the task it guards once no byte moved for `limit` seconds (a `ProgressClock`: body bytes handed
+    over and answer bytes reported, the socket's send queue polled)."""
 
     def __init__(self, limit: float, what: str, method: str):
         self.limit, self.what, self.method = limit, what, method
-        self.loop = asyncio.get_running_loop()
-        self.last = self.loop.time()
+        self.clock = ProgressClock(limit, poll=self._taken)
         self.sent = 0              # body bytes handed to the connection
         self.received: Optional[int] = None  # answer bytes; None until the headers arrived
-        self.expired = False
         self._transport: Any = None
         self._backlog: Optional[int] = None
         self._task: Optional[asyncio.Task] = None
-        self._timer: Optional[asyncio.TimerHandle] = None
+
+    @property
+    def expired(self) -> bool:
+        return self.clock.expired
 
     # -- progress, reported by the body and the answer --
     def on_sent(self, n: int, transport: Any) -> None:
         self.sent += n
         self._transport = transport
         self._backlog = _unacked(transport)
-        self.last = self.loop.time()
+        self.clock.moved(n)
 
     def on_answer(self) -> None:
         self.received = 0
-        self.last = self.loop.time()
+        self.clock.moved()
 
     def on_received(self, n: int) -> None:
         self.received = (self.received or 0) + n
-        self.last = self.loop.time()
+        self.clock.moved(n)
 
-    # -- the guard --
-    def _check(self) -> None:
-        now = self.loop.time()
+    def _taken(self) -> bool:
+        """Whether the server took queued bytes since the last look."""
         backlog = _unacked(self._transport)
-        if backlog is not None and backlog != self._backlog:  # the server took queued bytes
-            self._backlog, self.last = backlog, now
-        if now - self.last >= self.limit:
-            self.expired = True
-            self._task.cancel()
-            return
-        self._timer = self.loop.call_later(self.limit / 4, self._check)
+        if backlog is not None and backlog != self._backlog:
+            self._backlog = backlog
+            return True
+        return False
 
     def message(self) -> str:
         n = f"{self.limit:g} s"
@@ -95,7 +138,7 @@ class Watchdog:
     async def run(self, coro: Any) -> Any:
         """Await `coro` in this task under the guard; a stall raises RequestTimeout naming the stage."""
         self._task = asyncio.current_task()
-        self._timer = self.loop.call_later(self.limit / 4, self._check)
+        self.clock.start(self._task.cancel)
         token = _current.set(self)
         try:
             return await coro
@@ -105,7 +148,7 @@ class Watchdog:
             raise
         finally:
             _current.reset(token)
-            self._timer.cancel()
+            self.clock.stop()
 
 
 def current() -> Optional[Watchdog]:

@@ -2,7 +2,8 @@
 
 A refused connection or an unresolvable name means the request never left this machine, so it is
 safe to repeat whatever it does; a server restarting is back within a second or two. After
-`CONNECT_RETRY_S` of such failures every request (fluxfs's and gcsfs's own, through the session
+`connect_timeout` seconds of such failures (`CONNECT_RETRY_S` by default; the gRPC channel of zonal buckets
+waits as long, `zonal/grpc_client.py`) every request (fluxfs's and gcsfs's own, through the session
 middleware) fails with one `ServerUnreachable` line naming the endpoint and how to point fluxfs
 elsewhere, instead of tens of seconds of retries ending in a long aiohttp traceback.
 """
@@ -33,22 +34,27 @@ def describe(request: aiohttp.ClientRequest, exc: aiohttp.ClientConnectorError) 
     return f"cannot reach the storage server at {origin}: {cause}; {HINT}"
 
 
-async def fail_fast(request: aiohttp.ClientRequest, handler) -> aiohttp.ClientResponse:
-    """aiohttp client middleware: retry connection failures for `CONNECT_RETRY_S`, then ServerUnreachable."""
-    first = None
-    delay = 0.05
-    while True:
-        try:
-            return await handler(request)
-        except aiohttp.ClientConnectorError as exc:
-            if isinstance(exc, (aiohttp.ClientConnectorSSLError, aiohttp.ClientConnectorCertificateError)):
-                raise  # not a server that is down: retrying cannot help, and aiohttp's message says it
-            now = time.monotonic()
-            first = first if first is not None else now
-            if now - first + delay > CONNECT_RETRY_S:
-                raise ServerUnreachable(describe(request, exc)) from None
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
+class FailFast:
+    """aiohttp client middleware: retry connection failures for `within` seconds, then ServerUnreachable."""
+
+    def __init__(self, within: float = CONNECT_RETRY_S):
+        self.within = within
+
+    async def __call__(self, request: aiohttp.ClientRequest, handler) -> aiohttp.ClientResponse:
+        first = None
+        delay = 0.05
+        while True:
+            try:
+                return await handler(request)
+            except aiohttp.ClientConnectorError as exc:
+                if isinstance(exc, (aiohttp.ClientConnectorSSLError, aiohttp.ClientConnectorCertificateError)):
+                    raise  # not a server that is down: retrying cannot help, and aiohttp's message says it
+                now = time.monotonic()
+                first = first if first is not None else now
+                if now - first + delay > self.within:
+                    raise ServerUnreachable(describe(request, exc)) from None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
 
 
 class _QuietUnreachable(logging.Filter):
@@ -63,12 +69,12 @@ _QUIET = _QuietUnreachable()
 logging.getLogger("gcsfs").addFilter(_QUIET)
 
 
-def with_fail_fast(session_kwargs: dict | None) -> dict:
-    """gcsfs's `session_kwargs` with the middleware added (kept first, whatever the caller gave)."""
+def with_fail_fast(session_kwargs: dict | None, within: float = CONNECT_RETRY_S) -> dict:
+    """gcsfs's `session_kwargs` with the middleware added, retrying for `within` seconds (kept first, whatever
+    the caller gave; one given already is replaced)."""
     kwargs = dict(session_kwargs or {})
-    given = tuple(kwargs.get("middlewares") or ())
-    if fail_fast not in given:
-        kwargs["middlewares"] = (fail_fast, *given)
+    given = tuple(m for m in kwargs.get("middlewares") or () if not isinstance(m, FailFast))
+    kwargs["middlewares"] = (FailFast(within), *given)
     return kwargs
 
 

@@ -74,16 +74,18 @@ class RetryPolicy:
             delay = max(delay, min(retry_after, self.maximum))
         return delay
 
-    async def run(self, fn: Callable[[int], Awaitable[T]], what: str = "request") -> T:
+    async def run(self, fn: Callable[[int], Awaitable[T]], what: str = "request",
+                  retry_on: tuple[type[BaseException], ...] = RETRYABLE_EXCEPTIONS) -> T:
         """Call `fn(attempt)` (0, 1, ...) until it succeeds, a non-retryable error occurs, or attempts
         or the deadline run out. The attempt number lets a non-idempotent step check, from its second
-        attempt on, whether an earlier one landed although its answer was lost."""
+        attempt on, whether an earlier one landed although its answer was lost. `retry_on`: the failures
+        retried (fewer where a library retries the rest itself, as google-cloud-storage's gRPC calls do)."""
         start = time.monotonic()
         attempt = 0
         while True:
             try:
                 return await fn(attempt)
-            except RETRYABLE_EXCEPTIONS as exc:
+            except retry_on as exc:
                 attempt += 1
                 elapsed = time.monotonic() - start
                 delay = self.backoff(attempt - 1, getattr(exc, "retry_after", None))

@@ -167,22 +167,34 @@ def grpc_client(client: "Client") -> Any:
     return made
 
 
-READY_TIMEOUT = 5.0  # seconds for a new channel to connect: a server without gRPC there fails fast, named
-
-
 async def connect(client: "Client") -> Any:
-    """`grpc_client(client)`, its channel connected first (once): ServerUnreachable naming the endpoint else."""
+    """`grpc_client(client)`, its channel connected first (once). Connection failures (refused, no gRPC server
+    there) are retried for `connect_timeout` s, as the HTTP requests' are (`gcs/reach.py`), then
+    ServerUnreachable names the endpoint; a connection attempt still under way is waited for (gRPC bounds it)."""
+    import grpc
+
     made = grpc_client(client)
     if getattr(made, "_fluxfs_ready", False):
         return made
     channel = made.grpc_client.transport.grpc_channel
-    try:
-        await asyncio.wait_for(channel.channel_ready(), READY_TIMEOUT)
-    except asyncio.TimeoutError:
-        endpoint = endpoint_of(client)
-        raise ServerUnreachable(f"no gRPC server answered at {endpoint} within {READY_TIMEOUT:.0f} s (zonal buckets "
-                                "are read and written over gRPC): set grpc_endpoint to the server's gRPC host:port, "
-                                "or zonal_transport='http'") from None
+    within = client.options.connect_timeout
+    loop = asyncio.get_running_loop()
+    failing_since = None
+    state = channel.get_state(try_to_connect=True)
+    while state != grpc.ChannelConnectivity.READY:
+        if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE and failing_since is None:
+            failing_since = loop.time()
+        left = None if failing_since is None else failing_since + within - loop.time()
+        if left is not None and left <= 0:
+            endpoint = endpoint_of(client)
+            raise ServerUnreachable(f"no gRPC server answered at {endpoint} within {within:g} s (zonal buckets are "
+                                    "read and written over gRPC): set grpc_endpoint to the server's gRPC host:port, "
+                                    "or zonal_transport='http'")
+        try:
+            await asyncio.wait_for(channel.wait_for_state_change(state), left)
+        except asyncio.TimeoutError:
+            pass
+        state = channel.get_state(try_to_connect=True)
     made._fluxfs_ready = True
     return made
 

@@ -12,11 +12,13 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..errors import RequestTimeout
+from ..gcs.progress import ProgressClock
 from ..gcs.redact import get_logger
 from ..gcs.verify import check_whole
 from .grpc_client import connect
 from .grpc_errors import async_retry, reraise
-from .stalls import bounded, nothing
+from .stalls import bounded
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -54,15 +56,18 @@ class Got:
 
 
 class _Chunks:
-    """A write-only buffer keeping the chunks it is given (the library writes each received chunk once)."""
+    """A write-only buffer keeping the chunks it is given (the library writes each received chunk once), each
+    reported to the call's stall clock."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: ProgressClock) -> None:
         self.chunks: list = []
         self.n = 0
+        self.clock = clock
 
     def write(self, data: bytes) -> int:
         self.chunks.append(data)
         self.n += len(data)
+        self.clock.moved(len(data))
         return len(data)
 
 
@@ -161,7 +166,7 @@ async def _open(client: "Client", bucket: str, key: str, generation: Optional[st
         opening = AsyncMultiRangeDownloader.create_mrd(await connect(client), bucket, key,
                                                        generation=int(generation) if generation else None,
                                                        retry_policy=async_retry(client, "read"))
-        return await bounded(opening, nothing, client.options.read_timeout, what, "BidiReadObject")
+        return await bounded(opening, client.options.read_timeout, what, "BidiReadObject")
     except Exception as exc:
         reraise(exc, what)
         raise
@@ -205,7 +210,7 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
         spans = [(a, min(a + chunk, stop)) for a in range(s, stop, chunk)]
         try:
             bufs = await _download(mrd, spans, client.options.read_timeout)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, RequestTimeout):  # stalled: this attempt failed, the stream leaves the pool
             raise
         except Exception as exc:
             if not reused:
@@ -235,13 +240,13 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
 async def _download(mrd: Any, spans: list, limit: float) -> list:
     """Every span of `spans` on `mrd` at once (in calls of at most `MAX_RANGES`), as received chunks; a
     RequestTimeout once no byte came for `limit` seconds."""
-    bufs = [_Chunks() for _ in spans]
+    clock = ProgressClock(limit)
+    bufs = [_Chunks(clock) for _ in spans]
     ranges = [(a, b - a, buf) for (a, b), buf in zip(spans, bufs)]
 
     async def all_ranges() -> None:
         for i in range(0, len(ranges), MAX_RANGES):
             await mrd.download_ranges(ranges[i:i + MAX_RANGES])
 
-    await bounded(all_ranges(), lambda: sum(b.n for b in bufs), limit, f"{mrd.bucket_name}/{mrd.object_name}",
-                  "BidiReadObject")
+    await bounded(all_ranges(), limit, f"{mrd.bucket_name}/{mrd.object_name}", "BidiReadObject", clock=clock)
     return bufs

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import TYPE_CHECKING, Any, Optional
 
 import google_crc32c
 
-from ..errors import ChecksumMismatch
+from ..errors import ChecksumMismatch, RequestTimeout
+from ..gcs.progress import ProgressClock
 from ..gcs.redact import get_logger
 from ..gcs.tasks import gather_all
 from ..gcs.verify import check_whole
@@ -43,15 +45,20 @@ async def read(client: "Client", bucket: str, key: str, start: Optional[int] = N
     """Bytes [start, end) of `bucket/key` (all when both are None; of `generation` when given) over gRPC.
 
     A range past the end comes back short; one starting at or past a non-empty object's end is a ValueError,
-    as the HTTP reads answer a 416. FileNotFoundError names the object (and the generation asked for)."""
+    as the HTTP reads answer a 416. FileNotFoundError names the object (and the generation asked for).
+
+    A stream that moved nothing for `read_timeout` fails the attempt (RequestTimeout), and the read retry policy
+    decides how many attempts there are and the backoff between them, as for HTTP reads; the library's own retry
+    (the policy's settings too, `grpc_errors.async_retry`) handles the failures gRPC reports, which a stall is not."""
     if start is None and end is None and size_hint is not None and size_hint <= chunk:
-        return await read_whole(client, bucket, key, generation)
-    s = start or 0
-    if end is not None and end - s < OWN_STREAM:
-        return await read_pooled(client, bucket, key, start, end, generation, chunk)
-    # A whole object of unknown size may well be small: its first range is not held to the large-read bound.
-    return await _spread(client, bucket, key, s, end, generation, chunk, streams, known_large=size_hint is not None
-                         or end is not None)
+        attempt = functools.partial(read_whole, client, bucket, key, generation)
+    elif end is not None and end - (start or 0) < OWN_STREAM:
+        attempt = functools.partial(read_pooled, client, bucket, key, start, end, generation, chunk)
+    else:  # a whole object of unknown size may well be small: its first range is not held to the large-read bound
+        attempt = functools.partial(_spread, client, bucket, key, start or 0, end, generation, chunk, streams,
+                                    known_large=size_hint is not None or end is not None)
+    policy = client.retry_policy("read")
+    return await policy.run(lambda _n: attempt(), what=f"read {bucket}/{key} over gRPC", retry_on=(RequestTimeout,))
 
 
 async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional[int], generation: Optional[str],
@@ -173,11 +180,13 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
 
     chunks: list = []
     state: dict = {"size": None, "crc": None, "gen": None, "at": start, "done": False}
+    clock = ProgressClock(client.options.read_timeout)  # progress is any message: the metadata first, then bytes
 
     async def receive(stream: Any) -> None:
         await stream.write(request)
         await stream.done_writing()
         async for pb in stream:
+            clock.moved()
             if pb.HasField("metadata"):
                 meta = pb.metadata
                 state["size"], state["gen"] = int(meta.size), str(meta.generation)
@@ -194,6 +203,7 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
                 if data:
                     chunks.append(data)
                     state["at"] += len(data)
+                    clock.moved(len(data))
                 state["done"] = state["done"] or part.range_end
             if state["done"]:
                 return
@@ -201,20 +211,18 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
     stream = None
     try:
         stream = _bidi_read(grpc)(metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
-        # Progress is any message: the metadata comes first, then the bytes.
         try:
-            await bounded(receive(stream), lambda: state["at"] + (state["size"] is not None),
-                          client.options.read_timeout, what, "BidiReadObject")
+            await bounded(receive(stream), client.options.read_timeout, what, "BidiReadObject", clock=clock)
         except AioRpcError as exc:
             raise gexc.from_grpc_error(exc) from exc
     except asyncio.CancelledError:
         raise
-    except ChecksumMismatch:
+    except (ChecksumMismatch, RequestTimeout):  # corrupted; stalled: this attempt failed (`read` retries a stall)
         raise
     except (gexc.NotFound, gexc.PermissionDenied, gexc.Unauthenticated, gexc.FailedPrecondition,
             gexc.OutOfRange, gexc.InvalidArgument) as exc:
         reraise(exc, named)
-    except Exception as exc:  # cut, stalled, redirected, overloaded: the downloader resumes
+    except Exception as exc:  # cut, redirected, overloaded: the downloader resumes
         logger.debug("one-shot gRPC read of %s failed (%s); reading it with the multi-range downloader", what, exc)
         state["done"] = False
     finally:

@@ -22,7 +22,7 @@ import google_crc32c
 from ..errors import AppendTakenOver, RequestTimeout, ResumeImpossible
 from ..gcs.redact import get_logger
 from .grpc_client import grpc_client
-from .stalls import bounded, nothing
+from .stalls import bounded
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -43,7 +43,7 @@ def _no_retry() -> Any:
 def within(client: "Client", aw: Any, what: str, writing: bool = False) -> Any:
     """`aw`, a write-stream call showing no progress until it ends (an opening, 2 MiB handed over, a flush, a
     finalize), bounded by `read_timeout`: RequestTimeout naming `what` (`writing`: the server took nothing)."""
-    return bounded(aw, nothing, client.options.read_timeout, what, "BidiWriteObject", writing)
+    return bounded(aw, client.options.read_timeout, what, "BidiWriteObject", writing)
 
 
 def retryable(exc: BaseException) -> bool:

@@ -127,6 +127,8 @@ def test_write_memory_as_text_from_the_environment(flux_server, monkeypatch):
     ({"list_page_size": False}, "list_page_size must be a whole number, not False"),
     ({"read_timeout": True}, "read_timeout must be a number of seconds, not True"),
     ({"read_timeout": "inf"}, "read_timeout must be a finite number of seconds, not inf"),
+    ({"connect_timeout": 0}, "connect_timeout must be positive, not 0.0"),
+    ({"connect_timeout": "soon"}, "connect_timeout must be a number of seconds, not 'soon'"),
     ({"write_memory": float("inf")}, "write_memory must be a size in bytes: a whole number"),
     ({"max_composite_size": -1}, "max_composite_size must not be negative, not -1"),
     ({"compose_threshold": "-1"}, "compose_threshold must be a size in bytes"),

@@ -237,6 +237,33 @@ def test_unreachable_grpc_endpoint_is_named(zonal):
             fs.cat_file(f"{bucket}/anything")
 
 
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_connect_timeout_bounds_both_transports(zonal, transport):
+    """One `connect_timeout` bounds how long connection failures are retried, over HTTP (the session middleware)
+    and over gRPC (the channel's readiness wait) alike: an endpoint where nothing listens fails with
+    ServerUnreachable naming it within the value given (0.2 s, against 1.5 s by default; gRPC waited 5 s)."""
+    from tests.badinput.test_unreachable import assert_one_clear_line
+
+    server, bucket = zonal
+    with socket_closed() as port:
+        if transport == "http":
+            fs = FluxFileSystem(endpoint_url=f"http://127.0.0.1:{port}", token="anon", skip_instance_cache=True,
+                                connect_timeout=0.2)
+        else:
+            fs = zonal_fs(server, grpc_endpoint=f"127.0.0.1:{port}", bucket_types={bucket: "zonal"},
+                          connect_timeout=0.2)
+        import fluxfs.zonal.grpc_reads  # noqa: F401 - imported before the clock starts
+        start = time.monotonic()
+        with pytest.raises(ServerUnreachable) as info:
+            fs.cat_file(f"{bucket}/anything")
+        elapsed = time.monotonic() - start
+    assert elapsed < 1.0, elapsed  # the default would take 1.25 s (HTTP) and 1.5 s (gRPC)
+    if transport == "http":
+        assert_one_clear_line(info.value, f"cannot reach the storage server at http://127.0.0.1:{port}")
+    else:
+        assert str(info.value).startswith(f"no gRPC server answered at 127.0.0.1:{port} within 0.2 s"), info.value
+
+
 def test_regional_bucket_stays_http(flux_server, bucket):
     fs = make_fs(flux_server)  # zonal_transport="grpc" by default: a regional bucket is unaffected
     flux_server.reset_stats()
@@ -301,6 +328,40 @@ def test_reader_gives_up_when_the_stream_stalls(zonal, span):
     assert str(box["error"]).startswith(f"{bucket}/big: timed out: the answer stalled for 1 s after "), box
     assert "(gRPC BidiReadObject)" in str(box["error"])
     assert box["elapsed"] < 10
+
+
+@pytest.mark.parametrize("span, limit, attempts", [(None, 1, 2), ((0, 1000), 1, 2), (None, 0.5, 3)],
+                         ids=["whole", "short-range", "whole-3-attempts"])
+def test_a_stalled_read_fails_alike_over_http_and_grpc(zonal, span, limit, attempts):
+    """One stall rule for both transports: each attempt fails once nothing moved for `read_timeout`, and the read
+    retry policy's attempts decide how many there are; so a stalled read of a zonal object fails after as long
+    over gRPC (a stream of its own for a whole object, the pooled one for a short range) as over HTTP."""
+    from tests.badinput.test_stalls import within
+
+    server, bucket = zonal
+    if server.server is None:
+        pytest.skip("stalls are injected by the embedded server")
+    retry = {"max_attempts": attempts, "initial": 0.01, "maximum": 0.02}
+    fs = zonal_fs(server, read_timeout=limit, retry=retry)
+    fs.pipe_file(f"{bucket}/stalls", os.urandom(4 * MiB))
+    fs.pipe_file(f"{bucket}/warm", b"x")
+    elapsed = {}
+    for transport in ("http", "grpc"):
+        fs = zonal_fs(server, read_timeout=limit, retry=retry, zonal_transport=transport)
+        assert fs.cat_file(f"{bucket}/warm") == b"x"  # connected, the layout known: only the stalled read is timed
+        server.server.configure(stall_after=MiB if span is None else 10, fail_ops={"read"})
+        try:
+            box = within(30, lambda: fs.cat_file(f"{bucket}/stalls", *(span or ())))
+        finally:
+            server.server.configure(stall_after=None)
+        assert isinstance(box.get("error"), RequestTimeout), (transport, box)
+        assert str(box["error"]).startswith(f"{bucket}/stalls: timed out: "), box
+        assert ("(gRPC BidiReadObject)" in str(box["error"])) == (transport == "grpc"), box
+        elapsed[transport] = box["elapsed"]
+    # Each attempt waits at least `limit` (the stall is checked every limit/4): no transport gives up sooner,
+    # nor tries more or fewer times than the other.
+    assert all(t >= attempts * limit for t in elapsed.values()), elapsed
+    assert abs(elapsed["http"] - elapsed["grpc"]) < limit, elapsed
 
 
 def test_writer_gives_up_when_the_stream_stops_taking_bytes(zonal):
