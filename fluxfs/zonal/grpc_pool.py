@@ -106,7 +106,7 @@ class StreamPool:
         k = (bucket, key, str(mrd.generation))
         # Only a finalized object's stream is shared: an unfinalized one grows, and a stream knows the size it
         # had when it opened (a later read of the new bytes would come back short).
-        if mrd.is_finalized and (k not in self.open or not self.open[k].is_stream_open):
+        if finalized_crc(mrd)[0] and (k not in self.open or not self.open[k].is_stream_open):
             self.open[k] = mrd
         self._use(mrd)
         return mrd, False
@@ -181,6 +181,16 @@ async def pool_of(client: "Client") -> StreamPool:
     return pool
 
 
+def finalized_crc(mrd: Any) -> tuple[bool, Optional[int]]:
+    """(finalized, the whole object's crc32c or None) from the object's metadata. Not the downloader's own
+    `is_finalized` / `full_obj_server_crc32c` (google-cloud-storage 3.17): they test `finalize_time.second > 0`,
+    the second of the minute, so an object finalized at :00 read as unfinalized, unpooled and unchecked."""
+    meta = mrd.object_metadata
+    if meta is None or not meta.finalize_time:
+        return False, None
+    return True, (meta.checksums.crc32c if meta.checksums and "crc32c" in meta.checksums else None)
+
+
 def _size(mrd: Any) -> int:
     meta = mrd.object_metadata
     if mrd.persisted_size is not None:
@@ -228,7 +238,7 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
         for (a, b), buf in zip(spans, bufs):
             if buf.n != b - a:
                 raise ConnectionError(f"short read of {what} over gRPC: {buf.n} bytes for range {a}-{b}")
-        crc = mrd.full_obj_server_crc32c if mrd.is_finalized else None
+        crc = finalized_crc(mrd)[1]
         if s == 0 and stop == size and crc is not None:
             check_whole(chunks, crc, what, gen, " over gRPC")
         broken = False

@@ -12,6 +12,7 @@ from google.api_core import exceptions
 from google.cloud.storage.asyncio.async_appendable_object_writer import AsyncAppendableObjectWriter
 from google.cloud.storage.asyncio.async_multi_range_downloader import AsyncMultiRangeDownloader
 
+from fluxfs.zonal.grpc_pool import finalized_crc
 from tests.server import raw
 from tests.zonal.server.grpcutil import arun, make_bucket, storage
 
@@ -38,7 +39,7 @@ async def _read_all(client, bucket, name):
     try:
         buf = io.BytesIO()
         await mrd.download_ranges([(0, 0, buf)])
-        return buf.getvalue(), mrd.persisted_size, mrd.is_finalized
+        return buf.getvalue(), mrd.persisted_size, finalized_crc(mrd)[0]  # not mrd.is_finalized: False at :00
     finally:
         await mrd.close()
 
