@@ -12,7 +12,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from braceexpand import braceexpand
 
-from fluxfs.handle import FilesystemHandle
+from fluxfs.handle import FilesystemHandle, cache_lock
 
 from ..data.manifests import manifest_infos
 from ..data.object_store import lookup_objects, prefix_listing
@@ -163,7 +163,8 @@ def read_index(fs: Any, shard: ShardInfo, must_exist: bool = False) -> Optional[
     if not shard.has_index:
         return None
     try:
-        data = fs.cat_file(index_path(shard.path))
+        with cache_lock(fs):  # read beside a shard's ranges in flight on threads: an fsspec cache is not thread-safe
+            data = fs.cat_file(index_path(shard.path))
     except FileNotFoundError:
         if must_exist:
             raise ShardError(index_path(shard.path), None, "the index was deleted after the shards were listed") \
