@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from . import admin, guard, habits, json_routes, uploads, wirelog, xml_routes
+from . import admin, admission, guard, habits, json_routes, uploads, wirelog, xml_routes
 from .diskerr import disk_error, is_disk_error
 from .errors import ServerError
 from .media import FileBody
@@ -115,8 +115,9 @@ class Server:
     async def body_chunks(self, request: web.Request) -> list[bytes]:
         """The request body as the chunks it arrived in (for multipart parts: joining 8 MiB costs a
         copy that the final assembly repeats anyway)."""
-        bw = self.profile.s["bandwidth_mbps"]
-        if (not bw and self.profile.stall_at(request.get("op")) is None) or not request.can_read_body:
+        s = self.profile.s
+        if (not s["bandwidth_mbps"] and not s["link_mbps"] and self.profile.stall_at(request.get("op")) is None) \
+                or not request.can_read_body:
             parts = [await request.read()]
             self.bytes_in += len(parts[0])
             return parts
@@ -132,13 +133,12 @@ class Server:
         """
         if not request.can_read_body:
             return
-        bw = self.profile.s["bandwidth_mbps"]
+        pacer = admission.Pacer(self.profile, inbound=True)
         stall = self.profile.stall_at(request.get("op"))
-        if bw:
+        if pacer.paced:
             _small_receive_buffer(request)
-        loop = asyncio.get_running_loop()
-        t0, got = loop.time(), 0
-        step = _PACE_CHUNK if bw or stall is not None else _WRITE_CHUNK
+        got = 0
+        step = _PACE_CHUNK if pacer.paced or stall is not None else _WRITE_CHUNK
         while True:
             if stall is not None and got >= stall:
                 await self.stall(request)
@@ -149,11 +149,8 @@ class Server:
             got += len(chunk)
             self.bytes_in += len(chunk)
             yield chunk
-            if not bw:
-                continue
-            delay = t0 + got / (bw * 1e6) - loop.time()
-            if delay > 0:  # leave the rest in the socket: TCP back-pressure paces the client
-                await asyncio.sleep(delay)
+            # Leave the rest in the socket while the caps say wait: TCP back-pressure paces the client.
+            await pacer.pace(len(chunk))
 
     async def drain(self, request: web.Request) -> None:
         """Read and drop what is left of the body, so an uploading client sees the answer, not a broken pipe."""
@@ -200,67 +197,42 @@ class Server:
             op, route = (xml_routes.route if is_xml else json_routes.route)(request.method, path, q)
         except ServerError as e:
             return await self.send(request, self._as_configured(error_reply(e, is_xml), q, path, is_xml), False)
-        self.requests[op] += 1
         if op == "read" and request.method == "GET" and (is_xml or q.get("alt") == "media"
                                                         or path.startswith("/download/")):
             self.data_reads += 1
         request["op"] = op
-        prof = self.profile
-        s = prof.s
-        reject: Optional[ServerError] = None
-        code, reset = None, False
-        if s["require_token"] is not None and \
-                request.headers.get("Authorization") != "Bearer " + s["require_token"]:
-            reject = ServerError(401, "Anonymous caller does not have storage access (missing or wrong bearer "
-                                      "token).", "required")
-        elif op in s["deny_ops"]:
-            reject = ServerError(403, f"The caller does not have permission for '{op}' operations.", "forbidden")
-        elif not prof.rate_ok():
-            self.faults[op] += 1
-            reject = ServerError(429, "The rate of requests exceeds the limit; reduce your request rate.",
-                                 "rateLimitExceeded")
-        else:
-            code, reset = prof.fault(op)
-            if code is not None:
-                self.faults[op] += 1
-                reject = ServerError(code, f"Injected fault ({code}) for a '{op}' request.",
-                                     "rateLimitExceeded" if code == 429 else "backendError")
-        if reject is not None:
+        try:
+            # Every method but GET/HEAD changes something (a batch's calls are admitted one by one, batch.py).
+            admitted = admission.admit(self, op, admission.bearer(request.headers.get("Authorization")),
+                                       request.method not in ("GET", "HEAD") and op != "batch")
+        except ServerError as reject:
             # Read the body first so an uploading client sees the answer rather than a broken pipe.
             if request.can_read_body:
                 await request.read()
             return await self.send(request, self._as_configured(error_reply(reject, is_xml), q, path, is_xml), False)
-        if reset:
-            self.faults[op] += 1
-        self.in_flight[op] += 1
-        if self.in_flight[op] > self.peak_in_flight[op]:
-            self.peak_in_flight[op] = self.in_flight[op]
-        try:
-            if s["latency_ms"]:
-                await asyncio.sleep(s["latency_ms"] / 1000.0)
-            reply = await route(self, request, q)
-        except ServerError as e:
-            reply = error_reply(e, is_xml)
-        except OSError as e:  # a disk write no route named (they answer 507 naming the object themselves)
-            if not is_disk_error(e):
-                raise
-            reply = error_reply(disk_error(e, f"what this '{op}' request writes"), is_xml)
-        except (ValueError, TypeError, KeyError, AttributeError) as e:
-            # Malformed input that slipped past the routes' own checks (e.g. a non-numeric generation
-            # inside a JSON body): a 400 naming the problem, never a bare 500.
-            reply = error_reply(ServerError(400, f"Invalid request: {type(e).__name__}: {e}", "invalid"), is_xml)
-        finally:
-            self.in_flight[op] -= 1
-        if prof.lose_reply(op):
+        with admission.in_flight(self, op):
+            try:
+                await admission.latency(self)
+                reply = await route(self, request, q)
+            except ServerError as e:
+                reply = error_reply(e, is_xml)
+            except OSError as e:  # a disk write no route named (they answer 507 naming the object themselves)
+                if not is_disk_error(e):
+                    raise
+                reply = error_reply(disk_error(e, f"what this '{op}' request writes"), is_xml)
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                # Malformed input that slipped past the routes' own checks (e.g. a non-numeric generation
+                # inside a JSON body): a 400 naming the problem, never a bare 500.
+                reply = error_reply(ServerError(400, f"Invalid request: {type(e).__name__}: {e}", "invalid"), is_xml)
+        if admitted.lost:
             # Done, but the answer never arrives: the connection closes before its first byte.
-            self.faults[op] += 1
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=reply.status)
-        if reply.status < 300 and reply.body.__class__ is bytes and reply.body and prof.cut_reply(op):
-            self.faults[op] += 1  # carried out, but the answer arrives cut off (cut_replies)
+        if reply.status < 300 and reply.body.__class__ is bytes and reply.body and admission.cut(self, op):
+            # carried out, but the answer arrives cut off (cut_replies)
             reply = Reply(reply.status, reply.body[:len(reply.body) // 2], reply.headers)
-        return await self.send(request, self._as_configured(reply, q, path, is_xml), reset)
+        return await self.send(request, self._as_configured(reply, q, path, is_xml), admitted.reset)
 
     def _as_configured(self, reply: Reply, q: Dict[str, str], path: str, is_xml: bool) -> Reply:
         """The reply with the habits of other servers the profile asks for (habits.py), if any."""
@@ -278,8 +250,7 @@ class Server:
                 return await self._send_file(request, reply, body)
         pieces = body if body.__class__ is list else None
         n = (sum(map(len, pieces)) if pieces is not None else len(body)) if body is not None else 0
-        bw = self.profile.s["bandwidth_mbps"]
-        paced = bool(bw or self.profile.s["link_mbps"])
+        paced = bool(self.profile.s["bandwidth_mbps"] or self.profile.s["link_mbps"])
         if request.method == "HEAD":  # headers only, with the Content-Length a GET would have
             resp = web.StreamResponse(status=reply.status, headers=reply.headers)
             resp.content_length = reply.length if reply.length is not None else n
@@ -301,10 +272,10 @@ class Server:
             await resp.prepare(request)
             views = pieces if pieces is not None else [memoryview(body) if n else memoryview(b"")]
             if stall is not None and stall < n:
-                await self._stream(resp, views, stall, bw)
+                await self._stream(resp, views, stall)
                 await self.stall(request)
                 views, n = _skip(views, stall), n - stall
-            await self._stream(resp, views, n // 2 if reset else n, bw)
+            await self._stream(resp, views, n // 2 if reset else n)
             if reset:
                 # Abort (RST) rather than close: the client sees a connection reset mid-body.
                 if request.transport is not None:
@@ -322,7 +293,7 @@ class Server:
         pieces = body.pieces()
         try:
             await resp.prepare(request)
-            await self._stream(resp, pieces, len(body), self.profile.s["bandwidth_mbps"])
+            await self._stream(resp, pieces, len(body))
             await resp.write_eof()
         except ConnectionError:
             pass  # the client went away mid-body: nothing to report
@@ -331,23 +302,16 @@ class Server:
             body.f.close()
         return resp
 
-    async def _stream(self, resp: web.StreamResponse, views: Iterable[memoryview], stop: int, bw: float) -> None:
-        """Write the first `stop` bytes of `views` (in order) in slices, paced to `bw` MB/s if set and to
-        the link all responses share (`link_mbps`) if set."""
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
+    async def _stream(self, resp: web.StreamResponse, views: Iterable[memoryview], stop: int) -> None:
+        """Write the first `stop` bytes of `views` (in order) in slices, paced to the caps (admission.Pacer)."""
+        pacer = admission.Pacer(self.profile)
+        step = _PACE_CHUNK if pacer.paced else _WRITE_CHUNK
         pos = 0
-        link = self.profile.s["link_mbps"]
-        step = _PACE_CHUNK if bw or link else _WRITE_CHUNK
         for mv in views:
             off = 0
             while off < len(mv) and pos < stop:
                 chunk = mv[off:off + min(step, stop - pos)]
                 off += len(chunk)
                 pos += len(chunk)
-                if bw or link:  # a chunk leaves when the caps say its last byte may have arrived
-                    now = loop.time()
-                    delay = max(t0 + pos / (bw * 1e6) - now if bw else 0.0, self.profile.link_wait(len(chunk), now))
-                    if delay > 0:
-                        await asyncio.sleep(delay)
+                await pacer.pace(len(chunk))  # a chunk leaves when the caps say its last byte may have arrived
                 await resp.write(chunk)

@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 from aiohttp import web
 from multidict import CIMultiDict
 
+from .admission import bearer, check_access
 from .errors import ServerError
 from .replies import Reply, error_reply
 
@@ -71,8 +72,9 @@ async def handle_batch(srv, request: web.Request, q: Dict[str, str], route: Rout
         try:
             op, handler = route(method, raw_path, sq)
             srv.requests[op] += 1
-            if op in srv.profile.s["deny_ops"]:
-                raise ServerError(403, f"The caller does not have permission for '{op}' operations.")
+            # The batch's own token (GCS takes each call's from the outer request), deny rules: as for any request.
+            check_access(srv.profile, op, bearer(request.headers.get("Authorization")),
+                         method not in ("GET", "HEAD"))
             reply = await handler(srv, _SubRequest(request, method, path, hdrs, sub_body), sq)
         except ServerError as e:
             reply = error_reply(e, False)

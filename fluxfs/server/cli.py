@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser, default_port: int = 0) -> arg
     parser.add_argument("--fail-ops", default=None,
                         help="ops faults apply to: list,read,write,compose,delete,copy,metadata,bucket (default all)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the fault injection")
+    parser.add_argument("--read-only-token", default=None, metavar="TOKEN",
+                        help="bearer token of a read-only caller (as a role with objectViewer only): requests "
+                             "carrying it may read, and every write they try is answered 403")
     parser.add_argument("--allow-host", action="append", default=None, metavar="NAME",
                         help="also answer requests whose Host header is NAME (default: loopback names and the "
                              "listening address only, against DNS rebinding); repeatable")
@@ -48,7 +51,7 @@ def settings_from(args: argparse.Namespace) -> dict:
     if getattr(args, "allow_host", None):
         s["allowed_hosts"] = args.allow_host
     for k in ("latency_ms", "bandwidth_mbps", "link_mbps", "rate_limit", "fail_rate", "fail_codes", "reset_rate",
-              "fail_ops", "seed"):
+              "fail_ops", "seed", "read_only_token"):
         v = getattr(args, k, None)
         if v is not None:
             s[k] = v

@@ -23,8 +23,9 @@ DEFAULTS: Dict[str, Any] = {
     "profile": "local",
     "latency_ms": 0.0,         # delay before the first byte of every data-plane response
     "bandwidth_mbps": 0.0,     # per-request body cap in MB/s (10**6 bytes); 0 = unlimited
-    "link_mbps": 0.0,          # cap on all response bodies together in MB/s (the link every request shares,
-                               # e.g. a node's share of its NIC); 0 = unlimited
+    "link_mbps": 0.0,          # cap on all bodies going one way together in MB/s (the link every request shares,
+                               # e.g. a node's share of its NIC: answers out and uploads in, each at this rate,
+                               # HTTP and gRPC alike); 0 = unlimited
     "rate_limit": 0.0,         # requests/s over the whole server (token bucket, 1 s burst); 0 = off
     "fail_rate": 0.0,          # fraction of requests answered with one of fail_codes
     "fail_codes": (429, 503),
@@ -33,6 +34,8 @@ DEFAULTS: Dict[str, Any] = {
     "seed": 0,
     "deny_ops": frozenset(),   # ops answered 403
     "require_token": None,     # bearer token required on every request (control endpoints too, but health)
+    "read_only_token": None,   # bearer token of a read-only caller (objectViewer): every write it sends is
+                               # answered 403 as GCS words it; it also passes require_token for reads
     "allowed_hosts": (),       # Host names accepted besides loopback names and the listening address (guard.py)
     "min_part_size": 5 * 1024 * 1024,  # XML multipart: every part but the last must be this big
     "max_parts": XML_MAX_PARTS,         # XML multipart: the highest part number (tests lower it)
@@ -74,7 +77,7 @@ class Profile:
         self.rng = random.Random(0)
         self._tokens = 0.0
         self._t = time.monotonic()
-        self._link_free = 0.0  # when the shared link has sent every byte handed to it so far
+        self._link_free = [0.0, 0.0]  # when the shared link has carried every byte handed to it so far: out, in
         self.configure(**settings)
 
     def configure(self, **settings: Any) -> Dict[str, Any]:
@@ -109,7 +112,7 @@ class Profile:
                 v = _ops(v, k) or frozenset()
             elif k == "seed":
                 v = int(v)
-            elif k == "require_token":
+            elif k in ("require_token", "read_only_token"):
                 v = str(v) if v else None
             elif k == "allowed_hosts":
                 if isinstance(v, str):
@@ -151,6 +154,7 @@ class Profile:
                 v = sorted(v)
             out[k] = v
         out["require_token"] = bool(self.s["require_token"])
+        out["read_only_token"] = bool(self.s["read_only_token"])
         return out
 
     # -- per-request decisions (hot path: keep cheap) --
@@ -166,14 +170,16 @@ class Profile:
             return True
         return False
 
-    def link_wait(self, n: int, now: float) -> float:
-        """Seconds until `n` more response bytes have crossed the link all responses share (0 without
-        `link_mbps`): bytes queue for it in the order they are handed over, as on a real link."""
+    def link_wait(self, n: int, now: float, inbound: bool = False) -> float:
+        """Seconds until `n` more bytes have crossed the link all bodies going that way share (answers out,
+        uploads `inbound`; 0 without `link_mbps`): bytes queue for it in the order they are handed over, as on a
+        real full-duplex link."""
         rate = self.s["link_mbps"]
         if not rate:
             return 0.0
-        self._link_free = max(self._link_free, now) + n / (rate * 1e6)
-        return self._link_free - now
+        way = int(inbound)
+        self._link_free[way] = max(self._link_free[way], now) + n / (rate * 1e6)
+        return self._link_free[way] - now
 
     def lose_reply(self, op: str) -> bool:
         """Whether to carry out this request and then close the connection without answering."""

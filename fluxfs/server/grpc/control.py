@@ -55,7 +55,7 @@ async def get_storage_layout(srv: Any, request: Any, context: Any) -> Any:
 
 
 async def create_folder(srv: Any, request: Any, context: Any) -> Any:
-    gate(srv, context, "folder")
+    gate(srv, context, "folder", writes=True)
     bucket = bucket_name(request.parent)
     name = folder_store.folder_name(request.folder_id)
     return _folder(bucket, name, folder_store.create(srv.store, bucket, name, request.recursive))
@@ -89,7 +89,7 @@ async def list_folders(srv: Any, request: Any, context: Any) -> Any:
 
 
 async def delete_folder(srv: Any, request: Any, context: Any) -> Any:
-    gate(srv, context, "folder")
+    gate(srv, context, "folder", writes=True)
     bucket, name = _split(request.name, "folders")
     folder_store.delete(srv.store, bucket, name)
     return empty_pb2.Empty()
@@ -112,7 +112,7 @@ def _as_of_now(op: Any, done_at: float) -> Any:
 
 async def rename_folder(srv: Any, request: Any, context: Any) -> Any:
     """RenameFolder: applied at once; its operation reports done at once, or after the configured latency."""
-    gate(srv, context, "folder")
+    gate(srv, context, "folder", writes=True)
     bucket, src = _split(request.name, "folders")
     rec, src, dst, op_id, done_at = folders.rename_now(srv, bucket, src, request.destination_folder_id)
     op = operations_pb2.Operation(name=f"projects/_/buckets/{bucket}/operations/{op_id}", done=True)

@@ -8,8 +8,6 @@ import asyncio
 import logging
 from typing import Any, Callable, Optional
 
-from aiohttp import web
-
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 _LOG = logging.getLogger("fluxfs.server")
 # A TLS ClientHello's ALPN extension (type 16) offering only "h2": what gRPC clients send (browsers and curl
@@ -143,22 +141,3 @@ class FrontProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Optional[Exception]) -> None:
         if self._pipe is not None and self._pipe.transport is not None:
             self._pipe.transport.close()
-
-
-class OnePortSite(web.TCPSite):
-    """aiohttp's TCP site with `FrontProtocol` on its socket: HTTP and gRPC on one host:port."""
-
-    def __init__(self, runner: web.AppRunner, host: str, port: int, grpc_endpoint: Any,
-                 backlog: int = 1024):
-        super().__init__(runner, host, port, backlog=backlog)
-        self._grpc_endpoint = grpc_endpoint
-
-    async def start(self) -> None:
-        await web.BaseSite.start(self)  # registers the site with the runner (cleanup closes it)
-        loop = asyncio.get_running_loop()
-        http = self._runner.server
-        endpoint = self._grpc_endpoint
-        self._server = await loop.create_server(lambda: FrontProtocol(http, endpoint), self._host, self._port,
-                                                backlog=self._backlog, reuse_address=self._reuse_address,
-                                                reuse_port=self._reuse_port)
-        self._bound_port = self._server.sockets[0].getsockname()[1]

@@ -1,6 +1,7 @@
 """Object reads over gRPC: `BidiReadObject` (many ranges by read_id on one stream, the object's metadata and
 a read handle in the first response, 2 MiB crc32c-checksummed pieces, range_end on each range's last piece),
-`ReadObject` and `GetObject`; the profile's latency, bandwidth cap and mid-body cuts apply per range."""
+`ReadObject` and `GetObject`; the profile's latency, bandwidth and link caps, lost answers and mid-body cuts apply
+per range, as to HTTP GETs (admission.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -14,41 +15,13 @@ from ..objects import Obj
 from ..preconditions import check_preconditions
 from .appendable import is_unfinalized
 from .convert import object_pb
-from .status import RpcError, bucket_name, cut_status, gate, in_flight, optional
+from ..admission import Pacer, in_flight, latency
+from .status import RpcError, bucket_name, cut_status, gate, lost_status, optional
 
 PIECE = 2 * 1024 * 1024  # content per message, as GCS sends it
 BidiReadResponse = v2.BidiReadObjectResponse.pb()
 ReadResponse = v2.ReadObjectResponse.pb()
 ObjectRangeData = v2.ObjectRangeData.pb()
-
-
-class Pacer:
-    """The bandwidth cap of one stream (`bandwidth_mbps`, MB/s): how long to wait before the next piece."""
-
-    def __init__(self, srv: Any):
-        self.bw = srv.profile.s["bandwidth_mbps"]
-        self.loop = asyncio.get_running_loop()
-        self.t0 = self.loop.time()
-        self.sent = 0
-
-    def restart(self) -> None:
-        """Time spent waiting (first-byte latency, an idle stream) is no bandwidth saved up for a burst."""
-        if self.bw:
-            self.t0 = self.loop.time() - self.sent / (self.bw * 1e6)
-
-    async def pace(self, n: int) -> None:
-        self.sent += n
-        if self.bw:
-            delay = self.t0 + self.sent / (self.bw * 1e6) - self.loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-
-
-async def latency(srv: Any) -> None:
-    """The profile's first-byte latency."""
-    ms = srv.profile.s["latency_ms"]
-    if ms:
-        await asyncio.sleep(ms / 1000.0)
 
 
 def open_object(srv: Any, spec: Any) -> Tuple[Any, Obj]:
@@ -98,9 +71,11 @@ async def bidi_read_object(srv: Any, requests: AsyncIterator[Any], context: grpc
                                                          "read_object_spec.")
     loop = asyncio.get_running_loop()
     opened = loop.time()  # the ranges of the opening message are due one latency after it, with the metadata
-    gate(srv, context, "metadata")
+    opening = gate(srv, context, "metadata")
     b, obj = open_object(srv, first.read_object_spec)
     await latency(srv)
+    if opening.lost:  # opened, but the stream is cut before its first answer
+        await context.abort(*lost_status())
     head = BidiReadResponse()
     head.metadata.CopyFrom(object_pb(b, obj, not is_unfinalized(srv, b.name, obj)))
     head.read_handle.handle = f"{b.name}/{obj.name}#{obj.generation}".encode("utf-8", "surrogateescape")
@@ -125,7 +100,7 @@ async def bidi_read_object(srv: Any, requests: AsyncIterator[Any], context: grpc
 
     note(first, opened)
     reader = asyncio.ensure_future(take())
-    pacer = Pacer(srv)
+    pacer = Pacer(srv.profile)
     try:
         while True:
             item = await arrived.get()
@@ -141,12 +116,15 @@ async def bidi_read_object(srv: Any, requests: AsyncIterator[Any], context: grpc
 async def _serve_range(srv: Any, context: grpc.aio.ServicerContext, where: str, obj: Obj, item: Tuple[float, Any],
                        pacer: Pacer):
     due, rr = item
-    cut = gate(srv, context, "read", data=True)
+    admitted = gate(srv, context, "read", data=True)
+    cut = admitted.reset
     start, end = span(obj, rr.read_offset, rr.read_length, f"read_id {rr.read_id}", where)
     stop = start + (end - start) // 2 if cut else end
     wait = due - asyncio.get_running_loop().time()
     if wait > 0:  # the profile's first-byte latency, counted from the range's arrival
         await asyncio.sleep(wait)
+    if admitted.lost:  # the stream is cut before this range's first byte
+        await context.abort(*lost_status())
     pacer.restart()
     stall = srv.profile.stall_at("read")  # the stream stops moving after this many bytes (as HTTP answers do)
     async for pos, content in pieces(obj, start, stop):
@@ -173,14 +151,17 @@ async def _serve_range(srv: Any, context: grpc.aio.ServicerContext, where: str, 
 
 async def read_object(srv: Any, request: Any, context: grpc.aio.ServicerContext):
     """ReadObject: one range (read_offset, read_limit) streamed, metadata and checksums in the first message."""
-    cut = gate(srv, context, "read", data=True)
+    admitted = gate(srv, context, "read", data=True)
+    cut = admitted.reset
     b, obj = open_object(srv, request)
     if request.read_limit < 0:
         raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, f"Negative read_limit {request.read_limit}.")
     where = f"{b.name}/{obj.name}"
     start, end = span(obj, request.read_offset, request.read_limit, where, where)
     await latency(srv)
-    pacer, first = Pacer(srv), True
+    if admitted.lost:  # the stream is cut before its first answer
+        await context.abort(*lost_status())
+    pacer, first = Pacer(srv.profile), True
     stop = start + (end - start) // 2 if cut else end
     async for _pos, content in pieces(obj, start, stop):
         out = ReadResponse()
@@ -210,7 +191,7 @@ async def get_object(srv: Any, request: Any, context: grpc.aio.ServicerContext) 
 
 async def delete_object(srv: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
     """DeleteObject: as objects.delete (an unfinalized appendable object too)."""
-    gate(srv, context, "delete")
+    gate(srv, context, "delete", writes=True)
     bucket = bucket_name(request.bucket)
     name = request.object_
     srv.store.delete(bucket, name, optional(request, "generation") or None,

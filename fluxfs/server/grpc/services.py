@@ -1,6 +1,7 @@
 """The gRPC services served, as generic handlers over the client library's own message types
 (`google.storage.v2.Storage`, `google.storage.control.v2.StorageControl`, `google.longrunning.Operations`);
-every handler's errors end its RPC with the gRPC status GCS uses (status.py)."""
+every handler's errors end its RPC with the gRPC status GCS uses (status.py), and a unary RPC admitted with its
+answer to be lost (`lose_replies`) is carried out, then ended as a cut stream."""
 from __future__ import annotations
 
 import functools
@@ -14,7 +15,7 @@ from google.protobuf import empty_pb2
 
 from ..errors import ServerError
 from . import control, reads, writes
-from .status import RpcError, abort
+from .status import RpcError, abort, lost_answer, lost_status
 
 _FAILURES = (RpcError, ServerError, ValueError, TypeError, KeyError, UnicodeError)
 
@@ -23,9 +24,13 @@ def _unary(srv: Any, fn: Callable) -> Callable:
     @functools.wraps(fn)
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            return await fn(srv, request, context)
+            out = await fn(srv, request, context)
         except _FAILURES as e:
             await abort(context, e)
+            return None
+        if lost_answer():  # carried out; the answer is lost on the way (lose_replies)
+            await context.abort(*lost_status())
+        return out
     return call
 
 

@@ -1,12 +1,14 @@
-"""gRPC statuses as GCS's gRPC API answers them, and the profile applied to each RPC (auth, deny, rate
-limit, injected faults), counted in the same stats as HTTP requests."""
+"""gRPC statuses as GCS's gRPC API answers them, and the profile applied to each RPC through the one admission
+path HTTP requests take too (admission.py), counted in the same stats."""
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, Iterator, Optional, Tuple
+import contextvars
+from typing import Any, Optional, Tuple
 
 import grpc
 
+from .. import admission
+from ..admission import Admitted
 from ..errors import ServerError
 
 _CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 401: grpc.StatusCode.UNAUTHENTICATED,
@@ -53,57 +55,46 @@ def bucket_name(resource: str) -> str:
     return resource[len(prefix):]
 
 
-def gate(srv: Any, context: grpc.aio.ServicerContext, op: str, data: bool = False) -> bool:
-    """Count one request of `op` (a data read too) and apply the profile as HTTP requests get it:
-    a bearer token if required, denied ops, the rate limit, injected faults. Raises RpcError for a refusal;
-    returns whether this data stream (a read's range, an appendable write stream: `data`) is to be cut
-    midway (`reset_rate`, `cut_replies`)."""
-    srv.requests[op] += 1
+def gate(srv: Any, context: grpc.aio.ServicerContext, op: str, data: bool = False,
+         writes: bool = False) -> Admitted:
+    """Admit one RPC of `op` (a data read too) as HTTP requests are admitted (admission.py): the bearer token, the
+    read-only token refusing what `writes`, denied ops, the rate limit, injected faults; raises RpcError for a
+    refusal. Its `reset` says whether this data stream (a read's range, an appendable write stream: `data`) is to
+    be cut midway (`reset_rate`, `cut_replies`); its `lost`, whether the RPC is carried out and then its stream cut
+    before the answer (`lose_replies`; for a unary RPC the wrapper in services.py sees to it, by `lost_answer`)."""
     if data and op == "read":
         srv.data_reads += 1
-    prof = srv.profile
-    s = prof.s
-    if s["require_token"] is not None:
-        auth = dict(context.invocation_metadata() or ()).get("authorization")
-        if auth != "Bearer " + s["require_token"]:
-            raise RpcError(grpc.StatusCode.UNAUTHENTICATED,
-                           "Anonymous caller does not have storage access (missing or wrong bearer token).")
-    if op in s["deny_ops"]:
-        raise RpcError(grpc.StatusCode.PERMISSION_DENIED, f"The caller does not have permission for '{op}' "
-                                                          "operations.")
-    if not prof.rate_ok():
-        srv.faults[op] += 1
-        raise RpcError(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                       "The rate of requests exceeds the limit; reduce your request rate.")
-    code, reset = prof.fault(op)
-    if code is not None:
-        srv.faults[op] += 1
-        raise RpcError(_CODES.get(code, grpc.StatusCode.UNAVAILABLE), f"Injected fault ({code}) for a '{op}' "
-                                                                      "request.")
-    if not data:
-        return False  # a stream without a body to cut (reset_rate still counts only where it cuts)
-    if not reset and prof.cut_reply(op):
-        reset = True
-    if reset:
-        srv.faults[op] += 1
-    return reset
-
-
-@contextmanager
-def in_flight(srv: Any, op: str) -> Iterator[None]:
-    """Count `op` as being served (stats' peak_in_flight, as for HTTP requests) while the block runs."""
-    srv.in_flight[op] += 1
-    if srv.in_flight[op] > srv.peak_in_flight[op]:
-        srv.peak_in_flight[op] = srv.in_flight[op]
+    auth = dict(context.invocation_metadata() or ()).get("authorization")
     try:
-        yield
-    finally:
-        srv.in_flight[op] -= 1
+        admitted = admission.admit(srv, op, admission.bearer(auth), writes, body=data)
+    except ServerError as e:
+        raise from_server_error(e) from None
+    if data and not admitted.reset and admission.cut(srv, op):
+        admitted.reset = True
+    _LOST.set(admitted.lost)
+    return admitted
+
+
+# Whether the RPC being served was admitted with its answer to be lost: set by `gate`, read by the unary wrapper
+# (services.py) once the handler has carried it out; each RPC is served in a task, with a context, of its own.
+_LOST: contextvars.ContextVar[bool] = contextvars.ContextVar("fluxfs_grpc_lost", default=False)
+
+
+def lost_answer() -> bool:
+    """Whether the RPC served in this task was admitted with its answer to be lost (`gate`)."""
+    return _LOST.get()
 
 
 def cut_status() -> Tuple[grpc.StatusCode, str]:
     """How a stream cut mid-body ends: UNAVAILABLE, which clients retry from the bytes they have."""
     return grpc.StatusCode.UNAVAILABLE, "Injected fault: the stream was cut mid-body."
+
+
+def lost_status() -> Tuple[grpc.StatusCode, str]:
+    """How an RPC whose answer is lost ends (`lose_replies`): carried out, then its stream cut before the answer,
+    UNAVAILABLE as a broken connection is to gRPC clients, who cannot tell whether it happened."""
+    return grpc.StatusCode.UNAVAILABLE, "Injected fault: the stream was cut before its answer (the request was " \
+                                        "carried out)."
 
 
 def optional(msg: Any, field: str) -> Optional[Any]:

@@ -17,8 +17,8 @@ from ..diskerr import disk_writes
 from ..preconditions import check_preconditions
 from .appendable import Appendable, Unflushed, current, finalize, registry
 from .convert import extra_of, object_pb
-from .reads import Pacer
-from .status import RpcError, bucket_name, cut_status, gate, optional
+from ..admission import Pacer
+from .status import RpcError, bucket_name, cut_status, gate, lost_status, optional
 
 Response = v2.BidiWriteObjectResponse.pb()
 
@@ -78,12 +78,14 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
         return
     appendable = first.HasField("append_object_spec") or (first.HasField("write_object_spec")
                                                           and first.write_object_spec.appendable)
-    cut = gate(srv, context, "write", data=appendable)
+    admitted = gate(srv, context, "write", data=appendable, writes=True)
     if first.HasField("append_object_spec"):
         rec = _take_over(srv, first.append_object_spec)
     elif first.HasField("write_object_spec"):
         if not first.write_object_spec.appendable:
             async for out in _one_shot(srv, first, requests):
+                if admitted.lost:  # stored, but the stream is cut before its answer
+                    await context.abort(*lost_status())
                 yield out
             return
         rec = _create(srv, first.write_object_spec)
@@ -95,18 +97,21 @@ async def bidi_write_object(srv: Any, requests: AsyncIterator[Any], context: grp
     yield _response(srv, rec, resource=True)
     pending = Unflushed(srv, rec)
     try:
-        async for out in _appending(srv, rec, epoch, first, pending, requests, context, cut):
+        async for out in _appending(srv, rec, epoch, first, pending, requests, context, admitted):
             yield out
     finally:
         pending.close()
 
 
 async def _appending(srv: Any, rec: Appendable, epoch: int, first: Any, pending: Unflushed,
-                     requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, cut: Any):
-    """The messages of an appendable stream, from its first (which may carry data too)."""
+                     requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, admitted: Any):
+    """The messages of an appendable stream, from its first (which may carry data too). Admitted with its answer
+    lost, the stream is cut where it would answer its end (finish_write, or the client's half-close), once what it
+    holds is persisted."""
     received = rec.size
     finished = flushed = False
-    pacer = Pacer(srv)
+    cut = admitted.reset
+    pacer = Pacer(srv.profile, inbound=True)
     stall = srv.profile.stall_at("write")  # the stream stops taking bytes after this many (as HTTP bodies do)
     message: Optional[Any] = first
     while True:
@@ -123,6 +128,8 @@ async def _appending(srv: Any, rec: Appendable, epoch: int, first: Any, pending:
         if message is None:  # the client closed its side: what it sent is kept
             if not finished:
                 pending.persist()
+                if admitted.lost:
+                    await context.abort(*lost_status())
                 yield _response(srv, rec)
             return
         if finished:
@@ -154,6 +161,8 @@ async def _appending(srv: Any, rec: Appendable, epoch: int, first: Any, pending:
             expect = optional(message.object_checksums, "crc32c") if message.HasField("object_checksums") else None
             finalize(srv, rec, expect)
             finished = True
+            if admitted.lost:
+                await context.abort(*lost_status())
             yield _response(srv, rec, resource=True, finalized=True)
         elif message.state_lookup:
             yield _response(srv, rec)
@@ -178,6 +187,7 @@ async def _one_shot(srv: Any, first: Any, requests: AsyncIterator[Any]):
     srv.store.bucket(bucket)  # a missing bucket is named before any byte is taken
     what = f"{bucket}/{res.name}"
     body = _Body(srv, bucket, what)
+    pacer = Pacer(srv.profile, inbound=True)
     try:
         message: Optional[Any] = first
         while message is not None:
@@ -187,6 +197,7 @@ async def _one_shot(srv: Any, first: Any, requests: AsyncIterator[Any]):
                                                                  f"{what} is not where its data ends.")
                 body.add(message.checksummed_data.content)
                 srv.bytes_in += len(message.checksummed_data.content)
+                await pacer.pace(len(message.checksummed_data.content))
             if message.finish_write:
                 expect = optional(message.object_checksums, "crc32c") if message.HasField("object_checksums") \
                     else None
