@@ -52,9 +52,9 @@ def test_add_arguments_for_fluxfs_serve():
     import argparse
     p = add_arguments(argparse.ArgumentParser())
     args = p.parse_args(["--profile", "cloud", "--latency-ms", "5", "--fail-codes", "429,503", "--seed", "3",
-                         "--link-mbps", "200"])
+                         "--link-mbps", "200", "--read-only-token", "viewer"])
     assert settings_from(args) == {"profile": "cloud", "latency_ms": 5.0, "fail_codes": "429,503", "seed": 3,
-                                   "link_mbps": 200.0}
+                                   "link_mbps": 200.0, "read_only_token": "viewer"}
 
 
 def test_subprocess_handle_same_api(tmp_path):
