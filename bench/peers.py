@@ -157,10 +157,15 @@ def _tensorstore_reads(spec: dict, objects: list) -> dict:
 
 
 def _fluxfs_reads(spec: dict, objects: list) -> dict:
-    """`iter_cat_objects` over a listing (untimed); each object checked as the peers' are (off the clock)."""
+    """`iter_cat_objects` over a listing (untimed); each object checked as the peers' are (off the clock). With
+    spec["token"] (fluxfs-readonly: the server's read-only token) as its bearer token, else anonymous."""
     from fluxfs import FluxFileSystem
 
-    fs = FluxFileSystem(endpoint_url=spec["url"], token="anon", skip_instance_cache=True, **spec.get("fluxfs", {}))
+    token: object = "anon"
+    if spec.get("token"):
+        from google.oauth2.credentials import Credentials
+        token = Credentials(spec["token"])
+    fs = FluxFileSystem(endpoint_url=spec["url"], token=token, skip_instance_cache=True, **spec.get("fluxfs", {}))
     want = {f"{spec['bucket']}/{k}": (s, c) for k, s, c in objects}
     infos = sorted(fs.find(f"{spec['bucket']}/{spec['prefix']}", detail=True).values(), key=lambda i: i["name"])
     if len(infos) != len(objects):
@@ -177,7 +182,8 @@ def _fluxfs_reads(spec: dict, objects: list) -> dict:
     return {"wall_s": wall, "cpu_s": cpu, "peak_mb": mem.extra_mb}
 
 
-READERS = {"fluxfs": _fluxfs_reads, "obstore": _obstore_reads, "tensorstore": _tensorstore_reads}
+READERS = {"fluxfs": _fluxfs_reads, "fluxfs-readonly": _fluxfs_reads, "obstore": _obstore_reads,
+           "tensorstore": _tensorstore_reads}
 
 
 def read_objects(spec: dict) -> dict:

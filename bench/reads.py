@@ -6,6 +6,9 @@ from --objects/--size. Contenders, interleaved on the same server and data:
                     streamed with at most --batch-bytes read ahead (infos from a listing, like
                     Dataflux's input). Runs in its own process, as the peers do (bench/peers.py), where
                     every contender's check of every object is taken off its clock
+  fluxfs-readonly   `fluxfs` with default options under a read-only role (objectViewer: a bearer token the
+                    server refuses every write for, 403): its compose is refused once, then objects are read
+                    directly (10 KiB and 100 KiB sets; ratio `10KiB:fluxfs-readonly/gcsfs`, ...)
   obstore           one GET per object, --peer-concurrency of them in flight (own process, bench/peers.py)
   tensorstore       one kvstore read per object, gcs_request_concurrency = --peer-concurrency (own process)
   fluxfs-batched    `fs.cat_objects(batch)` per batch of --batch-bytes, like the gcsfs contender
@@ -38,6 +41,9 @@ KIB = 1024
 FULL_SETS = [(50_000, 10 * KIB), (20_000, 100 * KIB), (2_000, 1024 * KIB)]
 QUICK_SETS = [(5_000, 10 * KIB), (2_000, 100 * KIB)]
 BUCKET = "bench-reads"
+# The bearer token of fluxfs-readonly: the server answers every write it sends 403 (`read_only_token`).
+READ_ONLY_TOKEN = "bench-reads-viewer"
+READ_ONLY_MAX_SIZE = 100 * KIB  # the sets it runs on: small objects, where compose matters
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -110,7 +116,7 @@ def run(args: argparse.Namespace) -> dict:
     combined: Dict = {"scenario": "reads", "profile": args.profile, "sets": {}, "ratios": {}}
     sub_args = copy.copy(args)
     sub_args.json = None
-    with start_server(args) as srv:
+    with start_server(args, read_only_token=READ_ONLY_TOKEN) as srv:
         url = srv.url
         # Dataflux builds its own storage.Client, which finds the server through this variable.
         os.environ["STORAGE_EMULATOR_HOST"] = url
@@ -159,7 +165,8 @@ def run(args: argparse.Namespace) -> dict:
                 """fluxfs or a peer in its own process (bench/peers.py), on the same objects."""
                 def fn() -> Dict:
                     spec = {"contender": name, "url": url, "bucket": BUCKET, "prefix": prefix, "objects": objects,
-                            "batch_bytes": args.batch_bytes, "concurrency": peer_n, "fluxfs": fl_opts}
+                            "batch_bytes": args.batch_bytes, "concurrency": peer_n, "fluxfs": fl_opts,
+                            "token": READ_ONLY_TOKEN if name == "fluxfs-readonly" else None}
                     srv.reset_stats()
                     out = peers.run_worker(spec)
                     out["requests_per_object"] = sum(srv.stats()["requests"].values()) / count
@@ -252,6 +259,7 @@ def run(args: argparse.Namespace) -> dict:
 
             contenders = {
                 "fluxfs": process_contender("fluxfs"),
+                **({"fluxfs-readonly": process_contender("fluxfs-readonly")} if size <= READ_ONLY_MAX_SIZE else {}),
                 "obstore": process_contender("obstore"),
                 "tensorstore": process_contender("tensorstore"),
                 "fluxfs-batched": fluxfs_contender(flux),
@@ -265,12 +273,16 @@ def run(args: argparse.Namespace) -> dict:
                       "dataflux_max": args.dataflux_max, "dataflux_threads": args.dataflux_threads, **fl_opts,
                       "concurrency": {"fluxfs": f"read_concurrency={flux.batch_read_concurrency} per slice of the "
                                                 "stream (4 slices), composed reads, aiohttp's 100 connections",
+                                      "fluxfs-readonly": "as fluxfs, with a read-only token: compose refused (403) "
+                                                         "once, then direct reads",
                                       "obstore": peers.concurrency_note("obstore", peer_n),
                                       "tensorstore": peers.concurrency_note("tensorstore", peer_n)}}
             report = run_scenario(f"reads {label}", sub_args, params, contenders, "objects_per_s",
                                   [("fluxfs", "obstore"), ("fluxfs", "tensorstore"),
                                    ("fluxfs", "gcsfs"), ("fluxfs", "dataflux"), ("fluxfs", "dataflux-best"),
-                                   ("fluxfs", "limit"), ("fluxfs-batched", "gcsfs"), ("fluxfs-nocompose", "gcsfs")])
+                                   ("fluxfs", "limit"), ("fluxfs-batched", "gcsfs"), ("fluxfs-nocompose", "gcsfs"),
+                                   ("fluxfs-readonly", "gcsfs"), ("fluxfs-readonly", "obstore"),
+                                   ("fluxfs-readonly", "tensorstore")])
             combined["sets"][label] = report
             for name, c in report["contenders"].items():
                 if "median" in c:
@@ -282,6 +294,8 @@ def run(args: argparse.Namespace) -> dict:
             report["ratios"].update(cpu_ratios(report["contenders"], ("obstore", "tensorstore")))
             for k, v in report["ratios"].items():
                 combined["ratios"][f"cpu:{label}:{k[4:]}" if k.startswith("cpu:") else f"{label}:{k}"] = v
+                if k.startswith("fluxfs-readonly/"):  # the row is named by object size: 10KiB:fluxfs-readonly/gcsfs
+                    combined["ratios"][f"{label.partition('x')[2]}:{k}"] = v
         if args.handle_size:
             _handle_scenario(args, sub_args, srv, flux, gfs, combined)
     return finish_combined("reads", args, combined)

@@ -56,6 +56,19 @@ def test_reads_contender_refuses_bytes_that_differ(flux_server, bucket, listed, 
         peers.run_worker(spec(flux_server, bucket, contender, listed), timeout=120)
 
 
+def test_readonly_contender_reads_every_object_with_compose_refused(flux_server, bucket, listed):
+    """fluxfs-readonly: the server's read-only token, every write refused 403; its reads fall back to direct GETs."""
+    flux_server.configure(read_only_token="bench-viewer")
+    flux_server.reset_stats()
+    out = peers.run_worker({**spec(flux_server, bucket, "fluxfs-readonly", listed), "token": "bench-viewer"},
+                           timeout=120)
+    assert out["objects"] == 24 and out["bytes"] == sum(o[1] for o in listed)
+    requests = flux_server.stats()["requests"]
+    assert requests.get("write", 0) == 0 and requests.get("compose", 0) >= 1  # tried, refused, not again per batch
+    assert requests.get("read", 0) >= 24
+    assert flux_server.list_names(bucket, "_fluxfs-tmp/") == []
+
+
 def _shards(torch):
     """Two small safetensors shards: bf16, f32 and int64 tensors of odd sizes."""
     g = torch.Generator().manual_seed(0)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import uuid
-from typing import Any, AsyncIterator, Awaitable
+from typing import Any, AsyncIterator, Awaitable, Tuple
 
 import grpc
 from google.api_core.client_options import ClientOptions
@@ -38,6 +39,14 @@ def make_bucket(url: str, **layout: Any) -> str:
                     headers={"Content-Type": "application/json"})
     assert r.status == 200, r
     return name
+
+
+def stored_object(url: str, name: str, size: int) -> Tuple[str, str, bytes]:
+    """(bucket, name, bytes) of `size` random bytes uploaded over HTTP to a new zonal bucket."""
+    bucket = make_bucket(url)
+    data = os.urandom(size)
+    assert raw.upload(url, bucket, name, data).status == 200
+    return bucket, name, data
 
 
 @contextlib.asynccontextmanager

@@ -4,7 +4,6 @@ stream cut after the server carried the request out, and the read-only token ref
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
 import grpc
@@ -12,17 +11,15 @@ import pytest
 from google.cloud import _storage_v2 as v2
 
 from tests.server import raw
-from tests.zonal.server.grpcutil import arun, bidi_write, endpoint, make_bucket, storage, write_data, write_spec
+from tests.zonal.server.grpcutil import (arun, bidi_write, endpoint, make_bucket, storage, stored_object, write_data,
+                                         write_spec)
 
 SIZE = 2_000_000
 
 
 @pytest.fixture(scope="module")
 def stored(srv):
-    bucket = make_bucket(srv.url)
-    data = os.urandom(SIZE)
-    assert raw.upload(srv.url, bucket, "blob", data).status == 200
-    return bucket, "blob", data
+    return stored_object(srv.url, "blob", SIZE)
 
 
 async def _read_object(url: str, bucket: str, name: str, metadata=()) -> bytes:

@@ -4,7 +4,6 @@ many ranges on one stream, whole objects, the object's metadata, NOT_FOUND and O
 from __future__ import annotations
 
 import io
-import os
 import random
 import time
 
@@ -14,7 +13,7 @@ from google.api_core import exceptions
 from google.cloud.storage.asyncio.async_multi_range_downloader import AsyncMultiRangeDownloader
 
 from tests.server import raw
-from tests.zonal.server.grpcutil import arun, make_bucket, storage
+from tests.zonal.server.grpcutil import arun, storage, stored_object
 
 SIZE = 5 * 1024 * 1024 + 123  # more than two 2 MiB pieces, not a multiple of them
 
@@ -22,10 +21,7 @@ SIZE = 5 * 1024 * 1024 + 123  # more than two 2 MiB pieces, not a multiple of th
 @pytest.fixture(scope="module")
 def stored(srv):
     """(bucket, name, bytes) of an object uploaded over HTTP to a zonal bucket."""
-    bucket = make_bucket(srv.url)
-    data = os.urandom(SIZE)
-    assert raw.upload(srv.url, bucket, "dir/blob.bin", data).status == 200
-    return bucket, "dir/blob.bin", data
+    return stored_object(srv.url, "dir/blob.bin", SIZE)
 
 
 async def _ranges(url, bucket, name, ranges):
