@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, List, Optional
 
 from .errors import ServerError
 from .profile import Profile
@@ -15,6 +15,9 @@ from .profile import Profile
 _PERMISSION = {"write": "storage.objects.create", "compose": "storage.objects.create", "copy": "storage.objects.create",
                "delete": "storage.objects.delete", "metadata": "storage.objects.update",
                "bucket": "storage.buckets.update", "folder": "storage.folders.create"}
+# What a read-only role (objectViewer) holds of what testIamPermissions may ask about.
+READ_PERMISSIONS = frozenset({"storage.objects.get", "storage.objects.list", "storage.folders.get",
+                              "storage.folders.list", "storage.managedFolders.get", "storage.managedFolders.list"})
 # Who the read-only token stands for in GCS's "<principal> does not have <permission> access" message.
 READ_ONLY_PRINCIPAL = "read-only-caller@fluxfs.iam.gserviceaccount.com"
 
@@ -50,6 +53,14 @@ def check_access(profile: Profile, op: str, token: Optional[str], writes: bool) 
                                f"object. Permission '{perm}' denied on resource (or it may not exist).", "forbidden")
     if op in s["deny_ops"]:
         raise ServerError(403, f"The caller does not have permission for '{op}' operations.", "forbidden")
+
+
+def granted(profile: Profile, token: Optional[str], permissions: List[str]) -> List[str]:
+    """Which of `permissions` the caller holds (testIamPermissions): the read-only token only reading ones."""
+    read_only = profile.s["read_only_token"]
+    if read_only is not None and token == read_only:
+        return [p for p in permissions if p in READ_PERMISSIONS]
+    return list(permissions)
 
 
 def admit(srv: Any, op: str, token: Optional[str], writes: bool, body: bool = True) -> Admitted:

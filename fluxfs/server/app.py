@@ -1,6 +1,6 @@
-"""Wiring of the server: one catch-all aiohttp handler that routes on the raw path, applies the
-profile (auth, deny, rate limit, faults, latency, lost answers, other servers' habits) and sends replies
-(bandwidth cap, resets).
+"""Wiring of the server: one catch-all aiohttp handler that routes on the raw path, admits each request
+through the admission path gRPC shares (admission.py: auth, deny, rate limit, faults, latency, lost and cut
+answers), applies other servers' habits and sends replies (paced to the caps, resets, stalls).
 
 Routing is done on ``request.raw_path`` because object names are percent-encoded path segments
 that may contain '/', '%', '?', '#' and newlines; aiohttp's router would decode them too early.

@@ -6,6 +6,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from .admission import bearer, granted
 from .errors import ServerError
 from .fields import apply_fields, parse_fields
 from .json_request import base_url, json_body
@@ -62,7 +63,8 @@ async def bucket_delete(srv, request: web.Request, q: Dict[str, str], bucket: st
 
 async def bucket_test_permissions(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
     srv.store.bucket(bucket)
-    perms = [v for k, v in _multi(request, "permissions")]
+    perms = granted(srv.profile, bearer(request.headers.get("Authorization")),
+                    [v for k, v in _multi(request, "permissions")])
     return json_reply({"kind": "storage#testIamPermissionsResponse", "permissions": perms})
 
 

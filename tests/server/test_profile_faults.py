@@ -142,6 +142,13 @@ def test_link_cap_is_shared_by_concurrent_responses(srv, bkt):
         srv.configure(link_mbps=-1)
 
 
+def test_link_cap_paces_uploads_on_its_own_way_in(srv, bkt):
+    srv.configure(link_mbps=4)  # 1 MB in at 4 MB/s: at least 0.25 s; answers going out do not slow it
+    t0 = time.perf_counter()
+    assert upload(srv.url, bkt, "up", bytes(1_000_000)).status == 200
+    assert time.perf_counter() - t0 >= 0.95 * 1_000_000 / 4e6
+
+
 def test_configure_rejects_bad_settings(srv):
     with pytest.raises(ValueError, match="unknown server setting"):
         srv.configure(latency=5)

@@ -65,3 +65,11 @@ def test_with_a_required_token_the_read_only_one_reads_and_a_wrong_one_is_401(sr
     assert _as_viewer(srv, "DELETE", obj_path(bkt, "a")).status == 403
     assert request(srv.url, "GET", obj_path(bkt, "a"), headers={"Authorization": "Bearer other"}).status == 401
     assert request(srv.url, "DELETE", obj_path(bkt, "a"), headers={"Authorization": "Bearer writer"}).status == 204
+
+
+def test_test_iam_permissions_grants_the_read_only_token_only_reading(srv, bkt):
+    srv.configure(read_only_token="viewer")
+    asked = ["storage.objects.get", "storage.objects.list", "storage.objects.create", "storage.objects.delete"]
+    path = f"/storage/v1/b/{bkt}/iam/testPermissions?" + "&".join(f"permissions={p}" for p in asked)
+    assert _as_viewer(srv, "GET", path).json()["permissions"] == asked[:2]
+    assert request(srv.url, "GET", path).json()["permissions"] == asked  # anyone else: all of them

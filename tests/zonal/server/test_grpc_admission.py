@@ -93,6 +93,35 @@ def test_lost_answer_of_a_grpc_write_is_a_cut_stream_after_the_object_is_written
     assert err is None and out[0].resource.size == len(b"answered")
 
 
+def test_lost_answer_of_an_appendable_finish_is_a_cut_stream_after_it_is_finalized(srv):
+    bucket = make_bucket(srv.url)
+    srv.configure(lose_replies=1, fail_ops="write")  # the stream opened next loses its final answer
+
+    async def write():
+        async with grpc.aio.insecure_channel(endpoint(srv.url)) as ch:
+            call = bidi_write(ch)()
+            await call.write(write_spec(bucket, "app"))
+            opened = await call.read()  # a stream's answers before its end still come
+            await call.write(write_data(0, b"appended"))
+            assert (await call.read()).persisted_size == 8
+            await call.write(v2.BidiWriteObjectRequest(write_offset=8, finish_write=True))
+            await call.done_writing()
+            with pytest.raises(grpc.aio.AioRpcError) as cut:
+                await call.read()
+            # Finalized all the same: taking the generation over is refused.
+            again = bidi_write(ch)()
+            await again.write(v2.BidiWriteObjectRequest(append_object_spec=v2.AppendObjectSpec(
+                bucket=f"projects/_/buckets/{bucket}", object_="app", generation=opened.resource.generation)))
+            await again.done_writing()
+            return cut.value, await again.code(), await again.details()
+
+    cut, code, details = arun(write())
+    assert cut.code() == grpc.StatusCode.UNAVAILABLE and "cut before its answer" in cut.details()
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "is finalized" in details
+    got = raw.request(srv.url, "GET", raw.obj_path(bucket, "app"), params={"alt": "media"})
+    assert got.body == b"appended"
+
+
 def test_lost_answer_of_grpc_reads_and_deletes(srv, stored):
     bucket, name, data = stored
     srv.configure(lose_replies=1, fail_ops="read")
