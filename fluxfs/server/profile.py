@@ -48,7 +48,8 @@ DEFAULTS: Dict[str, Any] = {
     "resumable_ttl_s": 7 * 24 * 3600.0,  # a resumable session ends this long after it starts (GCS: a week)
     "xml_multipart": True,      # False: XML multipart initiates are answered 501, as by servers without it
     "lose_replies": 0,          # the next N requests (of fail_ops) are carried out, then the connection
-                                # closes without an answer: the client cannot tell whether they happened
+                                # closes without an answer (gRPC: the stream ends UNAVAILABLE before it): the
+                                # client cannot tell whether they happened
     "cut_replies": 0,           # the next N successful answers with a body (of fail_ops) are carried out and
                                 # sent with the body cut in half: a truncated, unparsable answer
     "stall_after": None,        # requests (of fail_ops) stop moving after this many body bytes: the server stops
