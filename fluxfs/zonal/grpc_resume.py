@@ -22,6 +22,7 @@ from ..errors import AppendTakenOver, RequestTimeout, ResumeImpossible
 from ..gcs.redact import get_logger
 from .gcs_adapter import close_stream_call, detach_stream, drop_stream, extra, forget_position, redirected
 from .grpc_client import grpc_client
+from .grpc_errors import one_attempt
 from .stalls import bounded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,12 +33,6 @@ logger = get_logger(__name__)
 CLOSE_WAIT = 5.0  # seconds a broken stream is given to close before it is dropped
 SLICE = 2 * 2**20  # bytes handed to the library per call: its largest message, each bounded by read_timeout
 _closing: "set[asyncio.Future]" = set()
-
-
-def _no_retry() -> Any:
-    from google.api_core.retry_async import AsyncRetry
-
-    return AsyncRetry(predicate=lambda exc: False)
 
 
 def within(client: "Client", aw: Any, what: str, writing: bool = False) -> Any:
@@ -110,7 +105,7 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
             done = int(writer.persisted_size or 0) - base
             view = memoryview(data)
             for at in range(done, len(data), SLICE):  # each slice taken within read_timeout, or the stream stalled
-                await within(client, writer.append(view[at:at + SLICE], retry_policy=_no_retry()), what,
+                await within(client, writer.append(view[at:at + SLICE], retry_policy=one_attempt()), what,
                              writing=True)
             persisted = await within(client, writer.flush(), what, writing=True)
             if persisted != end:
@@ -174,12 +169,11 @@ async def _close_quietly(stream: Any) -> None:
 
 
 async def _reopen(client: "Client", writer: Any, what: str) -> None:
-    """Take the object over again by generation and write handle; `writer.persisted_size` is then GCS's."""
-    from .grpc_errors import async_retry
-
+    """Take the object over again by generation and write handle; `writer.persisted_size` is then GCS's. One
+    attempt: a transient failure is retried by `append`'s policy, as a broken stream is."""
     forget_position(writer)
     try:
-        await within(client, writer.open(retry_policy=async_retry(client, "write")), what)
+        await within(client, writer.open(retry_policy=one_attempt()), what)
     except Exception as exc:
         if retryable(exc):
             raise
