@@ -77,18 +77,11 @@ def upload_settings(client: "Client", block_size: int | None = None,
     return part, conc, STRATEGIES[strategy]
 
 
-def asks_layout(client: "Client") -> bool:
-    """Whether a write depends on its bucket's layout: compose (none on zonal) or gRPC appendable uploads."""
-    return may_compose(client) or client.options.zonal_transport == "grpc"
-
-
 async def destination(client: "Client", bucket: str, path: str) -> "Transport":
-    """The transport of the write of `path` (`zonal/transport.py`), the bucket's layout asked only where that matters
-    (`asks_layout`); a server not reached names the object being written, as the write's own requests would."""
-    if not asks_layout(client):
-        return transport.assumed(bucket)
+    """The transport of the write of `path` (`zonal/transport.py`), the bucket's layout asked only where the write
+    could differ by it; a server not reached names the object being written, as the write's own requests would."""
     try:
-        return await transport.of(client, bucket)
+        return await transport.for_write(client, bucket, may_compose(client))
     except ServerUnreachable as exc:
         raise _named(exc, bucket, path) from None
 
@@ -96,10 +89,8 @@ async def destination(client: "Client", bucket: str, path: str) -> "Transport":
 def destination_sync(client: "Client", bucket: str, path: str) -> "Transport":
     """`destination` from blocking code (a handle being opened): a layout already known answers without the event
     loop, else it is asked as there."""
-    if not asks_layout(client):
-        return transport.assumed(bucket)
     try:
-        return transport.of_sync(client, bucket)
+        return transport.for_write_sync(client, bucket, may_compose(client))
     except ServerUnreachable as exc:
         raise _named(exc, bucket, path) from None
 

@@ -58,13 +58,30 @@ def of_layout(client: "Client", lay: BucketLayout) -> Transport:
 
 
 async def of(client: "Client", bucket: str) -> Transport:
-    """`bucket`'s transport, its layout looked up if not known yet (writes, copies, merges wait for it)."""
+    """`bucket`'s transport, its layout looked up if not known yet (copies, merges, a write's compose fallback)."""
     return of_layout(client, await layout(client, bucket))
 
 
 def of_sync(client: "Client", bucket: str) -> Transport:
-    """`of` from blocking code (a handle being opened)."""
+    """`of` from blocking code (an "ab" handle being opened)."""
     return of_layout(client, layout_sync(client, bucket))
+
+
+def _differs(client: "Client", composes: bool) -> bool:
+    """Whether a write could differ by its bucket's layout: it would compose (none on zonal buckets), or zonal
+    buckets take gRPC."""
+    return composes or client.options.zonal_transport == GRPC
+
+
+async def for_write(client: "Client", bucket: str, composes: bool) -> Transport:
+    """`bucket`'s transport for a write (`composes`: its strategy would compose its parts), the layout asked only
+    where the write could differ by it, else HTTP (`assumed`)."""
+    return await of(client, bucket) if _differs(client, composes) else assumed(bucket)
+
+
+def for_write_sync(client: "Client", bucket: str, composes: bool) -> Transport:
+    """`for_write` from blocking code (a handle being opened): a layout already known answers without the loop."""
+    return of_sync(client, bucket) if _differs(client, composes) else assumed(bucket)
 
 
 def for_read(client: "Client", bucket: str) -> Transport:
