@@ -15,8 +15,8 @@ from ..errors import RequestTimeout
 from ..gcs.progress import ProgressClock
 from ..gcs.redact import get_logger
 from ..gcs.verify import check_whole
-from .grpc_client import connect
 from .gcs_adapter import extra, quiet_read_stream_closes
+from .grpc_client import connect
 from .grpc_errors import async_retry, reraise
 from .stalls import bounded
 

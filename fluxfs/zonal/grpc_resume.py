@@ -9,7 +9,8 @@ GCS documents for a broken appendable stream), its persisted size read, and the 
 attempts and backoff are the filesystem's write retry policy (`RetryPolicy.run`, the one HTTP requests retry
 under). Persisted bytes that are not the ones sent (a size outside the append's range, or, where the crc32c of
 what the object held is known, another crc32c: another writer appended meanwhile) end the write with
-`ResumeImpossible` naming the object: nothing is guessed.
+`ResumeImpossible` naming the object: nothing is guessed. A stream's first opening (`open_stream`) is retried
+under the same policy.
 """
 from __future__ import annotations
 
@@ -124,6 +125,25 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
             raise
 
     await client.retry_policy("write").run(attempt, what=f"the write of {what}", retry_on=retryable)
+
+
+async def open_stream(client: "Client", writer: Any, what: str) -> None:
+    """Open `writer`'s stream (a new object, or a takeover of its generation), each try an attempt of the write
+    retry policy: a transient status or a redirect (its routing token kept) is tried again; a stall is not (an
+    opening that stalled may have made the object: a create-only write would then refuse its own object)."""
+    broke: list = []
+
+    async def attempt(n: int) -> None:
+        if n:
+            _drop_stream(writer, broke[-1])
+        try:
+            await within(client, writer.open(retry_policy=one_attempt()), what)
+        except Exception as exc:
+            broke.append(exc)
+            raise
+
+    await client.retry_policy("write").run(attempt, what=f"opening the write of {what}",
+                                           retry_on=lambda exc: retryable(exc) and not isinstance(exc, RequestTimeout))
 
 
 async def _check(client: "Client", writer: Any, what: str, data: bytes, base: int) -> None:

@@ -39,7 +39,7 @@ async def open_writer(client: "Client", bucket: str, key: str, generation: Optio
     if resource:
         writer.blob = blob_with(bucket, key, resource)
     try:
-        await grpc_resume.within(client, writer.open(retry_policy=async_retry(client, "write")), what)
+        await grpc_resume.open_stream(client, writer, what)
         grpc_resume.track(writer, await grpc_resume.within(client, grpc_resume.persisted_crc(client, writer), what)
                           if generation else 0)
     except BaseException as exc:
