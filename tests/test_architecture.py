@@ -88,7 +88,8 @@ def test_the_clis_imports_of_pipes_are_checked_too():
 
 # The accelerations take the narrow client (fluxfs/gcs/client.py); gcsfs's internals are read in one module.
 ACCELERATIONS = ("fluxfs/reads/*.py", "fluxfs/writes/*.py", "fluxfs/listing/*.py", "fluxfs/cache/*.py",
-                 "fluxfs/gcs/*.py", "fluxfs/temporaries.py", "fluxfs/temp_registry.py", "fluxfs/temp_uploads.py")
+                 "fluxfs/gcs/*.py", "fluxfs/zonal/*.py", "fluxfs/temporaries.py", "fluxfs/temp_registry.py",
+                 "fluxfs/temp_uploads.py")
 RECEIVERS = {"fs", "client", "filesystem"}   # names that hold a filesystem or its client
 
 
@@ -114,7 +115,7 @@ def _fsspec_async_api() -> set[str]:
                   and hasattr(fsspec.AbstractFileSystem, n[1:])}
     twins = {n for n in dir(FluxFileSystem) if n.startswith("_") and not n.startswith("__")
              and hasattr(FluxFileSystem, n[1:]) and inspect.iscoroutinefunction(getattr(FluxFileSystem, n))}
-    return fsspec_api | twins
+    return fsspec_api | twins | {"_parent", "_strip_protocol"}  # fsspec's path classmethods, every filesystem's
 
 
 def test_acceleration_modules_read_no_gcsfs_private():
@@ -138,3 +139,66 @@ def test_acceleration_modules_read_no_gcsfs_private():
             elif isinstance(node, ast.ImportFrom) and any(a.name == "FluxFileSystem" for a in node.names):
                 hits.append(f"{where}:{node.lineno}: imports FluxFileSystem")
     assert not hits, "gcsfs's internals are read in fluxfs/gcsfs_adapter.py only: " + ", ".join(hits)
+
+
+# google-cloud-storage's and grpc's internals are reached in one module too, as gcsfs's are.
+GCS_ADAPTER = "fluxfs/zonal/gcs_adapter.py"
+LIBRARIES = ("google", "grpc")
+LIBRARY_USERS = ("fluxfs/zonal/*.py", "fluxfs/writes/appendable_uploader.py", "fluxfs/writes/zonal_append.py")
+
+
+def _private_of_a_library(dotted: str) -> bool:
+    parts = dotted.split(".")
+    return parts[0] in LIBRARIES and any(p.startswith("_") and not p.startswith("__") for p in parts)
+
+
+def test_google_cloud_storage_and_grpc_internals_are_reached_in_their_adapter_only():
+    """Outside fluxfs/zonal/gcs_adapter.py (and the server, which serves the library's own message types): no import
+    of a private module of google-cloud-storage or grpc (`google.cloud._storage_v2`, `grpc.aio._call`), nor of a
+    private name from one; and where the library's objects are handled (fluxfs/zonal, the gRPC upload strategy), no
+    private module named in a string (a logger's name), no `obj._private` read or set on anything but `self`, `cls`
+    and `super()` (fluxfs's own state is kept beside the library's objects, by the adapter), no getattr/setattr
+    of one."""
+    import ast
+    hits = []
+    for path in _tracked("fluxfs/*.py"):
+        where = str(path.relative_to(ROOT))
+        if where == GCS_ADAPTER or where.startswith("fluxfs/server/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                hits += [f"{where}:{node.lineno}: import {a.name}" for a in node.names if _private_of_a_library(a.name)]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                if _private_of_a_library(node.module) or any(_private_of_a_library(f"{node.module}.{a.name}")
+                                                             for a in node.names):
+                    hits.append(f"{where}:{node.lineno}: from {node.module} import ...")
+    users = {p for p in _tracked(*LIBRARY_USERS) if str(p.relative_to(ROOT)) != GCS_ADAPTER}
+    fsspec = _fsspec_async_api()
+    for path in sorted(users):
+        where = path.relative_to(ROOT)
+        for node in ast.walk(ast.parse(path.read_text())):
+            own = _receiver(node.value) in ("self", "cls") if isinstance(node, ast.Attribute) else False
+            own = own or isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and not own and node.attr not in fsspec:
+                hits.append(f"{where}:{node.lineno}: .{node.attr}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2 \
+                    and isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_"):
+                hits.append(f"{where}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value \
+                    and _private_of_a_library(node.value):  # a logger's name
+                hits.append(f"{where}:{node.lineno}: {node.value!r}")
+    assert not hits, f"google-cloud-storage's and grpc's internals are reached in {GCS_ADAPTER} only: " + \
+        ", ".join(hits)
+
+
+def test_the_adapter_says_what_it_was_checked_against():
+    """The adapter names the versions it was checked against: constraints.txt's pins, which setup.cfg bounds."""
+    from fluxfs.zonal.gcs_adapter import CHECKED_AGAINST
+    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line)
+    assert {name: pins.get(name) for name in CHECKED_AGAINST} == CHECKED_AGAINST
+    cfg = (ROOT / "setup.cfg").read_text()
+    for name in ("google-cloud-storage[grpc]", "grpcio"):
+        assert any(line.strip().startswith(name + ">=") and ",<" in line for line in cfg.splitlines()), name

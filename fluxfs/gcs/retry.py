@@ -75,17 +75,21 @@ class RetryPolicy:
         return delay
 
     async def run(self, fn: Callable[[int], Awaitable[T]], what: str = "request",
-                  retry_on: tuple[type[BaseException], ...] = RETRYABLE_EXCEPTIONS) -> T:
+                  retry_on: "tuple[type[BaseException], ...] | Callable[[BaseException], bool]" = RETRYABLE_EXCEPTIONS
+                  ) -> T:
         """Call `fn(attempt)` (0, 1, ...) until it succeeds, a non-retryable error occurs, or attempts
         or the deadline run out. The attempt number lets a non-idempotent step check, from its second
-        attempt on, whether an earlier one landed although its answer was lost. `retry_on`: the failures
-        retried (fewer where a library retries the rest itself, as google-cloud-storage's gRPC calls do)."""
+        attempt on, whether an earlier one landed although its answer was lost (or resume from what did).
+        `retry_on`: the failures retried, as types (fewer where a library retries the rest itself, as
+        google-cloud-storage's gRPC calls do) or a predicate (gRPC statuses, told apart by their details)."""
         start = time.monotonic()
         attempt = 0
         while True:
             try:
                 return await fn(attempt)
-            except retry_on as exc:
+            except Exception as exc:
+                if not (isinstance(exc, retry_on) if isinstance(retry_on, tuple) else retry_on(exc)):
+                    raise
                 attempt += 1
                 elapsed = time.monotonic() - start
                 delay = self.backoff(attempt - 1, getattr(exc, "retry_after", None))

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 import google_crc32c
 
-from .. import temporaries, zonal
+from .. import temporaries
 from ..errors import HttpError, PreconditionFailed, RetryableError, object_changed
 from ..gcs import http, tempnames
 from ..gcs.chunks import Chunked
+from ..zonal import transport
 from .direct import get_chunks, read_object
 from .plan import ObjectRef, plan, to_objs
 
@@ -316,7 +317,7 @@ async def cat_objects(client: "Client", infos: Iterable[dict], on_error: str = "
     if compose_on(client):
         cap = opts.max_composite_size
         groups, direct = plan(objs, cap, min(opts.compose_threshold, cap))
-        groups, direct = await zonal.without_zonal(client, groups, direct)  # no compose on zonal (Rapid) buckets
+        groups, direct = await transport.without_compose(client, groups, direct)  # none on zonal buckets
     else:
         groups, direct = [], objs
     batch = _Batch(client, opts.read_concurrency)

@@ -19,7 +19,7 @@ from ..gcs import http
 from ..gcs.checksums import crc_from_b64
 from ..gcs.tasks import gather_all
 from ..gcs.verify import check_whole
-from ..zonal import grpc_client, grpc_reads
+from ..zonal import grpc_reads, transport
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -139,7 +139,7 @@ async def _get_once(client, bucket, key, start, end, generation, check) -> Fetch
 async def get_range(client: "Client", bucket: str, key: str, start: Optional[int] = None,
                     end: Optional[int] = None, generation: Optional[str] = None, check: bool = True) -> Fetched:
     """GET bytes [start, end) (all when both are None) under the read retry policy."""
-    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: one bidi read stream
+    if transport.for_read(client, bucket).grpc:  # a zonal bucket: one bidi read stream
         got = await grpc_reads.read(client, bucket, key, start, end, generation)
         return Fetched(b"".join(got.chunks), got.start, got.size, got.generation, got.crc32c)
     policy = client.retry_policy("read")
@@ -194,7 +194,7 @@ async def get_chunks(client: "Client", bucket: str, key: str, start: int, end: i
     A retry after the headers were seen is pinned to the generation they named, so the
     bytes can never come from two versions.
     """
-    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: one bidi read stream
+    if transport.for_read(client, bucket).grpc:  # a zonal bucket: one bidi read stream
         got = await grpc_reads.read(client, bucket, key, start, end, generation)
         if on_head is not None:
             on_head(got.size, got.generation, got.crc32c)
@@ -238,7 +238,7 @@ async def read_object(client: "Client", bucket: str, key: str, *, start: Optiona
     first_end = s + chunk if end is None else min(end, s + chunk)
     if end is not None and first_end <= s:
         return Fetched(b"", s, -1, generation, None)
-    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: ranges on bidi read streams
+    if transport.for_read(client, bucket).grpc:  # a zonal bucket: ranges on bidi read streams
         got = await grpc_reads.read(client, bucket, key, start, end, generation, chunk, size_hint, concurrency)
         return Fetched(b"".join(got.chunks), got.start, got.size, got.generation, got.crc32c)
     first = await get_chunks(client, bucket, key, s, first_end, generation)

@@ -18,7 +18,7 @@ from ..errors import ChecksumMismatch, ObjectChanged, PreconditionFailed, object
 from ..gcs import http
 from ..gcs.tasks import gather_all
 from ..gcs.checksums import crc32c_combine
-from ..zonal import grpc_client, grpc_reads
+from ..zonal import grpc_reads, transport
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _media_params, _object_headers
 from .direct import _range_header, check_ranged_answer, media_url, named
 
@@ -105,7 +105,7 @@ async def _fetch_once(client, bucket, key, req: Request, generation,
                       verify: bool) -> tuple[int, Optional[str], Optional[int]]:
     """One GET of `req`'s range into its pieces; returns (object size, generation, object crc32c)."""
     what = f"{bucket}/{key}"
-    if await grpc_client.uses_grpc(client, bucket, wait=False):  # a zonal bucket: a bidi read, then scattered
+    if transport.for_read(client, bucket).grpc:  # a zonal bucket: a bidi read, then scattered
         got = await grpc_reads.read(client, bucket, key, req.start, req.end, generation)
         running, pos, i = 0, 0, 0
         for data in got.chunks:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from .. import temporaries, zonal
+from .. import temporaries
 from ..gcs import bridge, tempnames
+from ..zonal import transport
 from .append_commit import commit_append, current_resource, destination_fields, new_temp
 from .lifecycle import AtomicWriter
 from .settings import object_path
@@ -42,7 +43,7 @@ class FluxAppendFile(AtomicWriter):
         self.client = client = fs.client  # what the upload pipeline takes
         self.bucket, self.key = object_path(client, path)
         self.path = f"{self.bucket}/{self.key}"
-        zonal.refuse_compose(client, self.bucket, f"append to {self.path}")  # the commit is a compose
+        transport.of_sync(client, self.bucket).refuse_compose(f"append to {self.path}")  # the commit composes
         self._given = {"content_type": content_type, "metadata": metadata,
                        "fixed_key_metadata": fixed_key_metadata, "kms_key_name": kms_key_name}
         destination_fields(self.key, None, self._given)  # a bad option fails now, naming itself

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import zonal
 from ..errors import ChecksumMismatch
 from ..gcs import http
+from ..zonal import transport
 from ..gcs.checksums import crc32c, crc32c_combine, crc_from_b64
 from .bodies import DEFAULT_CONTENT_TYPE
 from .fields import FIXED_KEYS, ObjectFields
@@ -35,7 +35,7 @@ class StreamedCopies:
         b1, _, _ = self.split_path(path1)  # type: ignore[attr-defined]
         b2, _, g2 = self.split_path(path2)  # type: ignore[attr-defined]
         client = self.client  # type: ignore[attr-defined]
-        if g2 or not (await zonal.is_zonal(client, b1) or await zonal.is_zonal(client, b2)):
+        if g2 or ((await transport.of(client, b1)).rewrite and (await transport.of(client, b2)).rewrite):
             return await super()._cp_file(path1, path2, acl=acl, **kwargs)  # type: ignore[misc]
         if acl is not None:
             raise ValueError(f"cp {path1} -> {path2}: acl={acl!r} cannot be applied: a copy to or from a zonal "

@@ -13,9 +13,9 @@ import logging
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from .. import zonal
 from ..errors import HttpError, ZonalUnsupported
 from ..gcs import http
+from ..zonal import transport
 from .compose import ComposeUploader
 from .strategy import Uploader
 from .xml import XmlUploader
@@ -79,7 +79,7 @@ class XmlOrComposeUploader(XmlUploader):
                     self.client, self.pw.bucket)):
                 raise
             _mark_unsupported(self.client, exc)
-            if await zonal.is_zonal(self.client, self.pw.bucket):  # no compose there to fall back on
+            if not (await transport.of(self.client, self.pw.bucket)).compose:  # nothing to fall back on
                 raise ZonalUnsupported(
                     f"{self.pw.what}: the server has no XML multipart upload and bucket {self.pw.bucket} is zonal "
                     "(Rapid), where GCS has no compose; write it again: this filesystem now writes there with "

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from .. import zonal
 from ..errors import ServerUnreachable
-from ..gcs import bridge
 from ..gcs.limits import RESUMABLE_CHUNK_MULTIPLE, XML_MIN_PART_SIZE
+from ..zonal import transport
 from .appendable_uploader import AppendableUploader
 from .compose import ComposeUploader
 from .fallback import XmlOrComposeUploader, xml_unsupported
@@ -15,6 +14,7 @@ from .resumable import ResumableUploader
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
+    from ..zonal.transport import Transport
     from .fields import ObjectFields
     from .parts import PartWriter
     from .strategy import Uploader
@@ -27,7 +27,8 @@ STRATEGIES: dict[str, Callable[["PartWriter"], "Uploader"]] = {
 
 
 def upload_settings(client: "Client", block_size: int | None = None,
-                    fields: "ObjectFields | None" = None, zonal_bucket: bool = False) -> tuple[int, int, Callable]:
+                    fields: "ObjectFields | None" = None, dest: "Transport | None" = None
+                    ) -> tuple[int, int, Callable]:
     """(part size, concurrency, uploader class) of one write, validated.
 
     The part size is the ``part_size`` option, which must suit the strategy (XML multipart: at least
@@ -37,11 +38,11 @@ def upload_settings(client: "Client", block_size: int | None = None,
     strategy needs: the write succeeds, its memory bound by about concurrency x that part size.
     Fields the XML API's headers cannot carry unchanged (non-ASCII metadata values, upper-case
     metadata keys) send an ``xml`` write through one JSON resumable session instead. A server found
-    to lack XML multipart upload (`fallback.py`) gets ``compose`` writes instead, except on a `zonal_bucket`
-    (`zonal_destination`), where compose does not exist: one resumable session; over gRPC
+    to lack XML multipart upload (`fallback.py`) gets ``compose`` writes instead, except where the destination's
+    transport (`dest`, from `destination`) has no compose (a zonal bucket): one resumable session; over gRPC
     (``zonal_transport="grpc"``) one appendable object there, its parts appended in order (`appendable_uploader.py`).
     """
-    if zonal_bucket and client.options.zonal_transport == "grpc":
+    if dest is not None and dest.grpc:
         part = int(block_size or client.options.part_size)
         if part < 1:
             raise ValueError(f"{'block_size' if block_size else 'part_size'} must be positive, not {part}")
@@ -50,7 +51,7 @@ def upload_settings(client: "Client", block_size: int | None = None,
     strategy = "resumable" if option == "xml" and fields is not None and not fields.xml_safe else option
     if strategy == "xml" and xml_unsupported(client):
         strategy = "compose"
-    if strategy == "compose" and zonal_bucket:
+    if strategy == "compose" and dest is not None and not dest.compose:
         strategy = "resumable"
     conc = client.options.write_concurrency
     if block_size is None:
@@ -76,29 +77,26 @@ def upload_settings(client: "Client", block_size: int | None = None,
     return part, conc, STRATEGIES[strategy]
 
 
-def asks_layout(client: "Client") -> bool:
-    """Whether a write depends on its bucket's layout: compose (none on zonal) or gRPC appendable uploads."""
-    return may_compose(client) or client.options.zonal_transport == "grpc"
-
-
-async def zonal_destination(client: "Client", bucket: str, path: str) -> bool:
-    """Whether the write of `path` goes to a zonal bucket, asked only where that matters (`asks_layout`); a server
-    not reached names the object being written, as the write's own requests would."""
-    if not asks_layout(client):
-        return False
+async def destination(client: "Client", bucket: str, path: str) -> "Transport":
+    """The transport of the write of `path` (`zonal/transport.py`), the bucket's layout asked only where the write
+    could differ by it; a server not reached names the object being written, as the write's own requests would."""
     try:
-        return await zonal.is_zonal(client, bucket)
+        return await transport.for_write(client, bucket, may_compose(client))
     except ServerUnreachable as exc:
-        raise ServerUnreachable(f"{path}: {str(exc).removeprefix(bucket + ': ')}") from None
+        raise _named(exc, bucket, path) from None
 
 
-def zonal_destination_sync(client: "Client", bucket: str, path: str) -> bool:
-    """`zonal_destination` from blocking code (a handle being opened): a layout already known answers without
-    the event loop, else it is asked as there."""
-    if not asks_layout(client):
-        return False
-    found = zonal.known(client, bucket)
-    return found.zonal if found is not None else bridge.run(client, zonal_destination, client, bucket, path)
+def destination_sync(client: "Client", bucket: str, path: str) -> "Transport":
+    """`destination` from blocking code (a handle being opened): a layout already known answers without the event
+    loop, else it is asked as there."""
+    try:
+        return transport.for_write_sync(client, bucket, may_compose(client))
+    except ServerUnreachable as exc:
+        raise _named(exc, bucket, path) from None
+
+
+def _named(exc: ServerUnreachable, bucket: str, path: str) -> ServerUnreachable:
+    return ServerUnreachable(f"{path}: {str(exc).removeprefix(bucket + ': ')}")
 
 
 def may_compose(client: "Client") -> bool:

@@ -11,7 +11,7 @@ from ..errors import UploadLost
 from .fields import ObjectFields, object_fields
 from .parts import PartWriter
 from .schedule import beyond_reach, fixed_part_size, max_part
-from .settings import object_path, upload_settings, zonal_destination
+from .settings import destination, object_path, upload_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -42,8 +42,8 @@ async def _upload_chunks(client: "Client", path: str, size: int, read: Callable[
 async def _upload_once(client: "Client", path: str, size: int, read: Callable[[int], Awaitable[bytes]], *,
                        create_only: bool, fields: ObjectFields, callback: Any = None) -> dict:
     bucket, key = object_path(client, path)
-    zonal_bucket = await zonal_destination(client, bucket, f"{bucket}/{key}")
-    part, conc, uploader = upload_settings(client, fields=fields, zonal_bucket=zonal_bucket)
+    dest = await destination(client, bucket, f"{bucket}/{key}")
+    part, conc, uploader = upload_settings(client, fields=fields, dest=dest)
     cap = uploader.part_cap(client)
     if cap is not None:  # equal parts, as few as the cap allows (XML: 10,000; compose: compose_max_components)
         part = fixed_part_size(size, part, cap)

@@ -21,7 +21,7 @@ from .lifecycle import AtomicWriter
 from .parts import PartWriter
 from .schedule import beyond_reach, max_part, reach
 from .schedule import part_size as scheduled_part_size
-from .settings import object_path, upload_settings, zonal_destination_sync
+from .settings import destination_sync, object_path, upload_settings
 from .single import exists_error, get_resource
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -137,8 +137,8 @@ class FluxWriteFile(AtomicWriter):
 
     def _configure(self, fields: ObjectFields) -> None:
         """Part size and strategy for `fields` (XML headers cannot carry every field); before the upload starts."""
-        on_zonal = zonal_destination_sync(self.client, self.bucket, self.path)
-        self.part_size, self.concurrency, uploader = upload_settings(self.client, self._block_size, fields, on_zonal)
+        dest = destination_sync(self.client, self.bucket, self.path)
+        self.part_size, self.concurrency, uploader = upload_settings(self.client, self._block_size, fields, dest)
         uploader = getattr(self, "_appending", None) or uploader  # "ab" on zonal: onto the object taken over
         if self._buffered >= self.part_size:  # strategy changed under a fuller buffer: a part size above it
             self.part_size = -(-(self._buffered + 1) // RESUMABLE_CHUNK_MULTIPLE) * RESUMABLE_CHUNK_MULTIPLE

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import zonal
 from ..gcs import bridge
-from ..zonal import grpc_writes
+from ..zonal import grpc_writes, transport
 from .appendable_uploader import AppendableUploader
 from .single import get_resource
 from .write_file import FluxWriteFile
@@ -43,6 +42,6 @@ def open_append(fs: "AbstractFileSystem", path: str, mode: str = "ab", block_siz
     from .append import FluxAppendFile
 
     bucket = fs.client.split_path(path)[0]
-    if fs.client.options.zonal_transport == "grpc" and zonal.layout_sync(fs.client, bucket).zonal:
+    if transport.of_sync(fs.client, bucket).grpc:
         return ZonalAppendFile(fs, path, mode, block_size=block_size, **kwargs)
     return FluxAppendFile(fs, path, mode, block_size=block_size, **kwargs)

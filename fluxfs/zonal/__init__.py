@@ -1,12 +1,11 @@
-"""Zonal (Rapid) and hierarchical-namespace buckets: each bucket's layout learned once (`layout.py`), zonal
+"""Zonal (Rapid) and hierarchical-namespace buckets: each bucket's layout learned once (`layout.py`), what it
+means for reads and writes decided in one place (`transport.py`: HTTP or gRPC, compose and rewrite or not), zonal
 bucket creation (`buckets.py`), HNS folders (`hns.py` over `folders.py`: mkdir, rmdir, mv as one rename, empty
-folders in listings), and what changes there (no compose: batched reads go direct, compose writes
-go resumable, appends and merges are refused naming the bucket)."""
+folders in listings), gRPC reads and appendable writes (`grpc_*.py`), google-cloud-storage's internals reached in
+`gcs_adapter.py` only. Everything else is imported from the module defining it."""
 from . import hns
 from .buckets import ZonalBuckets
 from .hns import HnsFolders
-from .layout import (HNS, STANDARD, ZONAL, BucketLayout, forget, is_zonal, known, layout, layout_sync,
-                     refuse_compose, unsupported, without_zonal)
+from .layout import BucketLayout, layout_sync
 
-__all__ = ["HnsFolders", "ZonalBuckets", "hns", "HNS", "STANDARD", "ZONAL", "BucketLayout", "forget", "is_zonal",
-           "known", "layout", "layout_sync", "refuse_compose", "unsupported", "without_zonal"]
+__all__ = ["BucketLayout", "HnsFolders", "ZonalBuckets", "hns", "layout_sync"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .layout import forget, is_zonal, unsupported
+from . import transport
+from .layout import forget
 
 
 class ZonalBuckets:
@@ -45,8 +46,7 @@ class ZonalBuckets:
     async def _merge(self, path: str, paths: list, acl: Any = None) -> Any:
         """gcsfs's merge (a compose); on a zonal bucket, where GCS has no compose, ZonalUnsupported naming it."""
         bucket = self.split_path(path)[0]  # type: ignore[attr-defined]
-        if await is_zonal(self.client, bucket):  # type: ignore[attr-defined]
-            raise unsupported(bucket, f"merge into {path}")
+        (await transport.of(self.client, bucket)).refuse_compose(f"merge into {path}")  # type: ignore[attr-defined]
         return await super()._merge(path, paths, acl=acl)  # type: ignore[misc]
 
 

@@ -1,5 +1,5 @@
 """The gRPC side of zonal (Rapid) buckets: one `AsyncGrpcClient` (google-cloud-storage's asyncio client) per
-process, event loop and endpoint, built lazily, and which transport a zonal bucket's reads and writes take.
+process, event loop and endpoint, built lazily, and whether this process may use gRPC at all.
 
 GCS serves appendable objects and bidi reads (`BidiReadObject`, `BidiWriteObject`) only over gRPC. The
 endpoint is the HTTP endpoint's host:port (the `grpc_endpoint` option overrides it: a testbench whose gRPC
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from ..errors import ServerUnreachable
 from ..gcs import fork
 from ..gcs.redact import get_logger
-from .layout import is_zonal, known
+from .gcs_adapter import channel_of, close_channel, extra, grpc_calls_alive
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -53,14 +53,14 @@ class _Clients:
             try:
                 if not loop.is_running() or _on_thread_of(loop):
                     raise RuntimeError("its loop cannot be waited for from here")
-                asyncio.run_coroutine_threadsafe(made.grpc_client.transport.close(), loop).result(FORK_CLOSE_TIMEOUT)
+                asyncio.run_coroutine_threadsafe(close_channel(made), loop).result(FORK_CLOSE_TIMEOUT)
                 del self.clients[key]
             except Exception as exc:  # the child then goes without gRPC
                 self.live_at_fork = True
                 logger.debug("gRPC channel to %s left open across fork: %s", key[1], exc)
         if self.used and not self.live_at_fork:
             gc.collect()  # a call still referenced keeps gRPC's core busy: the child could not use it
-            self.live_at_fork = _calls_alive()
+            self.live_at_fork = grpc_calls_alive()
 
     def _after_fork_in_parent(self) -> None:
         self.live_at_fork = False
@@ -77,15 +77,6 @@ class _Clients:
             self.grpc_unusable = self.grpc_unusable or bool(self.clients)
             self._after_fork()
         return self.clients.get(key)
-
-
-def _calls_alive() -> bool:
-    """Whether any gRPC call object is still alive in this process."""
-    try:
-        from grpc.aio._call import Call
-    except ImportError:  # pragma: no cover - another grpc layout: assume the worst
-        return True
-    return any(issubclass(type(o), Call) for o in gc.get_objects())  # type(): no __class__ lookups
 
 
 def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
@@ -112,23 +103,9 @@ def endpoint_of(client: "Client") -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-async def uses_grpc(client: "Client", bucket: str, wait: bool = True) -> bool:
-    """Whether reads and writes of `bucket` go over gRPC: a zonal bucket, unless `zonal_transport="http"`.
-
-    `wait=False` (reads): a layout not known yet is looked up in the background and this read goes over HTTP,
-    which zonal buckets serve too, so a read of another bucket never waits for the lookup."""
-    if client.options.zonal_transport != GRPC:
-        return False
-    if wait:
-        zonal = await is_zonal(client, bucket)
-    else:
-        found = known(client, bucket)
-        if found is None:
-            _look_up_soon(client, bucket)
-            return False
-        zonal = found.zonal
-    if not zonal:
-        return False
+def grpc_usable() -> bool:
+    """Whether this process may use gRPC: not when it was forked while its parent's channels were open (warned
+    once; its zonal buckets are then read and written over HTTP, `transport.py`)."""
     if _CLIENTS.grpc_unusable:
         if not _CLIENTS.warned:
             _CLIENTS.warned = True
@@ -136,12 +113,6 @@ async def uses_grpc(client: "Client", bucket: str, wait: bool = True) -> bool:
                            "not be closed first: zonal buckets are read and written over HTTP here")
         return False
     return True
-
-
-def _look_up_soon(client: "Client", bucket: str) -> None:
-    """Start `bucket`'s layout lookup without waiting for it (its failure only leaves the layout unknown)."""
-    task = asyncio.ensure_future(is_zonal(client, bucket))
-    task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
 def grpc_client(client: "Client") -> Any:
@@ -174,9 +145,9 @@ async def connect(client: "Client") -> Any:
     import grpc
 
     made = grpc_client(client)
-    if getattr(made, "_fluxfs_ready", False):
+    if extra(made).ready:
         return made
-    channel = made.grpc_client.transport.grpc_channel
+    channel = channel_of(made)
     within = client.options.connect_timeout
     loop = asyncio.get_running_loop()
     failing_since = None
@@ -195,7 +166,7 @@ async def connect(client: "Client") -> Any:
         except asyncio.TimeoutError:
             pass
         state = channel.get_state(try_to_connect=True)
-    made._fluxfs_ready = True
+    extra(made).ready = True
     return made
 
 

@@ -1,5 +1,6 @@
 """gRPC failures (google-api-core's exceptions) as the exceptions fluxfs raises for the same HTTP answer,
-naming the object; and the library's retry settings from the filesystem's retry policy."""
+naming the object; and the library's retry settings from the filesystem's retry policy, or none (one attempt)
+where `RetryPolicy.run` makes the attempts."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -59,3 +60,16 @@ def async_retry(client: "Client", op: str) -> Any:
 
     return AsyncRetry(initial=policy.initial, maximum=policy.maximum, multiplier=policy.multiplier,
                       deadline=policy.deadline, on_error=bounded)
+
+
+def one_attempt() -> Any:
+    """google-api-core's AsyncRetry that gives up at the first failure, raising it: for a call whose attempts are
+    the filesystem's `RetryPolicy.run`'s. Its predicate retries nothing (the appendable writer's `append` then
+    neither retries nor "recovers" its state); `open` swaps in its own predicate, but still calls `on_error`,
+    which raises."""
+    from google.api_core.retry_async import AsyncRetry
+
+    def give_up(exc: Exception) -> None:
+        raise exc
+
+    return AsyncRetry(predicate=lambda exc: False, on_error=give_up)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import RequestTimeout
 from ..gcs.progress import ProgressClock
 from ..gcs.redact import get_logger
 from ..gcs.verify import check_whole
+from .gcs_adapter import extra, quiet_read_stream_closes
 from .grpc_client import connect
 from .grpc_errors import async_retry, reraise
 from .stalls import bounded
@@ -26,16 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = get_logger(__name__)
 
 
-class _QuietStreamClose(logging.Filter):
-    """Drops the library's log records from a read stream's receive loop: what a pooled stream's close, a cancelled
-    read and a server going away under an idle stream leave behind (the loop ending, data for a read no longer
-    waited for). The loop hands every failure to the reads waiting on the stream, and through them to the caller."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.funcName != "_recv_loop"
-
-
-logging.getLogger("google.cloud.storage.asyncio._stream_multiplexer").addFilter(_QuietStreamClose())
+quiet_read_stream_closes()  # the library's logs of a read stream closing under it (the reads report its failures)
 
 CHUNK = 8 * 2**20        # ranges of a large read, all sent at once on one stream
 MAX_RANGES = 1000        # the library's bound on one download_ranges call
@@ -175,10 +166,10 @@ async def _open(client: "Client", bucket: str, key: str, generation: Optional[st
 async def pool_of(client: "Client") -> StreamPool:
     """The stream pool of the gRPC client `client` reads through (one per process, loop and endpoint)."""
     grpc = await connect(client)
-    pool = getattr(grpc, "_fluxfs_pool", None)
-    if pool is None:
-        pool = grpc._fluxfs_pool = StreamPool()
-    return pool
+    state = extra(grpc)
+    if state.pool is None:
+        state.pool = StreamPool()
+    return state.pool
 
 
 def finalized_crc(mrd: Any) -> tuple[bool, Optional[int]]:

@@ -24,6 +24,7 @@ from ..gcs.progress import ProgressClock
 from ..gcs.redact import get_logger
 from ..gcs.tasks import gather_all
 from ..gcs.verify import check_whole
+from .gcs_adapter import bidi_read_call, bidi_read_types
 from .grpc_client import connect
 from .grpc_errors import reraise
 from .grpc_pool import CHUNK, Got, pool_of, read_pooled
@@ -138,25 +139,7 @@ async def read_whole(client: "Client", bucket: str, key: str, generation: Option
     return got
 
 
-def _types() -> tuple:
-    from google.cloud import _storage_v2 as v2
-
-    return v2.BidiReadObjectRequest.pb(), v2.BidiReadObjectResponse.pb()
-
-
-_REQUEST, _RESPONSE = _types()
-
-
-def _bidi_read(grpc: Any) -> Any:
-    """The bare `BidiReadObject` call on `grpc`'s channel (its credentials), on protobuf messages: a one-shot read
-    sends one message and reads a few, where the generated client's wrapping costs more than the read."""
-    call = getattr(grpc, "_fluxfs_bidi_read", None)
-    if call is None:
-        channel = grpc.grpc_client.transport.grpc_channel
-        call = grpc._fluxfs_bidi_read = channel.stream_stream(
-            "/google.storage.v2.Storage/BidiReadObject", request_serializer=_REQUEST.SerializeToString,
-            response_deserializer=_RESPONSE.FromString)
-    return call
+_REQUEST, _RESPONSE = bidi_read_types()
 
 
 async def _one_shot(client: "Client", bucket: str, key: str, generation: Optional[str], start: int,
@@ -210,7 +193,8 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
 
     stream = None
     try:
-        stream = _bidi_read(grpc)(metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
+        stream = bidi_read_call(grpc, _REQUEST, _RESPONSE)(
+            metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
         try:
             await bounded(receive(stream), client.options.read_timeout, what, "BidiReadObject", clock=clock)
         except AioRpcError as exc:

@@ -2,26 +2,28 @@
 
 google-cloud-storage's own append retry rewinds the bytes of the append call it is in to the object's absolute
 persisted size, so a stream broken during any append but the first resends the wrong bytes (or none) and loses
-what earlier calls sent unflushed. fluxfs turns that retry off: each append ends flushed (its persisted size
-confirmed), so only the bytes of the append in progress can be unconfirmed, and the caller holds them. On a
-transient failure the object is taken over again (generation and write handle, as GCS documents for a broken
-appendable stream), its persisted size read, and the append resent from there; bounded by the filesystem's
-write retry policy. Persisted bytes that are not the ones sent (a size outside the append's range, or, where
-the crc32c of what the object held is known, another crc32c: another writer appended meanwhile) end the write
-with `ResumeImpossible` naming the object: nothing is guessed.
+what earlier calls sent unflushed (docs/compat.md, to report upstream). fluxfs turns that retry off: each append
+ends flushed (its persisted size confirmed), so only the bytes of the append in progress can be unconfirmed, and
+the caller holds them. On a transient failure the object is taken over again (generation and write handle, as
+GCS documents for a broken appendable stream), its persisted size read, and the append resent from there; the
+attempts and backoff are the filesystem's write retry policy (`RetryPolicy.run`, the one HTTP requests retry
+under). Persisted bytes that are not the ones sent (a size outside the append's range, or, where the crc32c of
+what the object held is known, another crc32c: another writer appended meanwhile) end the write with
+`ResumeImpossible` naming the object: nothing is guessed. A stream's first opening (`open_stream`) is retried
+under the same policy.
 """
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from typing import TYPE_CHECKING, Any, Optional
 
 import google_crc32c
 
 from ..errors import AppendTakenOver, RequestTimeout, ResumeImpossible
 from ..gcs.redact import get_logger
+from .gcs_adapter import close_stream_call, detach_stream, drop_stream, extra, forget_position, redirected
 from .grpc_client import grpc_client
+from .grpc_errors import one_attempt
 from .stalls import bounded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,12 +36,6 @@ SLICE = 2 * 2**20  # bytes handed to the library per call: its largest message, 
 _closing: "set[asyncio.Future]" = set()
 
 
-def _no_retry() -> Any:
-    from google.api_core.retry_async import AsyncRetry
-
-    return AsyncRetry(predicate=lambda exc: False)
-
-
 def within(client: "Client", aw: Any, what: str, writing: bool = False) -> Any:
     """`aw`, a write-stream call showing no progress until it ends (an opening, 2 MiB handed over, a flush, a
     finalize), bounded by `read_timeout`: RequestTimeout naming `what` (`writing`: the server took nothing)."""
@@ -49,18 +45,11 @@ def within(client: "Client", aw: Any, what: str, writing: bool = False) -> Any:
 def retryable(exc: BaseException) -> bool:
     """Whether a write stream failing with `exc` may be resumed: a transient status, or a redirect."""
     from google.api_core import exceptions as gexc
-    from google.cloud._storage_v2.types import BidiWriteObjectRedirectedError
-    from google.cloud.storage.asyncio.retry._helpers import _extract_bidi_writes_redirect_proto
 
     if isinstance(exc, (gexc.InternalServerError, gexc.ServiceUnavailable, gexc.DeadlineExceeded,
-                        gexc.TooManyRequests, BidiWriteObjectRedirectedError, RequestTimeout)):
+                        gexc.TooManyRequests, RequestTimeout)):
         return True  # (a stalled stream too: taken over again, as a broken one)
-    if isinstance(exc, gexc.Aborted):
-        try:
-            return bool(_extract_bidi_writes_redirect_proto(exc))
-        except Exception:  # unreadable details: not a redirect we can follow
-            return False
-    return False
+    return redirected(exc)
 
 
 def taken_over(exc: BaseException) -> bool:
@@ -84,7 +73,7 @@ def _taken(what: str, writer: Any, base: int, size: int, exc: Optional[BaseExcep
 
 def track(writer: Any, crc: Optional[int]) -> None:
     """Start following the crc32c of `writer`'s persisted bytes from `crc` (None: not known)."""
-    writer._fluxfs_crc = crc
+    extra(writer).crc = crc
 
 
 async def persisted_crc(client: "Client", writer: Any) -> Optional[int]:
@@ -96,53 +85,65 @@ async def persisted_crc(client: "Client", writer: Any) -> Optional[int]:
 
 
 async def append(client: "Client", writer: Any, data: bytes) -> None:
-    """Append `data` at the object's end and flush it; a broken stream is resumed from the persisted size.
-    Raises the last failure once the write retry policy runs out, `ResumeImpossible` if resuming cannot be exact."""
+    """Append `data` at the object's end and flush it; a broken stream is resumed from the persisted size, under
+    the write retry policy (`RetryPolicy.run`, as every HTTP request). Raises the last failure once the policy runs
+    out, `ResumeImpossible` if resuming cannot be exact."""
     what = f"{writer.bucket_name}/{writer.object_name}"
     base = int(writer.persisted_size or 0)  # the previous append ended flushed: this is the confirmed size
     end = base + len(data)
-    if getattr(writer, "_fluxfs_taken", False):  # taken over just after the previous append persisted whole
+    state = extra(writer)
+    if state.taken:  # taken over just after the previous append persisted whole
         await release(writer)
         raise _taken(what, writer, base, len(data), None)
-    policy = client.retry_policy("write")
-    start, attempt, broken = time.monotonic(), 0, False
-    while True:
+    broke: list = []  # what broke the stream last: the next attempt drops that stream, keeping a redirect's token
+
+    async def attempt(n: int) -> None:
         try:
-            if broken:
+            if n:
+                _drop_stream(writer, broke[-1])
                 await _reopen(client, writer, what)
                 await _check(client, writer, what, data, base)
             done = int(writer.persisted_size or 0) - base
             view = memoryview(data)
             for at in range(done, len(data), SLICE):  # each slice taken within read_timeout, or the stream stalled
-                await within(client, writer.append(view[at:at + SLICE], retry_policy=_no_retry()), what,
+                await within(client, writer.append(view[at:at + SLICE], retry_policy=one_attempt()), what,
                              writing=True)
             persisted = await within(client, writer.flush(), what, writing=True)
             if persisted != end:
                 raise ResumeImpossible(f"the write of {what} cannot go on: GCS holds {persisted} bytes of it after "
                                        f"appending bytes {base}..{end} (another writer appended to it?)")
-            crc = getattr(writer, "_fluxfs_crc", None)
-            writer._fluxfs_crc = None if crc is None else google_crc32c.extend(crc, data)
-            return
+            state.crc = None if state.crc is None else google_crc32c.extend(state.crc, data)
         except Exception as exc:
             if taken_over(exc):  # what our stream confirmed persisted is ours; nothing after it is
                 if int(writer.persisted_size or 0) >= end:
-                    writer._fluxfs_taken = True  # all of it persisted: the next append (or close) is told
+                    state.taken = True  # all of it persisted: the next append (or close) is told
                     return
                 err = _taken(what, writer, base, len(data), exc)
                 await release(writer)
                 raise err from exc
-            if not retryable(exc):
-                raise
-            attempt += 1
-            delay = policy.backoff(attempt - 1)
-            if attempt >= policy.max_attempts or time.monotonic() - start + delay > policy.deadline:
-                logger.warning("giving up on the write of %s after %d attempts: %s", what, attempt, exc)
-                raise
-            logger.debug("the write stream of %s broke at bytes %d..%d (%s); resuming in %.2fs", what, base, end,
-                         exc, delay)
-            _drop_stream(writer, exc)
-            await asyncio.sleep(delay)
-            broken = True
+            broke.append(exc)
+            raise
+
+    await client.retry_policy("write").run(attempt, what=f"the write of {what}", retry_on=retryable)
+
+
+async def open_stream(client: "Client", writer: Any, what: str) -> None:
+    """Open `writer`'s stream (a new object, or a takeover of its generation), each try an attempt of the write
+    retry policy: a transient status or a redirect (its routing token kept) is tried again; a stall is not (an
+    opening that stalled may have made the object: a create-only write would then refuse its own object)."""
+    broke: list = []
+
+    async def attempt(n: int) -> None:
+        if n:
+            _drop_stream(writer, broke[-1])
+        try:
+            await within(client, writer.open(retry_policy=one_attempt()), what)
+        except Exception as exc:
+            broke.append(exc)
+            raise
+
+    await client.retry_policy("write").run(attempt, what=f"opening the write of {what}",
+                                           retry_on=lambda exc: retryable(exc) and not isinstance(exc, RequestTimeout))
 
 
 async def _check(client: "Client", writer: Any, what: str, data: bytes, base: int) -> None:
@@ -152,8 +153,8 @@ async def _check(client: "Client", writer: Any, what: str, data: bytes, base: in
     why = ""
     if not base <= persisted <= end:
         why = f"GCS holds {persisted} bytes of it, the write had {base} confirmed and was sending up to {end}"
-    elif persisted > base and getattr(writer, "_fluxfs_crc", None) is not None:
-        expect = google_crc32c.extend(writer._fluxfs_crc, memoryview(data)[:persisted - base].tobytes())
+    elif persisted > base and extra(writer).crc is not None:
+        expect = google_crc32c.extend(extra(writer).crc, memoryview(data)[:persisted - base].tobytes())
         held = await persisted_crc(client, writer)
         if held is not None and held != expect:
             why = (f"the {persisted - base} bytes GCS holds past the {base} confirmed are not the ones sent "
@@ -165,11 +166,8 @@ async def _check(client: "Client", writer: Any, what: str, data: bytes, base: in
 
 def _drop_stream(writer: Any, exc: BaseException) -> None:
     """Forget the broken stream (closed in the background), keeping a redirect's routing token and handle."""
-    with contextlib.suppress(Exception):
-        writer._on_open_error(exc)
-    stream, writer.write_obj_stream = writer.write_obj_stream, None
-    writer._is_stream_open = False
-    if stream is not None and stream.is_stream_open:
+    stream = drop_stream(writer, exc)
+    if stream is not None:
         task = asyncio.ensure_future(_close_quietly(stream))
         _closing.add(task)  # held until done (the loop keeps only weak references to tasks)
         task.add_done_callback(_closing.discard)
@@ -178,28 +176,24 @@ def _drop_stream(writer: Any, exc: BaseException) -> None:
 async def release(writer: Any) -> None:
     """Close a failed writer's stream call (a stream the library no longer counts as open still has its request
     task pending: left so, asyncio reports "Task was destroyed but it is pending!" at exit)."""
-    stream = getattr(writer, "write_obj_stream", None)
-    writer._is_stream_open = False
-    if stream is not None and getattr(stream, "socket_like_rpc", None) is not None:
-        writer.write_obj_stream = None
+    stream = detach_stream(writer)
+    if stream is not None:
         await _close_quietly(stream)
 
 
 async def _close_quietly(stream: Any) -> None:
     try:
-        await asyncio.wait_for(stream.socket_like_rpc.close(), CLOSE_WAIT)
+        await asyncio.wait_for(close_stream_call(stream), CLOSE_WAIT)
     except BaseException as exc:  # a broken stream: nothing left to close
         logger.debug("closing a broken write stream: %r", exc)
 
 
 async def _reopen(client: "Client", writer: Any, what: str) -> None:
-    """Take the object over again by generation and write handle; `writer.persisted_size` is then GCS's."""
-    from .grpc_errors import async_retry
-
-    writer.offset = writer.persisted_size = None
-    writer.bytes_appended_since_last_flush = 0
+    """Take the object over again by generation and write handle; `writer.persisted_size` is then GCS's. One
+    attempt: a transient failure is retried by `append`'s policy, as a broken stream is."""
+    forget_position(writer)
     try:
-        await within(client, writer.open(retry_policy=async_retry(client, "write")), what)
+        await within(client, writer.open(retry_policy=one_attempt()), what)
     except Exception as exc:
         if retryable(exc):
             raise

@@ -18,6 +18,7 @@ from ..errors import AppendTakenOver, ResumeImpossible
 from ..gcs.checksums import crc_to_b64
 from ..gcs.redact import get_logger
 from . import grpc_resume
+from .gcs_adapter import blob_with, close_stream, extra
 from .grpc_client import connect, grpc_client
 from .grpc_errors import async_retry, reraise
 
@@ -25,15 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
 
 logger = get_logger(__name__)
-
-
-def _blob(bucket: str, key: str, resource: dict) -> Any:
-    """A google-cloud-storage Blob carrying the JSON resource's fields (content type, metadata, ...)."""
-    from google.cloud.storage import Blob, Bucket
-
-    blob = Blob(key, bucket=Bucket(None, name=bucket))
-    blob._properties.update({k: v for k, v in resource.items() if k != "name"})
-    return blob
 
 
 async def open_writer(client: "Client", bucket: str, key: str, generation: Optional[int],
@@ -45,9 +37,9 @@ async def open_writer(client: "Client", bucket: str, key: str, generation: Optio
     what = f"{bucket}/{key}"
     writer = AsyncAppendableObjectWriter(await connect(client), bucket, key, generation=generation)
     if resource:
-        writer.blob = _blob(bucket, key, resource)
+        writer.blob = blob_with(bucket, key, resource)
     try:
-        await grpc_resume.within(client, writer.open(retry_policy=async_retry(client, "write")), what)
+        await grpc_resume.open_stream(client, writer, what)
         grpc_resume.track(writer, await grpc_resume.within(client, grpc_resume.persisted_crc(client, writer), what)
                           if generation else 0)
     except BaseException as exc:
@@ -100,11 +92,11 @@ async def close_unfinalized(client: "Client", writer: Any) -> dict:
     what = f"{writer.bucket_name}/{writer.object_name}"
     try:
         try:
-            if not getattr(writer, "_fluxfs_taken", False):
+            if not extra(writer).taken:
                 await grpc_resume.within(client, writer.flush(), what, writing=True)
                 # The stream's own close, not the writer's: its retry re-opens the stream, which takes the
                 # object over again (failing another writer's appends) only to close it.
-                await grpc_resume.within(client, writer.write_obj_stream.close(), what)
+                await grpc_resume.within(client, close_stream(writer), what)
         except Exception as exc:
             if not grpc_resume.taken_over(exc):
                 raise

@@ -56,7 +56,7 @@ class HnsFolders:
                 raise FileExistsError(f"mkdir {path}: the directory already exists")
             return
         try:
-            res = await folders.create(self, bucket, key, recursive)  # type: ignore[arg-type]
+            res = await folders.create(self.client, bucket, key, recursive)  # type: ignore[attr-defined]
         except FileNotFoundError as exc:
             raise FileNotFoundError(f"mkdir {path}: the parent folder does not exist "
                                     f"(create_parents=True makes it): {exc}") from None
@@ -74,7 +74,7 @@ class HnsFolders:
         if not key or not await self._is_hns(bucket):
             return await super()._rmdir(path)  # type: ignore[misc]
         try:
-            await folders.delete(self, bucket, key)  # type: ignore[arg-type]
+            await folders.delete(self.client, bucket, key)  # type: ignore[attr-defined]
         except FileNotFoundError as exc:
             raise FileNotFoundError(f"rmdir {path}: no such folder ({exc})") from None
         _cache_drop(self, path)
@@ -99,7 +99,7 @@ class HnsFolders:
                 if info.get("type") == "directory":
                     dst = key2 or key1.rsplit("/", 1)[-1]
                     try:
-                        await folders.rename(self, bucket1, key1, dst)  # type: ignore[arg-type]
+                        await folders.rename(self.client, bucket1, key1, dst)  # type: ignore[attr-defined]
                     finally:  # even a rename that failed or timed out may have happened
                         _cache_drop(self, p1)  # the old folder and everything below it
                         _cache_drop(self, f"{bucket1}/{dst}")
@@ -148,10 +148,10 @@ class HnsFolders:
         """Delete the folder `key` and every folder below it, deepest first; how many were deleted. A folder
         that is gone is skipped; one still holding something is kept with `keep_filled`, else OSError."""
         removed = 0
-        below = await folders.list_all(self, bucket, folders.folder_id(key))  # type: ignore[arg-type]
+        below = await folders.list_all(self.client, bucket, folders.folder_id(key))  # type: ignore[attr-defined]
         for res in sorted(below, key=lambda r: (-r["name"].count("/"), r["name"])):
             try:
-                await folders.delete(self, bucket, res["name"])  # type: ignore[arg-type]
+                await folders.delete(self.client, bucket, res["name"])  # type: ignore[attr-defined]
                 removed += 1
             except FileNotFoundError:
                 pass
@@ -198,7 +198,7 @@ class HnsFolders:
                 if not await self._is_hns(bucket):
                     continue
                 try:
-                    await folders.delete(self, bucket, key)  # type: ignore[arg-type]
+                    await folders.delete(self.client, bucket, key)  # type: ignore[attr-defined]
                 except FileNotFoundError:
                     continue
                 removed += 1
@@ -215,7 +215,7 @@ class HnsFolders:
             bucket, key, _ = self.split_path(path)  # type: ignore[attr-defined]
             if key and not prefix and await self._is_hns(bucket):
                 try:
-                    await folders.get(self, bucket, key)  # type: ignore[arg-type]
+                    await folders.get(self.client, bucket, key)  # type: ignore[attr-defined]
                     return []
                 except FileNotFoundError:
                     pass
@@ -225,7 +225,7 @@ class HnsFolders:
         """On an HNS bucket, a folder (empty ones included) is a directory; otherwise gcsfs's listing check."""
         if await self._is_hns(bucket):
             try:
-                res = await folders.get(self, bucket, key)  # type: ignore[arg-type]
+                res = await folders.get(self.client, bucket, key)  # type: ignore[attr-defined]
             except FileNotFoundError:
                 pass  # objects named below it without a folder resource: gcsfs's check decides
             else:
@@ -293,7 +293,7 @@ async def _list_folders(fs: Any, path: str, prefix: str) -> list[dict]:
     bucket, key, _ = fs.split_path(path.rstrip("/"))
     start = (key + "/" if key else "") + prefix
     try:
-        return await folders.list_all(fs, bucket, start)
+        return await folders.list_all(fs.client, bucket, start)
     except HttpError as exc:
         if exc.status != 400:
             raise

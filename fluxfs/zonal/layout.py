@@ -5,7 +5,8 @@ GCS documents the layout on the JSON API (`GET /storage/v1/b/BUCKET/storageLayou
 `storage.objects.list`, which any reader holds. That is what gcsfs asks the storage-control gRPC API,
 over the same HTTP session as every other request: no gRPC channel, no stall against emulators. A server
 without the route (fake-gcs-server) is asked for the bucket resource instead (same fields). The lookup is
-lazy (only where a zonal or HNS bucket behaves differently: compose, folders), bounded by `LOOKUP_DEADLINE`, and
+lazy (only where a zonal or HNS bucket behaves differently: compose, folders; what each layout means for reads and
+writes is `transport.py`'s), bounded by `LOOKUP_DEADLINE`, and
 `bucket_types` declares layouts so that no request is made at all.
 
 A filesystem keeps what it learned for its life. What the server answered about a bucket is also shared by
@@ -21,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import HttpError, RequestTimeout, RetryableError, ZonalUnsupported
+from ..errors import HttpError, RequestTimeout, RetryableError
 from ..gcs import bridge, http
 from ..gcs.redact import get_logger
 from ..gcs.retry import RetryPolicy
@@ -110,23 +111,6 @@ def layout_sync(client: "Client", bucket: str) -> BucketLayout:
     return known(client, bucket) or bridge.run(client, layout, client, bucket)
 
 
-async def is_zonal(client: "Client", bucket: str) -> bool:
-    """Whether `bucket` is zonal (compose does not exist there)."""
-    return (await layout(client, bucket)).zonal
-
-
-def refuse_compose(client: "Client", bucket: str, what: str) -> None:
-    """ZonalUnsupported naming `what` (such as "append to B/K") when `bucket` is zonal."""
-    if layout_sync(client, bucket).zonal:
-        raise unsupported(bucket, what)
-
-
-def unsupported(bucket: str, what: str) -> ZonalUnsupported:
-    """The error for `what` (such as "append to B/K"), which needs compose, on zonal bucket `bucket`."""
-    return ZonalUnsupported(f"cannot {what}: bucket {bucket} is zonal (Rapid), where GCS has no compose; "
-                            "appending there is a gRPC appendable upload (zonal_transport='grpc', the default)")
-
-
 def _learned(client: "Client") -> dict:
     return client.layouts
 
@@ -194,15 +178,3 @@ def from_resource(bucket: str, res: dict, source: str) -> BucketLayout:
     else:
         kind = STANDARD
     return BucketLayout(bucket, kind, res.get("location"), source)
-
-
-async def without_zonal(client: "Client", groups: list[list], direct: list) -> tuple[list[list], list]:
-    """Composite groups (of objects with a `.bucket`) split off to `direct` when their bucket is zonal.
-
-    The layout is asked only for buckets that have a group (nothing else would behave differently)."""
-    buckets = {g[0].bucket for g in groups}
-    zonal = {b for b in buckets if await is_zonal(client, b)}
-    if not zonal:
-        return groups, direct
-    moved = [o for g in groups if g[0].bucket in zonal for o in g]
-    return [g for g in groups if g[0].bucket not in zonal], direct + moved

@@ -160,7 +160,7 @@ def test_concurrent_lookups_of_one_bucket_make_one_request(flux_server, bucket):
     import asyncio
 
     from fluxfs.support import run
-    from fluxfs.zonal import layout
+    from fluxfs.zonal.layout import layout
 
     fs = make_fs(flux_server, zonal_transport="http")
     flux_server.configure(latency_ms=100)  # the lookups overlap

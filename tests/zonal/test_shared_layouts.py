@@ -12,7 +12,7 @@ from fluxfs.server import run
 from fluxfs.zonal import layout_sync
 from tests.conftest import make_fs, new_bucket_name
 
-layouts = importlib.import_module("fluxfs.zonal.layout")  # the module (fluxfs.zonal.layout is the function)
+layouts = importlib.import_module("fluxfs.zonal.layout")
 ZONE = {"placement": "us-central1-a", "location": "us-central1"}
 
 

@@ -141,3 +141,32 @@ def test_cuts_beyond_the_retry_policy_fail_naming_the_object(zonal):
     assert srv.stats()["faults"]["write"] >= 2
     fs.invalidate_cache()
     assert not fs.exists(path)
+
+
+def test_refused_stream_openings_are_retried_under_the_write_policy(zonal):
+    """A write stream's opening answered UNAVAILABLE is tried again, each try an attempt of the write retry policy
+    (as an HTTP request's): every write lands exact; refused every time, the write fails after exactly the policy's
+    attempts, naming the object, and leaves nothing."""
+    server, bucket = zonal
+    srv = _embedded(server)
+    fs = zonal_fs(server, retry={"write": {"max_attempts": 12, "initial": 0.01, "maximum": 0.05}})
+    data = {f"{bucket}/o{i}": os.urandom(1000 + i) for i in range(8)}
+    srv.reset_stats()
+    srv.configure(fail_rate=0.5, fail_codes=[503], fail_ops="write", seed=7)
+    try:
+        for path, body in data.items():
+            fs.pipe_file(path, body)
+    finally:
+        srv.configure(fail_rate=0.0, fail_ops=None)
+    assert srv.stats()["faults"]["write"] >= 1
+    assert {p: fs.cat_file(p) for p in data} == data
+    strict = zonal_fs(server, retry={"write": {"max_attempts": 3, "initial": 0.01}})
+    srv.reset_stats()
+    srv.configure(fail_rate=1.0, fail_codes=[503], fail_ops="write")
+    try:
+        with pytest.raises(RetryableError, match=f"{bucket}/never"):
+            strict.pipe_file(f"{bucket}/never", b"x" * 100)
+    finally:
+        srv.configure(fail_rate=0.0, fail_ops=None)
+    assert srv.stats()["faults"]["write"] == 3
+    assert not strict.exists(f"{bucket}/never")
