@@ -60,8 +60,8 @@ class GlooRank:
     report: dict = field(default_factory=dict)
 
     def measured(self, name: str, call: Callable[[], Any]) -> Any:
-        """`call()` between barriers; report[name] gets what this rank's server sent meanwhile (bytes, list calls,
-        keys scanned). Returns what `call` returned."""
+        """`call()` between barriers; report[name] gets what this rank's server sent meanwhile (bytes, data GETs,
+        list calls, keys scanned). Returns what `call` returned."""
         import torch.distributed as dist
 
         dist.barrier()
@@ -70,6 +70,7 @@ class GlooRank:
         dist.barrier()
         after = self.server.stats()
         self.report[name] = {"bytes": after["bytes_out"] - before["bytes_out"],
+                             "data_reads": after["data_reads"] - before["data_reads"],
                              "lists": after["requests"].get("list", 0) - before["requests"].get("list", 0),
                              "keys": after["keys_scanned"] - before["keys_scanned"]}
         return got
