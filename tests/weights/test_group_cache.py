@@ -8,10 +8,8 @@ import safetensors.torch as st
 import torch
 
 from fluxfs.pipes.weights.objects import PROBE
-from fluxfs.server import run
 from tests import _gloo as gloo
 from tests._gloo import digests
-from tests.conftest import make_fs, new_bucket_name
 
 from .test_model_dir import write_dir
 
@@ -28,20 +26,17 @@ def model_state() -> dict:
 
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_group_load_through_the_cache_reads_the_model_once_then_no_data(tmp_path, nodes):
-    bucket, state = new_bucket_name(), model_state()
-    with run(root=str(tmp_path / "root")) as first:
-        fs = make_fs(first)
-        fs.mkdir(bucket)
+    state, root = model_state(), tmp_path / "root"
+    with gloo.written_root(root) as (first, fs, bucket):
         write_dir(fs, f"{bucket}/model", state, 4)
         fs.pipe_file(f"{bucket}/file/model.safetensors", st.save(state))
         sizes = {"dir": sum(fs.du(f"{bucket}/model", total=False).values()),
                  "file": fs.size(f"{bucket}/file/model.safetensors")}
-        with run(root=str(tmp_path / "root")) as second:  # started after the writes: it serves the same objects
-            # One node: both ranks read through one server (what it sent is what the node read) into one cache.
-            # Two nodes: each rank through a server of its own into a cache of its own.
-            urls = [first.url] * 2 if nodes == 1 else [first.url, second.url]
-            got = gloo.run_ranks("tests.weights._group_cache_child", tmp_path, urls, bucket,
-                                 str(tmp_path / "cache"), str(nodes))
+        child, args = "tests.weights._group_cache_child", (bucket, str(tmp_path / "cache"), str(nodes))
+        if nodes == 1:  # both ranks through one server (what it sent is what the node read), into one cache
+            got = gloo.run_ranks(child, tmp_path, [first.url] * 2, *args)
+        else:  # each rank through a server of its own, into a cache of its own
+            got = gloo.run_ranks_on(root, first, 2, child, tmp_path, *args)
     want = digests(state)
     for name, size in sizes.items():
         for r, report in enumerate(got):
