@@ -78,20 +78,22 @@ def _chunks(opened: Opened, tensors: dict[str, torch.Tensor]) -> Iterator[bytes]
 
 
 def keep(fs: FluxFileSystem, objects: list[Opened], read: list[dict[str, Any]],
-         tensors: list[dict[str, torch.Tensor]], rank: int) -> None:
+         tensors: list[dict[str, torch.Tensor]], rank: int, size: int) -> None:
     """Fill the node's cache with each object read from storage (`read[k]` {"cache": False}) whose every byte
-    this rank holds (`tensors[k]`: the object's tensors loaded whole), from memory; rank r starts at the
-    r-th object, so the ranks of a node fill different entries at once."""
+    this rank holds (`tensors[k]`: the object's tensors loaded whole), from memory. Rank r fills objects r,
+    r + size, ... first, then looks at the others: the ranks of a node fill different entries at once, and
+    find the rest complete (or wait for the rank filling them) rather than writing them again."""
     cache = fs.cache
     if cache is None:
         return
-    n = len(objects)
-    for k in [(rank + i) % n for i in range(n)]:
+    mine = list(range(rank % size, len(objects), size))
+    for k in mine + [k for k in range(len(objects)) if k not in set(mine)]:
         opened = objects[k]
         if not read[k] or opened.generation is None or not whole(opened, tensors[k]):
             continue
         if cache.limit is not None and opened.header.size > cache.limit:
             continue  # never fits: not copied only to be dropped
         bucket, key, _ = fs.split_path(opened.path)
+        # checked_by_caller: nothing is read back here (an entry another rank just filled is not read whole)
         cache.hold(bucket, key, opened.generation, opened.header.size, opened.crc32c,
-                   lambda o=opened, t=tensors[k]: _chunks(o, t), store=store_of(fs)).release()
+                   lambda o=opened, t=tensors[k]: _chunks(o, t), store=store_of(fs), checked_by_caller=True).release()

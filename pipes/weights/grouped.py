@@ -153,5 +153,5 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
         for f in pending + ([cut] if cut is not None else []):
             f.cancel()
     group.agree(None, errors[0] if errors else None, "reads")
-    keep(fs, [o for o, _ in objects], how, shared, group.rank)
+    keep(fs, [o for o, _ in objects], how, shared, group.rank, group.size)
     return to_device(out, device)
