@@ -86,8 +86,8 @@ def keep(fs: FluxFileSystem, objects: list[Opened], read: list[dict[str, Any]],
     cache = fs.cache
     if cache is None:
         return
-    mine = list(range(rank % size, len(objects), size))
-    for k in mine + [k for k in range(len(objects)) if k not in set(mine)]:
+    mine = range(rank % size, len(objects), size)
+    for k in [*mine, *(k for k in range(len(objects)) if k % size != rank % size)]:
         opened = objects[k]
         if not read[k] or opened.generation is None or not whole(opened, tensors[k]):
             continue
