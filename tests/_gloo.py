@@ -2,12 +2,15 @@
 tests/checkpoint/test_dcp_group.py): rank r reads through the r-th server (servers sharing one --root), so
 what server r sent is exactly what rank r read from storage.
 
-The test runs `run_ranks("tests.x._child", OUT, urls, *args)`; the child module's `__main__` is
-`start_ranks(rank_main)`, which forks one gloo rank per URL and calls `rank_main(rank, *args)` with a `GlooRank`;
-each rank's `report` is written to OUT/rank<r>.json, even when it fails, and `run_ranks` returns them.
+The test writes its objects through `written_root(ROOT)` (a server, a filesystem, a new bucket), then runs
+`run_ranks_on(ROOT, first, RANKS, "tests.x._child", OUT, *args)` (or `run_ranks` over URLs of its choosing); the
+child module's `__main__` is `start_ranks(rank_main)`, which forks one gloo rank per URL and calls
+`rank_main(rank, *args)` with a `GlooRank`; each rank's `report` is written to OUT/rank<r>.json, even when it
+fails, and `run_ranks` returns them.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,7 +19,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -48,6 +51,29 @@ def run_ranks(module: str, out: Path, urls: list[str], *args: str) -> list[dict]
     return [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(len(urls))]
 
 
+@contextlib.contextmanager
+def written_root(root: Path) -> Iterator[tuple[Any, Any, str]]:
+    """(an embedded server on `root`, a filesystem on it, a bucket made there): what a test writes its objects
+    through before `run_ranks_on` starts the ranks' other servers on the same root."""
+    from fluxfs.server import run
+    from tests.conftest import make_fs, new_bucket_name
+
+    with run(root=str(root)) as first:
+        fs, bucket = make_fs(first), new_bucket_name()
+        fs.mkdir(bucket)
+        yield first, fs, bucket
+
+
+def run_ranks_on(root: Path, first: Any, ranks: int, module: str, out: Path, *args: str) -> list[dict]:
+    """`run_ranks` with rank 0 on server `first` and each other rank on a server of its own started now on `root`
+    (after the writes: a server serves what its root held when it started)."""
+    from fluxfs.server import run
+
+    with contextlib.ExitStack() as stack:
+        others = [stack.enter_context(run(root=str(root))) for _ in range(ranks - 1)]
+        return run_ranks(module, out, [first.url, *(s.url for s in others)], *args)
+
+
 @dataclass
 class GlooRank:
     """One rank in the child: its number, the world size, its server (`ServerHandle`), the storage options that
@@ -60,8 +86,8 @@ class GlooRank:
     report: dict = field(default_factory=dict)
 
     def measured(self, name: str, call: Callable[[], Any]) -> Any:
-        """`call()` between barriers; report[name] gets what this rank's server sent meanwhile (bytes, list calls,
-        keys scanned). Returns what `call` returned."""
+        """`call()` between barriers; report[name] gets what this rank's server sent meanwhile (bytes, data GETs,
+        list calls, keys scanned). Returns what `call` returned."""
         import torch.distributed as dist
 
         dist.barrier()
@@ -70,6 +96,7 @@ class GlooRank:
         dist.barrier()
         after = self.server.stats()
         self.report[name] = {"bytes": after["bytes_out"] - before["bytes_out"],
+                             "data_reads": after["data_reads"] - before["data_reads"],
                              "lists": after["requests"].get("list", 0) - before["requests"].get("list", 0),
                              "keys": after["keys_scanned"] - before["keys_scanned"]}
         return got

@@ -69,6 +69,7 @@ SLOW = (
     "tests/test_training_doc.py",
     "tests/test_without_torch.py",
     "tests/weights/test_group.py",
+    "tests/weights/test_group_cache.py",
     "tests/weights/test_group_exchange.py",
     "tests/weights/test_model_dir.py::test_concurrent_loads_from_two_processes",
     "tests/zonal/server/test_root_appends.py",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._doc_blocks import block_after, fenced_blocks
 from tests.conftest import make_fs, new_bucket_name
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -26,29 +27,15 @@ SKIP_MARKER = "# readme-test: skip"
 EXPECTED_SKIPPED = 0
 
 
-def fenced_blocks(lang: str) -> list[str]:
-    """Every ```lang block of the README, in order."""
-    return re.findall(rf"^```{lang}\n(.*?)^```", README.read_text(encoding="utf-8"), re.S | re.M)
-
-
 def runnable_python_blocks() -> list[str]:
-    blocks = fenced_blocks("python")
+    blocks = fenced_blocks(README, "python")
     run = [b for b in blocks if not b.startswith(SKIP_MARKER)]
     assert len(blocks) - len(run) == EXPECTED_SKIPPED, f"{len(blocks) - len(run)} README blocks skipped"
     return run
 
 
-def block_after(marker: str, lang: str) -> str:
-    """The first ```lang block after `marker` in the README."""
-    text = README.read_text(encoding="utf-8")
-    assert marker in text, f"README.md lost its {marker} marker"
-    m = re.search(rf"```{lang}\n(.*?)```", text[text.index(marker):], re.S)
-    assert m, f"no {lang} block after {marker}"
-    return m.group(1)
-
-
 def quick_tour() -> str:
-    return block_after(MARKER + ":", "python")
+    return block_after(README, MARKER + ":", "python")
 
 
 def test_readme_opens_with_the_two_commands():
@@ -58,7 +45,7 @@ def test_readme_opens_with_the_two_commands():
 
 
 def test_every_python_block_is_run_or_marked_skipped():
-    blocks = fenced_blocks("python")
+    blocks = fenced_blocks(README, "python")
     assert len(blocks) >= 2 and blocks[0] == quick_tour(), "the quick tour is the README's first Python block"
     assert len(runnable_python_blocks()) == len(blocks) - EXPECTED_SKIPPED
 
@@ -67,7 +54,7 @@ def test_every_python_block_is_run_or_marked_skipped():
 def test_quick_tour_and_every_python_block_run_as_written_from_the_sample_data_step(flux_server, tmp_path):
     """The setup lines (export, sample-images, mb, cp), then the tour and every other Python block of the
     README in order, each run literally, in a fresh directory."""
-    setup, code = block_after(SETUP_MARKER, "sh"), quick_tour()
+    setup, code = block_after(README, SETUP_MARKER, "sh"), quick_tour()
     assert code.count("\n") <= 24, "the quick tour should stay short"
     blocks = runnable_python_blocks()
     code = "".join(f"# --- README.md python block {i + 1} ---\n{b}" for i, b in enumerate(blocks))
@@ -108,7 +95,7 @@ def test_install_commands_work_from_the_clone():
     root = README.parent
     targets = set(re.findall(r"^([\w-]+):", (root / "Makefile").read_text(encoding="utf-8"), re.M))
     checked = 0
-    for block in fenced_blocks("sh"):
+    for block in fenced_blocks(README, "sh"):
         for line in block.splitlines():
             words = shlex.split(line.split("#", 1)[0])
             if words[:1] == ["make"]:

@@ -12,18 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests._doc_blocks import block_after
 from tests.conftest import make_fs, new_bucket_name
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "training.md"
-
-
-def block_after(marker: str, lang: str) -> str:
-    """The first ```lang block after `marker` in the doc."""
-    text = DOC.read_text(encoding="utf-8")
-    assert marker in text, f"docs/training.md lost its {marker} marker"
-    m = re.search(rf"```{lang}\n(.*?)```", text[text.index(marker):], re.S)
-    assert m, f"no {lang} block after {marker}"
-    return m.group(1)
 
 
 def test_the_ddp_scripts_of_docs_training_run_on_two_ranks_with_equal_steps(flux_server, tmp_path):
@@ -32,12 +24,12 @@ def test_the_ddp_scripts_of_docs_training_run_on_two_ranks_with_equal_steps(flux
     from tests.pipes.test_distributed import free_port
 
     bucket = new_bucket_name()
-    setup = block_after("<!-- training-setup", "sh").replace("http://127.0.0.1:9023", flux_server.url)
-    launch = block_after("<!-- training-launch", "sh").splitlines()
+    setup = block_after(DOC, "<!-- training-setup", "sh").replace("http://127.0.0.1:9023", flux_server.url)
+    launch = block_after(DOC, "<!-- training-launch", "sh").splitlines()
     scripts = {"train_shards.py": "<!-- training-shards", "train_objects.py": "<!-- training-objects"}
     assert launch == [f"torchrun --standalone --nproc-per-node 2 {name}" for name in scripts]
     for name, marker in scripts.items():
-        (tmp_path / name).write_text(block_after(marker, "python").replace("my-bucket", bucket), encoding="utf-8")
+        (tmp_path / name).write_text(block_after(DOC, marker, "python").replace("my-bucket", bucket), encoding="utf-8")
     env = dict(os.environ, NO_GCE_CHECK="true", OMP_NUM_THREADS="1",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("STORAGE_EMULATOR_HOST", None)

@@ -6,8 +6,8 @@ accounting), body (checking what a fetch returns), store (fill and lookup), read
 reads), ranges (byte ranges), objects (`cat_objects`: many small objects), packs and index (where those
 live: pack files and their SQLite index). Never imports torch.
 """
-from .reader import acached_cat, cached_cat
+from .reader import acached_cat, cached_cat, head, store_of
 from .entry import is_cache_dir
 from .store import NodeCache
 
-__all__ = ["NodeCache", "acached_cat", "cached_cat", "is_cache_dir"]
+__all__ = ["NodeCache", "acached_cat", "cached_cat", "head", "is_cache_dir", "store_of"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import io
 import sys
-import warnings
 from typing import Any
 
+import numpy
 import torch
 from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint.planner import ReadItem
@@ -108,12 +108,11 @@ def copy_into_target(reader: ItemReader, item: ReadItem, target: torch.Tensor, w
     if start + nbytes > len(reader):
         raise ValueError(f"{where}: item {item.storage_index} needs bytes {start}-{start + nbytes} "
                          f"of its {len(reader)}")
-    dst = target.reshape(-1).view(torch.uint8)
+    # numpy copies the received (read-only) chunks with the GIL released, and without torch.frombuffer's
+    # warning about a buffer that is not writable (no warning filter to set and put back around it).
+    dst = target.detach().reshape(-1).view(torch.uint8).numpy()
     done = 0
-    with warnings.catch_warnings():
-        # The received chunks are immutable bytes; they are only read from here.
-        warnings.filterwarnings("ignore", message="The given buffer is not writable")
-        for piece in reader.views(start, nbytes):
-            dst[done : done + len(piece)].copy_(torch.frombuffer(piece, dtype=torch.uint8))  # GIL released
-            done += len(piece)
+    for piece in reader.views(start, nbytes):
+        dst[done : done + len(piece)] = numpy.frombuffer(piece, dtype=numpy.uint8)
+        done += len(piece)
     return True

@@ -14,6 +14,7 @@ import warnings
 
 _MESSAGE = (r"torch\.distributed is disabled, unavailable or uninitialized, assuming the intent is to "
             r"(save|load) in a single process")
+_MODULE = r"torch\.distributed\.checkpoint\."  # the warning is attributed to dcp.save's / dcp.load's wrapper there
 _LAUNCHER_SIZES = ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 
 
@@ -33,5 +34,7 @@ def quiet_single_process_warning() -> None:
     when something (`warnings.catch_warnings`, a test runner) has put the filters back since."""
     if launched_as_one_of_several():
         return
-    if not any(f[0] == "ignore" and getattr(f[1], "pattern", None) == _MESSAGE for f in warnings.filters):
-        warnings.filterwarnings("ignore", message=_MESSAGE, category=UserWarning)
+    if not any(f[0] == "ignore" and getattr(f[3], "pattern", None) == _MODULE and getattr(f[1], "pattern", None)
+               == _MESSAGE for f in warnings.filters):
+        # Only DCP's own UserWarning of that text: another module's warnings, or DCP's others, still show.
+        warnings.filterwarnings("ignore", message=_MESSAGE, category=UserWarning, module=_MODULE)

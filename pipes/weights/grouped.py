@@ -27,6 +27,7 @@ from ..distributed import Group
 from ..distributed.broadcast import rounds, share
 from ..distributed.plan import split_bytes
 from ..distributed.requests import UNCOMPARED, ranks_phrase
+from .cached import keep, read_options, whole
 from .objects import Opened, byte_view, empty_like, fill, load_tensors, select, to_device
 
 Opening = Callable[[], Sequence[tuple[Opened, Optional[list[str]]]]]
@@ -36,7 +37,7 @@ def compact(opened: Opened) -> Opened:
     """`opened` with only its header's bytes kept: what rank 0 sends the others."""
     head = bytes(opened.head.slice(0, opened.header.data_start))
     return Opened(opened.path, opened.where, opened.header, opened.generation, Chunked([head]),
-                  google_crc32c.value(head))
+                  google_crc32c.value(head), opened.crc32c)
 
 
 def request(fs: FluxFileSystem, url: str, tensors: Any = None) -> dict[str, Any]:
@@ -67,7 +68,9 @@ def _same_storage(fs: FluxFileSystem, group: Group, asked: list[dict[str, Any]],
     if endpoints[group.rank] != endpoints[0]:
         for opened, _ in objects:
             try:
-                support.run(fs, fs._read_ranges, opened.path, [(0, 1)], generation=opened.generation, max_gap=0)
+                # one byte: from the node's cache where it holds the object (of this store), never a fill for it
+                support.run(fs, fs._read_ranges, opened.path, [(0, 1)], generation=opened.generation, max_gap=0,
+                            **read_options(fs, opened))
             except (ObjectChanged, FileNotFoundError) as exc:
                 others = [r for r, e in enumerate(endpoints) if e == endpoints[group.rank]]
                 why = "another generation" if isinstance(exc, ObjectChanged) else "no such object"
@@ -99,6 +102,7 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
     buffers: list[memoryview] = []
     located: list[tuple[int, int]] = []  # per shared buffer: (object, offset in it)
     alone: list[tuple[Opened, list[str]]] = []
+    shared: list[dict[str, torch.Tensor]] = [{} for _ in objects]  # per object: its tensors read whole
     for k, (opened, names) in enumerate(objects):
         cut = []
         for t in select(opened, [n for n in (opened.header.tensors if names is None else names) if choose(n)]):
@@ -106,11 +110,13 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
                 cut.append(t.name)
                 out[t.name] = None  # type: ignore[assignment]  (placed now: file order kept)
                 continue
-            out[t.name] = empty_like(t)
+            out[t.name] = shared[k][t.name] = empty_like(t)
             buffers.append(byte_view(out[t.name]))
             located.append((k, t.start))
         if cut:
             alone.append((opened, cut))
+    # With cache_dir: a whole object the node's cache lacks is read from storage (no fill), filled from memory after.
+    how = [read_options(fs, o) if whole(o, shared[k]) else {} for k, (o, _) in enumerate(objects)]
     parts = split_bytes([len(b) for b in buffers], group.size)
     plan = repr([(objects[k][0].path, start, len(b)) for (k, start), b in zip(located, buffers)]).encode()
     # Before any read: a rank asking for other tensors would send chunks the others do not expect.
@@ -122,7 +128,7 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
         for p in pieces:
             k, start = located[p.item]
             wants.setdefault(k, []).append((start + p.offset, buffers[p.item][p.offset:p.offset + p.length]))
-        await gather_all(fill(fs, objects[k][0], w, limit) for k, w in wants.items())
+        await gather_all(fill(fs, objects[k][0], w, limit, **how[k]) for k, w in wants.items())
 
     async def read_alone() -> list:
         return await gather_all(load_tensors(fs, o, names, limit, slices) for o, names in alone)
@@ -147,4 +153,5 @@ def load_grouped(fs: FluxFileSystem, group: Group, opening: Opening, concurrency
         for f in pending + ([cut] if cut is not None else []):
             f.cancel()
     group.agree(None, errors[0] if errors else None, "reads")
+    keep(fs, [o for o, _ in objects], how, shared, group.rank, group.size)
     return to_device(out, device)

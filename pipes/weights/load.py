@@ -13,6 +13,7 @@ import torch
 from fluxfs import FluxFileSystem, support
 
 from ..distributed import NO_GROUP, resolve_group
+from .cached import open_unfilled
 from .grouped import load_grouped, request
 from .header import NAMES
 from .objects import (Opened, byte_view, check_framework, filesystem, fill, load_tensors, no_such_tensor,
@@ -37,7 +38,7 @@ def load_file(url: str, device: Any = "cpu", *, fs: Optional[FluxFileSystem] = N
     device = torch.device(device)
     grouped = resolve_group(group, f"load_file({url})")
     if grouped is not None:
-        return load_grouped(fs, grouped, lambda: [(support.run(fs, open_object, fs, path, str(url)), None)],
+        return load_grouped(fs, grouped, lambda: [(support.run(fs, open_unfilled, fs, path, str(url)), None)],
                             DEFAULT_CONCURRENCY, None, device, asking=request(fs, f"flux://{path}"))
 
     async def load() -> dict[str, torch.Tensor]:

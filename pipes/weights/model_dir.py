@@ -17,6 +17,7 @@ from fluxfs.support import gather_all
 
 from .header import SafetensorsError
 from ..distributed import NO_GROUP, resolve_group
+from .cached import open_unfilled
 from .grouped import load_grouped, request
 from .objects import Opened, filesystem, load_tensors, open_object, select, to_device
 from .staged import load_staged
@@ -57,9 +58,9 @@ async def _weight_map(fs: FluxFileSystem, root: str, where: str) -> dict[str, st
     return weight_map
 
 
-async def _open_shards(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], where: str
-                       ) -> list[tuple[Opened, list[str]]]:
-    """Every shard holding a chosen tensor, its header read and checked, with the names it holds."""
+async def _open_shards(fs: FluxFileSystem, root: str, choose: Callable[[str], bool], where: str,
+                       opener: Callable[..., Any] = open_object) -> list[tuple[Opened, list[str]]]:
+    """Every shard holding a chosen tensor, its header read and checked (by `opener`), with the names it holds."""
     weight_map = await _weight_map(fs, root, where)
     shards: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
@@ -71,7 +72,7 @@ async def _open_shards(fs: FluxFileSystem, root: str, choose: Callable[[str], bo
     async def one(shard: str, names: list[str]) -> tuple[Opened, list[str]]:
         path = f"{root}/{shard}"
         try:
-            opened = await open_object(fs, path, f"flux://{path}")
+            opened = await opener(fs, path, f"flux://{path}")
         except FileNotFoundError:
             raise FileNotFoundError(f"{where}: shard {shard}, named in {INDEX}, is missing from {root}") from None
         if not weight_map:
@@ -126,7 +127,8 @@ def load_model_dir(url: str, device: Any = "cpu", *, tensors: Selector = None,
     grouped = resolve_group(group, where)
     if grouped is not None:
         # Rank 0 opens every shard; each rank chooses its tensors itself (the group checks they agree).
-        return load_grouped(fs, grouped, lambda: support.run(fs, _open_shards, fs, root, _chooser(None), where),
+        return load_grouped(fs, grouped, lambda: support.run(fs, _open_shards, fs, root, _chooser(None), where,
+                                                             open_unfilled),
                             concurrency, slices, torch.device(device), choose,
                             asking=request(fs, f"flux://{root}", tensors))
     return support.run(fs, _load, fs, root, choose, concurrency, where, slices, torch.device(device))

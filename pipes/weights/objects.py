@@ -58,19 +58,21 @@ class Opened:
     generation: Optional[str]
     head: Chunked          # bytes [0, len(head)) of the object
     head_crc: int
+    crc32c: Optional[int] = None  # the whole object's, as storage gave it (a fill of the node's cache checks it)
 
 
-async def open_object(fs: FluxFileSystem, path: str, where: str) -> Opened:
-    """Read and check the header of the safetensors object at `path` (`where` names it in errors)."""
-    got = await fs._read_ranges(path, [(0, PROBE)], max_gap=0)
+async def open_object(fs: FluxFileSystem, path: str, where: str, **kwargs: Any) -> Opened:
+    """Read and check the header of the safetensors object at `path` (`where` names it in errors; `kwargs`
+    go to the first read: generation=, cache=)."""
+    got = await fs._read_ranges(path, [(0, PROBE)], max_gap=0, **kwargs)
     head = Chunked([got[0]] if got[0] else [])
     n = header_length(bytes(head)[:8] if len(head) < 8 else head.slice(0, 8), got.size, where)
     if 8 + n > len(head):
-        more = await fs._read_ranges(path, [(len(head), 8 + n)], generation=got.generation, max_gap=0)
+        more = await fs._read_ranges(path, [(len(head), 8 + n)], max_gap=0, **{**kwargs, "generation": got.generation})
         head = Chunked(head.chunks + [more[0]])
     crc = check_whole(head.chunks, got.crc32c if len(head) == got.size else None, where, got.generation)
     header = parse_header(bytes(head.slice(8, 8 + n)), got.size, where)
-    return Opened(path, where, header, got.generation, head, crc)
+    return Opened(path, where, header, got.generation, head, crc, got.crc32c)
 
 
 def empty_like(info: TensorInfo) -> torch.Tensor:

@@ -10,9 +10,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter
-from fluxfs.server import run
-from tests._gloo import digests, run_ranks
-from tests.conftest import make_fs, new_bucket_name
+from tests._gloo import digests, run_ranks_on, written_root
 
 from ._dcp_group_child import replicated_state, sharded_state
 
@@ -23,17 +21,12 @@ pytestmark = pytest.mark.slow  # real gloo ranks in their own processes
 def loaded(tmp_path_factory):
     """The replicated and the sharded checkpoint saved by one process, then the 2-rank loads' reports and its size."""
     root, out = tmp_path_factory.mktemp("root"), tmp_path_factory.mktemp("out")
-    bucket = new_bucket_name()
-    with run(root=str(root)) as first:
-        fs = make_fs(first)
-        fs.mkdir(bucket)
+    with written_root(root) as (first, fs, bucket):
         options = {"endpoint_url": first.url, "token": "anon"}
         dcp.save(replicated_state(), storage_writer=FluxStorageWriter(f"flux://{bucket}/ckpt/replicated", **options))
         dcp.save(sharded_state(), storage_writer=FluxStorageWriter(f"flux://{bucket}/ckpt/sharded", **options))
         size = sum(v for k, v in fs.du(f"{bucket}/ckpt/replicated", total=False).items() if k.endswith(".distcp"))
-        with run(root=str(root)) as second:  # started after the save: it sees what the first one stored
-            ranks = run_ranks("tests.checkpoint._dcp_group_child", out, [first.url, second.url],
-                              f"flux://{bucket}/ckpt")
+        ranks = run_ranks_on(root, first, 2, "tests.checkpoint._dcp_group_child", out, f"flux://{bucket}/ckpt")
         yield ranks, size
 
 

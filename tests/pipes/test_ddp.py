@@ -9,9 +9,7 @@ from __future__ import annotations
 import pytest
 
 from fluxfs.pipes import FluxSampler
-from fluxfs.server import run
 from tests import _gloo
-from tests.conftest import make_fs, new_bucket_name
 from tests.shards.conftest import put_shard, shard_bytes, shard_keys
 
 from ._ddp_child import EPOCHS
@@ -43,16 +41,12 @@ def test_sampler_splits_the_order_by_rank_like_distributed_sampler():
 def team(tmp_path_factory):
     """The child's reports, one per rank, and the objects' total bytes."""
     root, out = tmp_path_factory.mktemp("root"), tmp_path_factory.mktemp("ranks")
-    bucket = new_bucket_name()
-    with run(root=str(root)) as first:
-        fs = make_fs(first)
-        fs.mkdir(bucket)
+    with _gloo.written_root(root) as (first, fs, bucket):
         objects = {f"{bucket}/objects/{i:04d}": bytes([i]) * (500 + 37 * i) for i in range(N_OBJECTS)}
         fs.pipe(objects)
         for i, n in enumerate(SHARD_COUNTS):
             put_shard(fs, f"{bucket}/shards/shard-{i:06d}.tar", shard_bytes(shard_keys(i, n)))
-        with run(root=str(root)) as second:  # started on the root as written
-            reports = _gloo.run_ranks("tests.pipes._ddp_child", out, [first.url, second.url], bucket)
+        reports = _gloo.run_ranks_on(root, first, 2, "tests.pipes._ddp_child", out, bucket)
     return reports, sum(map(len, objects.values())), bucket
 
 

@@ -15,7 +15,7 @@ import torch
 from fluxfs.server import run
 from tests import _gloo as gloo
 from tests._gloo import digests
-from tests.conftest import make_fs, new_bucket_name
+from tests.conftest import make_fs
 
 from .test_model_dir import write_dir
 
@@ -38,10 +38,7 @@ def servers(tmp_path_factory):
     """Three servers on one root holding the model (2 shards), 6 data objects, 2 tar shards and 2 more among 40
     other objects."""
     root = tmp_path_factory.mktemp("root")
-    bucket = new_bucket_name()
-    with run(root=str(root)) as first:
-        fs = make_fs(first)
-        fs.mkdir(bucket)
+    with gloo.written_root(root) as (first, fs, bucket):
         write_dir(fs, f"{bucket}/model", model_state(), 2)
         for i in range(6):
             fs.pipe_file(f"{bucket}/data/{i:03d}", bytes([i]) * 10)
