@@ -22,7 +22,7 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Optional
 
 import google_crc32c
 
@@ -30,7 +30,7 @@ from . import body, evict, index, packs
 from ..errors import ChecksumMismatch
 from ..gcs import fork
 from .entry import Meta, crc_value, entry_id
-from .reader import store_of
+from .fetcher import Fetcher
 from .store import UNWRITABLE, NodeCache
 
 log = logging.getLogger("fluxfs.cache")
@@ -60,16 +60,16 @@ _QUEUED = _Queued()
 fork.reset_in_child(_QUEUED)
 
 
-def _cacheable(fs: Any, info: Any) -> Optional[Entry]:
+def _cacheable(fetch: Fetcher, info: Any) -> Optional[Entry]:
     """(store, bucket, key, generation, size, crc32c) of an info dict that names a generation and a size, else None."""
     if not isinstance(info, dict) or not info.get("generation") or info.get("size") is None:
         return None
-    bucket, key, _ = fs.split_path(fs.client.strip_protocol(info["name"]))
+    bucket, key, _ = fetch.split_path(fetch.strip_protocol(info["name"]))
     try:
         crc = crc_value(info.get("crc32c"))
     except ValueError:
         return None  # the uncached read names the mistake
-    return store_of(fs), bucket, key, str(info["generation"]), int(info["size"]), crc
+    return fetch.store, bucket, key, str(info["generation"]), int(info["size"]), crc
 
 
 def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]:
@@ -80,7 +80,7 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
         cache.warns.index(exc)
         out = {}
     for i, (store, bucket, key, generation, size, crc) in wanted:
-        if i in out or not os.path.exists(cache._path(entry_id(bucket, key, generation, store), "data")):
+        if i in out or not os.path.exists(cache.path_of(entry_id(bucket, key, generation, store), "data")):
             continue  # a miss, told without making a file (a file creation: ~1 ms on a busy disk)
         held = cache.lookup(bucket, key, generation, size, True, store, crc)  # a whole-object entry
         if held is not None:
@@ -91,7 +91,7 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
             if held.crc32c is not None and google_crc32c.value(data) == held.crc32c:
                 out[i] = data
             elif held.path is not None:
-                cache._failed_check(held.path)
+                cache.failed_check(held.path)
     return out
 
 
@@ -130,14 +130,14 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
         cache.warns.full(exc)
         return
     try:
-        with cache._dir_locked():
+        with cache.dir_locked():
             db = index.connect(cache.directory)
             have = index.lookup(db, [t[:4] for t in todo], complete=False)
             for dead in {row[0] for row, done in have.values() if not done}:  # claimed by a fill: alive?
                 if packs.remove(cache.directory, db, dead, only_if_dead=True) is not None:
                     have = {k: v for k, v in have.items() if v[0][0] != dead}
             todo = [t for t in todo if t[:4] not in have  # nor one with a whole-object entry (store.py)
-                    and not os.path.exists(cache._path(entry_id(*t[1:4], t[0]), "data"))]
+                    and not os.path.exists(cache.path_of(entry_id(*t[1:4], t[0]), "data"))]
             need = sum(t[4] for t in todo)
             if not todo or not evict.make_room(cache.directory, need, cache.limit):
                 return  # all there already, or no room (entries in use fill it): read from storage next time
@@ -154,7 +154,7 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
             pack.done = True
         finally:
             if not pack.done:
-                with cache._dir_locked():
+                with cache.dir_locked():
                     index.drop_pack(db, pack.name)
     except OSError as exc:
         if exc.errno not in UNWRITABLE:
@@ -225,12 +225,11 @@ def flush() -> None:
     concurrent.futures.wait(waiting)
 
 
-async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
-                      uncached: Callable[..., Awaitable[dict]]) -> dict:
-    """`uncached(fs, infos, on_error=...)`'s answer, the cached objects served from the cache."""
-    entries = [(i, e) for i, e in ((i, _cacheable(fs, info)) for i, info in enumerate(infos)) if e is not None]
+async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: str) -> dict:
+    """`fetch.cat_objects(infos, on_error=...)`'s answer, the cached objects served from the cache."""
+    entries = [(i, e) for i, e in ((i, _cacheable(fetch, info)) for i, info in enumerate(infos)) if e is not None]
     if not entries:
-        return await uncached(fs, infos, on_error=on_error)
+        return await fetch.cat_objects(infos, on_error=on_error)
     loop = asyncio.get_running_loop()
     with _QUEUED.guard:  # an object this process is still writing to the cache: wait for it rather than read it again
         mine = [f for f in (_QUEUED.filling.get((cache.directory, e)) for _, e in entries) if f is not None]
@@ -239,16 +238,16 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
     if sum(e[4] for _, e in entries) <= INLINE:  # a loader's batch: no hop to a thread and back (GIL waits)
         hits = _hits(cache, entries)
     else:
-        hits = await loop.run_in_executor(cache._executor(), _hits, cache, entries)
+        hits = await loop.run_in_executor(cache.executor(), _hits, cache, entries)
     if len(hits) == len(infos):
-        return {fs.client.strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
+        return {fetch.strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
     misses = [info for i, info in enumerate(infos) if i not in hits]
-    got = await uncached(fs, misses, on_error=on_error)
+    got = await fetch.cat_objects(misses, on_error=on_error)
     batch = []
     for i, entry in entries:
         if i in hits:
             continue
-        data = got.get(fs.client.strip_protocol(infos[i]["name"]))
+        data = got.get(fetch.strip_protocol(infos[i]["name"]))
         if not isinstance(data, (bytes, bytearray)):
             continue
         with _QUEUED.guard:
@@ -260,7 +259,7 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
         _enqueue(cache, batch)
     out = {}
     for i, info in enumerate(infos):  # the order asked, as the uncached read answers
-        name = fs.client.strip_protocol(info["name"] if isinstance(info, dict) else info)
+        name = fetch.strip_protocol(info["name"] if isinstance(info, dict) else info)
         if i in hits:
             out[name] = hits[i]
         elif name in got:
