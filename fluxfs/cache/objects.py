@@ -26,9 +26,10 @@ from typing import Any, Optional
 
 import google_crc32c
 
-from . import body, evict, index, packs
+from . import body, claims, evict, index, packs
 from ..errors import ChecksumMismatch
 from ..gcs import fork
+from .claims import Entry
 from .entry import Meta, crc_value, entry_id
 from .fetcher import Fetcher
 from .store import UNWRITABLE, NodeCache
@@ -38,12 +39,11 @@ log = logging.getLogger("fluxfs.cache")
 BACKLOG = 64 * 2**20    # bytes read and waiting to be written to the cache, per process
 PACK_MAX = 64 * 2**20   # one pack holds at most this much of what is queued (more goes to the next)
 INLINE = 8 * 2**20      # a call asking for at most this much looks its hits up on the event loop's thread
-Entry = tuple[str, str, str, str, int, Any]  # store, bucket, key, generation, size, crc32c
 
 
 class _Queued:
-    """This process's fills not written yet: their bytes (`pending`), each by entry (`filling`) and by cache directory
-    (`queue`), the filler thread's executor, and the lock over them; a forked worker starts with none."""
+    """This process's fills not written yet: the backlog bytes they hold (`pending`), each by entry (`filling`), the
+    filler thread's executor, and the lock over them; a forked worker starts with none."""
 
     def __init__(self) -> None:
         self._after_fork()
@@ -52,7 +52,6 @@ class _Queued:
         self.guard = threading.Lock()  # a thread of the parent may have held it at the fork
         self.pending = 0
         self.filling: dict[tuple, concurrent.futures.Future] = {}
-        self.queue: dict[str, list[tuple[NodeCache, list[tuple[Entry, bytes]], concurrent.futures.Future]]] = {}
         self.filler: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
 
@@ -166,56 +165,66 @@ def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
         pack.close()
 
 
-def _packs(items: list[tuple[Entry, bytes]], most: int) -> list[list[tuple[Entry, bytes]]]:
-    """The items cut into packs of at most `most` bytes (an object larger than that alone)."""
-    out: list[list[tuple[Entry, bytes]]] = [[]]
-    size = 0
-    for item in items:
-        if out[-1] and size + len(item[1]) > most:
-            out.append([])
-            size = 0
-        out[-1].append(item)
-        size += len(item[1])
-    return out
+def _most(cache: NodeCache) -> int:
+    """A pack's most bytes: PACK_MAX, and a tenth of the limit (eviction frees whole packs, so a pack must be small
+    beside the limit)."""
+    return PACK_MAX if cache.limit is None else max(1, min(PACK_MAX, cache.limit // 10))
 
 
-def _drain(cache: NodeCache) -> None:
-    """The filler thread: whatever is queued for this cache, a pack at a time (at most PACK_MAX, and a tenth
-    of the limit: eviction frees whole packs, so a pack must be small beside the limit)."""
-    most = PACK_MAX if cache.limit is None else max(1, min(PACK_MAX, cache.limit // 10))
-    while True:
-        taken, size = [], 0
-        with _QUEUED.guard:
-            queue = _QUEUED.queue.get(cache.directory, [])
-            while queue and (not taken or size + sum(len(d) for _, d in queue[0][1]) <= most):
-                taken.append(queue.pop(0))
-                size += sum(len(d) for _, d in taken[-1][1])
-        if not taken:
-            return
-        items = [item for _, batch, _ in taken for item in batch]
+def _write_later(cache: NodeCache, made: list[claims.Claim], got: dict[Entry, Any], reserved: int) -> None:
+    """This process's claims written (or let go, with nothing read) by the filler thread, off the read's path;
+    `reserved`: the backlog bytes they hold until then."""
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    entries = [e for c in made for e in c.entries]
+
+    def work() -> None:
         try:
-            for part in _packs(items, most):
-                fill(cache, part)
-        except Exception as exc:  # the reads succeeded; only caching them failed
-            log.warning("fluxfs node-local cache: %d objects not cached: %s", len(items), exc)
+            for c in made:
+                try:
+                    claims.write(cache, c, got)
+                except Exception as exc:  # the reads succeeded; only caching them failed
+                    log.warning("fluxfs node-local cache: %d objects not cached: %s", len(c.entries), exc)
         finally:
             with _QUEUED.guard:
-                _QUEUED.pending -= size
-                for entry, _ in items:
-                    _QUEUED.filling.pop((cache.directory, entry), None)
-            for _, _, done in taken:
-                done.set_result(None)
+                _QUEUED.pending -= reserved
+                for e in entries:
+                    _QUEUED.filling.pop((cache.directory, e), None)
+            done.set_result(None)
 
-
-def _enqueue(cache: NodeCache, batch: list[tuple[Entry, bytes]]) -> None:
-    done: concurrent.futures.Future = concurrent.futures.Future()
     with _QUEUED.guard:
-        _QUEUED.queue.setdefault(cache.directory, []).append((cache, batch, done))
-        for entry, _ in batch:
-            _QUEUED.filling[(cache.directory, entry)] = done
+        for e in entries:
+            _QUEUED.filling[(cache.directory, e)] = done
         if _QUEUED.filler is None:
             _QUEUED.filler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fluxfs-cache-fill")
-        _QUEUED.filler.submit(_drain, cache)
+        _QUEUED.filler.submit(work)
+
+
+async def _claim(cache: NodeCache, wanted: list[Entry]) -> tuple[list[claims.Claim], list[Entry], int]:
+    """`claims.claim` on a cache thread within this process's backlog: (claims, objects others claimed, backlog
+    bytes the claims hold). Cancelled meanwhile (Ctrl-C): whatever it claimed is let go by the filler thread."""
+    with _QUEUED.guard:
+        room = max(0, min(BACKLOG - _QUEUED.pending, sum(e[4] for e in set(wanted))))
+        _QUEUED.pending += room
+
+    def settle(made: list[claims.Claim]) -> int:
+        held = sum(c.size for c in made)
+        with _QUEUED.guard:
+            _QUEUED.pending -= room - held
+        return held
+
+    fut = cache.executor().submit(claims.claim, cache, wanted, room, _most(cache))
+    try:
+        made, theirs = await asyncio.wrap_future(fut)
+    except asyncio.CancelledError:
+        def let_go(f: concurrent.futures.Future) -> None:
+            made = [] if f.cancelled() or f.exception() is not None else f.result()[0]
+            _write_later(cache, made, {}, settle(made))
+        fut.add_done_callback(let_go)
+        raise
+    except BaseException:
+        settle([])
+        raise
+    return made, theirs, settle(made)
 
 
 def flush() -> None:
@@ -226,7 +235,8 @@ def flush() -> None:
 
 
 async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: str) -> dict:
-    """`fetch.cat_objects(infos, on_error=...)`'s answer, the cached objects served from the cache."""
+    """`fetch.cat_objects(infos, on_error=...)`'s answer, the cached objects served from the cache; the misses
+    claimed first (`claims.py`), so objects another process is downloading are waited for, not downloaded again."""
     entries = [(i, e) for i, e in ((i, _cacheable(fetch, info)) for i, info in enumerate(infos)) if e is not None]
     if not entries:
         return await fetch.cat_objects(infos, on_error=on_error)
@@ -241,22 +251,30 @@ async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: s
         hits = await loop.run_in_executor(cache.executor(), _hits, cache, entries)
     if len(hits) == len(infos):
         return {fetch.strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
-    misses = [info for i, info in enumerate(infos) if i not in hits]
-    got = await fetch.cat_objects(misses, on_error=on_error)
-    batch = []
-    for i, entry in entries:
-        if i in hits:
-            continue
-        data = got.get(fetch.strip_protocol(infos[i]["name"]))
-        if not isinstance(data, (bytes, bytearray)):
-            continue
-        with _QUEUED.guard:
-            if _QUEUED.pending + len(data) > BACKLOG:
-                continue  # the disk is behind: this one is read from storage again next time
-            _QUEUED.pending += len(data)
-        batch.append((entry, bytes(data)))
-    if batch:
-        _enqueue(cache, batch)
+    misses = {i: e for i, e in entries if i not in hits}
+    made, theirs, reserved = await _claim(cache, list(misses.values()))
+    waited = set(theirs)
+    first = [info for i, info in enumerate(infos) if i not in hits and misses.get(i) not in waited]
+    wait = asyncio.ensure_future(claims.wait_for(cache, theirs)) if theirs else None
+    got: dict = {}
+    try:
+        try:
+            got = await fetch.cat_objects(first, on_error=on_error) if first else {}
+            claims.touch(made)
+        finally:  # on every path: written, or let go
+            names = {e: fetch.strip_protocol(infos[i]["name"]) for i, e in misses.items()}
+            _write_later(cache, made, {e: got.get(names[e]) for c in made for e in c.entries}, reserved)
+        if wait is not None:
+            await wait
+            late = [(i, e) for i, e in misses.items() if e in waited]
+            more = await loop.run_in_executor(cache.executor(), _hits, cache, late)
+            hits.update(more)
+            rest = [infos[i] for i, _ in late if i not in more]  # a claimer that gave up or stalled: storage
+            if rest:
+                got.update(await fetch.cat_objects(rest, on_error=on_error))
+    finally:
+        if wait is not None:
+            wait.cancel()
     out = {}
     for i, info in enumerate(infos):  # the order asked, as the uncached read answers
         name = fetch.strip_protocol(info["name"] if isinstance(info, dict) else info)

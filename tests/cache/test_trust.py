@@ -313,7 +313,8 @@ def test_an_object_changed_during_a_fill_is_object_changed(flux_server, bucket, 
             await (other._pipe_file(path, b"v2") if how == "overwrite" else other._rm_file(path))
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(fs, "cache_fetcher", dataclasses.replace(fs.cache_fetcher, cat_file=change_after_the_first_part))
+    patched = dataclasses.replace(fs.cache_fetcher, cat_file=change_after_the_first_part)
+    monkeypatch.setattr(fs, "cache_fetcher", patched)
     with pytest.raises(ObjectChanged, match=rf"{path}#\d+ changed while being read: generation \d+ no longer exists"):
         fs.open(path, "rb")
     assert not list(tmp_path.glob("*.data")) and not list(tmp_path.glob("*.part"))

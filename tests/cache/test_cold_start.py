@@ -1,0 +1,60 @@
+"""One download per node on a cold start too: processes starting together on one empty `cache_dir` and reading the
+same objects pull each object's bytes from storage once between them (the first to ask fills, the others wait for
+its fill and read it from the cache). The server's byte counter is what a user's bill shows. On the embedded server."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import make_fs, reap
+
+N, SIZE, BATCH = 64, 32 * 1024, 16
+
+READER = textwrap.dedent("""
+    import json, os, sys, time
+    from fluxfs import FluxFileSystem
+    from fluxfs.cache import objects
+    url, cache_dir, go, listing = sys.argv[1:5]
+    infos = json.load(open(listing))
+    fs = FluxFileSystem(endpoint_url=url, token="anon", cache_dir=cache_dir, skip_instance_cache=True)
+    print("ready", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.002)
+    got = {}
+    for at in range(0, len(infos), int(sys.argv[5])):  # a loader's batches, in the same order in every process
+        got.update(fs.cat_objects(infos[at:at + int(sys.argv[5])]))
+    objects.flush()
+    sys.stdout.write(json.dumps({k: v.hex() for k, v in got.items()}))
+""")
+
+
+def test_processes_starting_together_download_each_object_once(flux_server, bucket, tmp_path):
+    fs = make_fs(flux_server)
+    data = {f"{bucket}/o/{i:03d}": os.urandom(SIZE) for i in range(N)}
+    fs.pipe(data)
+    infos = [{k: v for k, v in info.items() if k in ("name", "size", "generation", "crc32c")}
+             for info in sorted(fs.find(f"{bucket}/o/", detail=True).values(), key=lambda i: i["name"])]
+    listing = tmp_path / "infos.json"
+    listing.write_text(json.dumps(infos))
+    go = tmp_path / "go"
+    flux_server.configure(bandwidth_mbps=16.0)  # ~1 s for them all: the two processes' reads overlap
+    procs = [subprocess.Popen([sys.executable, "-c", READER, flux_server.url, str(tmp_path / "cache"), str(go),
+                               str(listing), str(BATCH)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    try:
+        for p in procs:
+            assert p.stdout.readline() == b"ready\n", p.stderr.read().decode()
+        flux_server.reset_stats()
+        go.touch()  # the barrier: both start at once
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            reap(p)
+    assert [p.returncode for p in procs] == [0, 0], [err.decode() for _, err in outs]
+    for out, _ in outs:
+        assert {k: bytes.fromhex(v) for k, v in json.loads(out).items()} == data
+    sent = flux_server.stats()["bytes_out"]
+    assert sent <= 1.15 * N * SIZE, f"{sent / (N * SIZE):.2f}x the objects' bytes sent for the node"
