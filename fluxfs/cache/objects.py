@@ -3,16 +3,16 @@
 Objects named with their generation (a listing's info dicts) are served from complete entries: packed ones
 (packs.py: one index query per call, each pack read once) or whole-object ones (store.py), looked up on
 the event loop's thread for a call of at most `INLINE` bytes (a loader's batch: a hop to a thread and
-back cost more, in GIL waits on a busy worker, than the lookup and preads themselves); the rest are
-read by the usual batched read, one call for all of them. What was read is then written to the cache off
-the read's path, by one filler thread per process that writes whatever is queued (up to `PACK_MAX`) as one
-pack: one file written once, one directory lock and two index transactions per pack, no fsync (every read
-of an entry checks its crc32c, so an entry torn by a power loss is read from storage again). Fills waiting
-hold at most `BACKLOG` bytes; an object beyond that is not cached this time (it is the next). A process that
-exits finishes its pending fills first (the filler is a non-daemon thread); one killed mid-fill leaves a
-pack whose rows never became complete, removed by the next fill or eviction that meets it. Two processes
-filling the same objects: the first to claim them (rows in the index, under the directory lock) writes
-them, the other skips them. Paths without a generation or size are read from storage as without a cache.
+back cost more, in GIL waits on a busy worker, than the lookup and preads themselves). The misses are
+claimed first (claims.py: rows in the index and a pack held for them, under the directory lock), so
+objects another process is downloading are waited for and read from its pack, not downloaded again; the
+rest are read by the usual batched read, one call for all of them, and the claimed ones written to their
+pack off the read's path by one filler thread per process (no fsync: every read of an entry checks its
+crc32c, so an entry torn by a power loss is read from storage again). Claims hold at most `BACKLOG` bytes
+per process; an object beyond that is not cached this time (it is the next). A process that exits
+finishes its pending fills first (the filler is a non-daemon thread); one killed mid-fill leaves a pack
+whose rows never became complete, removed by the next claim or eviction that meets it (and read from
+storage by those waiting on it). Paths without a generation or size are read from storage as without a cache.
 """
 from __future__ import annotations
 
