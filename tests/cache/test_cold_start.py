@@ -9,9 +9,12 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.conftest import make_fs, reap
 
 N, SIZE, BATCH = 64, 32 * 1024, 16
+PROCS = 2  # processes on the node, started together
 
 READER = textwrap.dedent("""
     import json, os, sys, time
@@ -43,7 +46,7 @@ def test_processes_starting_together_download_each_object_once(flux_server, buck
     flux_server.configure(bandwidth_mbps=16.0)  # ~1 s for them all: the two processes' reads overlap
     procs = [subprocess.Popen([sys.executable, "-c", READER, flux_server.url, str(tmp_path / "cache"), str(go),
                                str(listing), str(BATCH)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for _ in range(2)]
+             for _ in range(PROCS)]
     try:
         for p in procs:
             assert p.stdout.readline() == b"ready\n", p.stderr.read().decode()
@@ -53,8 +56,57 @@ def test_processes_starting_together_download_each_object_once(flux_server, buck
     finally:
         for p in procs:
             reap(p)
-    assert [p.returncode for p in procs] == [0, 0], [err.decode() for _, err in outs]
+    assert [p.returncode for p in procs] == [0] * PROCS, [err.decode() for _, err in outs]
     for out, _ in outs:
         assert {k: bytes.fromhex(v) for k, v in json.loads(out).items()} == data
     sent = flux_server.stats()["bytes_out"]
     assert sent <= 1.15 * N * SIZE, f"{sent / (N * SIZE):.2f}x the objects' bytes sent for the node"
+
+
+RANGES = textwrap.dedent("""
+    import hashlib, os, sys, time
+    from fluxfs import FluxFileSystem
+    url, cache_dir, go, path, size, how = sys.argv[1:7]
+    size = int(size)
+    fs = FluxFileSystem(endpoint_url=url, token="anon", cache_dir=cache_dir, skip_instance_cache=True)
+    generation = fs.info(path)["generation"]
+    print("ready", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.002)
+    if how == "ranges":  # a model's tensors: many ranges in one call, the live generation
+        step = 2**20
+        got = fs.read_ranges(path, [(at, min(at + step, size)) for at in range(0, size, step)])
+    else:  # a shard stream: one span after another of the listed generation
+        step = 8 * 2**20
+        got = [fs.read_ranges(path, [(at, min(at + step, size))], generation=generation, max_gap=0)[0]
+               for at in range(0, size, step)]
+    sys.stdout.write(hashlib.sha256(b"".join(got)).hexdigest())
+""")
+
+
+@pytest.mark.parametrize("how", ["ranges", "spans"])
+def test_processes_starting_together_download_a_shard_once(flux_server, bucket, tmp_path, how):
+    """Byte ranges of one object (a shard, a model file) read by two processes started together: one download."""
+    import hashlib
+
+    size = 12 * 2**20 + 4321  # two fill parts of 8 MiB
+    data = os.urandom(size)
+    path = f"{bucket}/shard-0.tar"
+    make_fs(flux_server).pipe(path, data)
+    go = tmp_path / "go"
+    flux_server.configure(bandwidth_mbps=64.0)  # ~1.5 s: the two processes' reads overlap
+    procs = [subprocess.Popen([sys.executable, "-c", RANGES, flux_server.url, str(tmp_path / "cache"), str(go), path,
+                               str(size), how], stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(PROCS)]
+    try:
+        for p in procs:
+            assert p.stdout.readline() == b"ready\n", p.stderr.read().decode()
+        flux_server.reset_stats()
+        go.touch()
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            reap(p)
+    assert [p.returncode for p in procs] == [0] * PROCS, [err.decode() for _, err in outs]
+    assert [out.decode() for out, _ in outs] == [hashlib.sha256(data).hexdigest()] * PROCS
+    sent = flux_server.stats()["bytes_out"]
+    assert sent <= 1.15 * size, f"{sent / size:.2f}x the object's bytes sent for the node"
