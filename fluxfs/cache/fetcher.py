@@ -7,6 +7,7 @@ fs -> cache -> fs cycle), as fsspec's caching layers are handed a fetch callable
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from ..gcs import http
@@ -25,7 +26,7 @@ class Fetcher:
     read_ranges: Callable[..., Awaitable[Any]]    # (path, [(start, end)], generation=..., max_gap=...) -> Ranges
     cat_objects: Callable[..., Awaitable[dict]]   # (infos, on_error=...) -> {"bucket/key": bytes | exception}
 
-    @property
+    @functools.cached_property  # asked once per object of a `cat_objects` call: the URL parsed once
     def store(self) -> str:
         """The store read from (the client's normalized endpoint): part of every entry's name."""
         return store_id(self.client.endpoints.location)

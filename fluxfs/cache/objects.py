@@ -26,18 +26,17 @@ from typing import Any, Optional
 
 import google_crc32c
 
-from . import body, claims, evict, index, packs
-from ..errors import ChecksumMismatch
+from . import claims, packs
 from ..gcs import fork
 from .claims import Entry
-from .entry import Meta, crc_value, entry_id
+from .entry import crc_value, entry_id
 from .fetcher import Fetcher
-from .store import UNWRITABLE, NodeCache
+from .store import NodeCache
 
 log = logging.getLogger("fluxfs.cache")
 
-BACKLOG = 64 * 2**20    # bytes read and waiting to be written to the cache, per process
-PACK_MAX = 64 * 2**20   # one pack holds at most this much of what is queued (more goes to the next)
+BACKLOG = 64 * 2**20    # bytes claimed and not written to the cache yet, per process
+PACK_MAX = 64 * 2**20   # one pack holds at most this much of a call's claims (more goes to the next)
 INLINE = 8 * 2**20      # a call asking for at most this much looks its hits up on the event loop's thread
 
 
@@ -94,75 +93,15 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
     return out
 
 
-def _checked(items: list[tuple[Entry, bytes]]) -> list[tuple[str, str, str, str, int, int, bytes]]:
-    """The batch's objects whose size is theirs, once each, with the crc32c their reads will be checked against:
-    the listing's (the batched read already checked the bytes against it; a wrong byte written would fail
-    every read of the entry, never be served), else computed here."""
-    out, seen = [], set()
-    for (store, bucket, key, generation, size, crc), data in items:
-        if (store, bucket, key, generation) in seen:
-            continue
-        seen.add((store, bucket, key, generation))
-        meta = Meta(bucket, key, generation, int(size), crc_value(crc), False, store)
-        value = google_crc32c.value(data) if meta.crc32c is None else meta.crc32c
-        try:
-            body.check_sums(len(data), value, meta)
-        except ChecksumMismatch as exc:
-            log.warning("fluxfs node-local cache: %s", exc)
-            continue
-        out.append((store, bucket, key, generation, int(size), value, data))
-    return out
-
-
 def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
-    """Write read objects to the cache as one pack: the objects nobody has (or is filling) claimed in the
-    index and their room counted in under the directory lock (never over the limit, even while written),
-    the pack written once, then its rows marked complete."""
-    todo = _checked(items)
-    if not todo:
-        return
-    try:
-        pack = packs.NewPack(cache.directory)
-    except OSError as exc:
-        if exc.errno not in UNWRITABLE:
-            raise
-        cache.warns.full(exc)
-        return
-    try:
-        with cache.dir_locked():
-            db = index.connect(cache.directory)
-            have = index.lookup(db, [t[:4] for t in todo], complete=False)
-            for dead in {row[0] for row, done in have.values() if not done}:  # claimed by a fill: alive?
-                if packs.remove(cache.directory, db, dead, only_if_dead=True) is not None:
-                    have = {k: v for k, v in have.items() if v[0][0] != dead}
-            todo = [t for t in todo if t[:4] not in have  # nor one with a whole-object entry (store.py)
-                    and not os.path.exists(cache.path_of(entry_id(*t[1:4], t[0]), "data"))]
-            need = sum(t[4] for t in todo)
-            if not todo or not evict.make_room(cache.directory, need, cache.limit):
-                return  # all there already, or no room (entries in use fill it): read from storage next time
-            pack.allocate(need)
-            rows, at = [], 0
-            for store, bucket, key, generation, size, crc, _ in todo:
-                rows.append((store, bucket, key, generation, at, size, crc))
-                at += size
-            with index.write(db):
-                index.claim(db, pack.name, rows)
-        try:
-            pack.write([t[6] for t in todo])
-            index.complete(db, pack.name)
-            pack.done = True
-        finally:
-            if not pack.done:
-                with cache.dir_locked():
-                    index.drop_pack(db, pack.name)
-    except OSError as exc:
-        if exc.errno not in UNWRITABLE:
-            raise
-        cache.warns.full(exc)
-    except sqlite3.Error as exc:
-        cache.warns.index(exc)
-    finally:
-        pack.close()
+    """Write objects already read to the cache now, as the filler thread writes a call's claims: claimed (those
+    nobody has), written as packs, their rows complete (an object failing its size or crc32c left out)."""
+    got: dict[Entry, bytes] = {}
+    for entry, data in items:
+        got.setdefault(entry, data)
+    made, _ = claims.claim(cache, list(got), sum(e[4] for e in got), _most(cache))
+    for c in made:
+        claims.write(cache, c, got)
 
 
 def _most(cache: NodeCache) -> int:
