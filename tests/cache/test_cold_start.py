@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
-from tests.conftest import make_fs, reap
+from tests.conftest import make_fs, reap, wait_for
 
 N, SIZE, BATCH = 64, 32 * 1024, 16
 PROCS = 2  # processes on the node, started together
@@ -110,3 +113,55 @@ def test_processes_starting_together_download_a_shard_once(flux_server, bucket, 
     assert [out.decode() for out, _ in outs] == [hashlib.sha256(data).hexdigest()] * PROCS
     sent = flux_server.stats()["bytes_out"]
     assert sent <= 1.15 * size, f"{sent / size:.2f}x the object's bytes sent for the node"
+
+
+CLAIMER = textwrap.dedent("""
+    import json, sys
+    from fluxfs import FluxFileSystem
+    url, cache_dir, listing = sys.argv[1:4]
+    fs = FluxFileSystem(endpoint_url=url, token="anon", cache_dir=cache_dir, skip_instance_cache=True)
+    fs.cat_objects(json.load(open(listing)))
+""")
+
+
+def _claimed(cache_dir) -> int:
+    """Rows claimed and not complete yet (a process is reading those objects to fill them)."""
+    try:
+        db = sqlite3.connect(f"file:{cache_dir / '.fluxfs-cache.index'}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return 0
+    try:
+        return db.execute("SELECT count(*) FROM objects WHERE complete = 0").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("how", ["stopped", "killed"])
+def test_objects_claimed_by_a_stopped_or_killed_process_are_read_from_storage(flux_server, bucket, tmp_path, how):
+    """The wait for another process's claims is bounded: a claimer stopped mid-read (SIGSTOP) makes no progress
+    for `read_timeout` and one killed lets go of its pack: the objects are read from storage, right."""
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "cache"), read_timeout=1)
+    data = {f"{bucket}/s/{i:02d}": os.urandom(64 * 1024) for i in range(8)}
+    fs.pipe(data)
+    infos = [{k: v for k, v in fs.info(name).items() if k in ("name", "size", "generation", "crc32c")}
+             for name in sorted(data)]
+    listing = tmp_path / "infos.json"
+    listing.write_text(json.dumps(infos))
+    flux_server.configure(bandwidth_mbps=0.5)  # ~8 s to read them all: the claimer is caught mid-read
+    claimer = subprocess.Popen([sys.executable, "-c", CLAIMER, flux_server.url, str(tmp_path / "cache"),
+                                str(listing)], stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: _claimed(tmp_path / "cache") == len(infos), "the claimer's claims")
+        claimer.send_signal(signal.SIGSTOP if how == "stopped" else signal.SIGKILL)
+        flux_server.configure(profile="local")
+        got = []
+        reading = threading.Thread(target=lambda: got.append(fs.cat_objects(infos)), daemon=True)
+        reading.start()
+        reading.join(timeout=60)  # from storage once the claimer is dead, or 1 s after it stopped moving
+        assert got == [data]
+    finally:
+        if how == "stopped":
+            claimer.send_signal(signal.SIGCONT)
+        reap(claimer)
