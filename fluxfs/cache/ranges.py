@@ -124,7 +124,9 @@ async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: 
     """The spans from the complete entry of that generation (held while read), or None: there is none."""
     look = functools.partial(cache.lookup, bucket, key, generation, size, store=store, crc32c=crc)
     eid = entry_id(bucket, key, generation, store)
-    if cache.checks.checked(eid) or not os.path.exists(cache.path_of(eid, "data")):
+    if not os.path.exists(cache.path_of(eid, "data")):
+        return None  # a miss, told without the entry's lock: a shared hold now would turn a starting filler away
+    if cache.checks.checked(eid):
         held = look()
     else:  # its first use in this process reads the whole file (its crc32c): off the event loop
         held = await asyncio.get_running_loop().run_in_executor(cache.executor(), look)

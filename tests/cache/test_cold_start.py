@@ -165,3 +165,67 @@ def test_objects_claimed_by_a_stopped_or_killed_process_are_read_from_storage(fl
         if how == "stopped":
             claimer.send_signal(signal.SIGCONT)
         reap(claimer)
+
+
+SLOW_READER = textwrap.dedent("""
+    import hashlib, os, sys, time
+    from fluxfs import FluxFileSystem
+    from fluxfs.cache import lock
+    url, cache_dir, go, holding, path, size = sys.argv[1:7]
+    real = lock.FileLock.try_acquire
+
+    def descheduled(self, shared=False):  # a loaded machine: this process stalls while it holds a shared lock
+        got = real(self, shared)
+        if got and shared and not os.path.exists(holding):
+            open(holding, "w").close()
+            time.sleep(1.0)
+        return got
+
+    lock.FileLock.try_acquire = descheduled
+    fs = FluxFileSystem(endpoint_url=url, token="anon", cache_dir=cache_dir, skip_instance_cache=True)
+    generation = fs.info(path)["generation"]
+    print("ready", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.002)
+    got = fs.read_ranges(path, [(0, int(size))], generation=generation, max_gap=0)[0]
+    sys.stdout.write(hashlib.sha256(got).hexdigest())
+""")
+
+
+def test_a_reader_looking_for_an_entry_never_turns_its_filler_away(flux_server, bucket, tmp_path):
+    """A process that looks for a missing entry takes no lock on it: the process that starts the fill meanwhile
+    fills it (was: a shared lock held at that moment turned the filler away, and both downloaded the object)."""
+    import hashlib
+
+    size = 4 * 2**20
+    data = os.urandom(size)
+    path = f"{bucket}/shard-1.tar"
+    make_fs(flux_server).pipe(path, data)
+    go_a, go_b, holding = tmp_path / "go-a", tmp_path / "go-b", tmp_path / "holding"
+    flux_server.configure(bandwidth_mbps=32.0)  # ~1 s: the two reads overlap
+    args = [flux_server.url, str(tmp_path / "cache")]
+    a = subprocess.Popen([sys.executable, "-c", RANGES, *args, str(go_a), path, str(size), "spans"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    b = subprocess.Popen([sys.executable, "-c", SLOW_READER, *args, str(go_b), str(holding), path, str(size)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for p in (a, b):
+            assert p.stdout.readline() == b"ready\n", p.stderr.read().decode()
+        flux_server.reset_stats()
+        go_b.touch()
+        wait_for(lambda: holding.exists() or b.poll() is not None or _filling(tmp_path / "cache"),
+                 "the slow reader's first look")
+        go_a.touch()
+        outs = [p.communicate(timeout=120) for p in (a, b)]
+    finally:
+        for p in (a, b):
+            reap(p)
+    assert [a.returncode, b.returncode] == [0, 0], [err.decode() for _, err in outs]
+    assert [out.decode() for out, _ in outs] == [hashlib.sha256(data).hexdigest()] * 2
+    sent = flux_server.stats()["bytes_out"]
+    assert sent <= 1.15 * size, f"{sent / size:.2f}x the object's bytes sent for the node"
+
+
+def _filling(cache_dir) -> bool:
+    """Some process has started a fill (a temporary file exists)."""
+    return cache_dir.exists() and any(p.suffix == ".part" for p in cache_dir.iterdir())
