@@ -4,8 +4,9 @@
 the `Fetcher` (fetcher.py) the filesystem's side builds from its client (`fluxfs/reads/cached.py`, where
 `cached_cat(fs, info)` lives). Modules: limit (size text), entry (names, sidecar), lock (flock, the bounded
 wait), evict (LRU and accounting), body (checking what a fetch returns), store (fill and lookup), reader
-(whole objects), ranges (byte ranges), objects (`cat_objects`: many small objects), packs and index (where
-those live: pack files and their SQLite index). Never imports torch.
+(whole objects), ranges (byte ranges), objects (`cat_objects`: many small objects), claims (their misses claimed
+before they are read: one download per node), packs and index (where those live: pack files and their SQLite
+index). Never imports torch.
 """
 from .entry import is_cache_dir
 from .fetcher import Fetcher
