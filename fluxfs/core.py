@@ -13,13 +13,13 @@ from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
 from . import gcsfs_adapter, inherited, listing, temporaries
-from .cache import NodeCache, objects as node_objects, ranges as node_ranges, reader as node_cache
+from .cache import NodeCache, cache_of, objects as node_objects, ranges as node_ranges, reader as node_cache
 from .errors import from_gcsfs
 from .gcs import bridge, counters, fork, http, reach, redact, urls
 from .gcs.retry import RetryPolicy
 from .listing import manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, drop_unknown_options
-from .reads import batched, direct, handle, into, lookup, stream, ranges as ranged
+from .reads import batched, cached, direct, handle, into, lookup, stream, ranges as ranged
 from .writes import FluxWriteFile, StreamedCopies, object_fields, open_append, upload_local_file, write_bytes
 from .zonal import HnsFolders, ZonalBuckets, hns
 
@@ -61,6 +61,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         # The narrow client every acceleration takes (options, requests, URLs, refusals, temporaries).
         self.client = gcsfs_adapter.build_client(self, self.options)
         self.client.temporaries = temporaries.TempRegistry(self.client)
+        self.cache_fetcher = cached.fetcher(self.client)  # what the node-local cache reads storage through (never self)
         fork.reset_in_child(self)
 
     # inspect.signature, help() and the CLI's check of `-o` names see every option, from FluxOptions.
@@ -145,13 +146,13 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
     @property
     def cache(self) -> NodeCache | None:
         """The node-local cache shared by this node's processes (None unless `cache_dir` is set)."""
-        return node_cache.cache_of(self)
+        return cache_of(self.options)
 
     def _open_cached(self, path: str, mode: str, cache: bool = True, **kwargs: Any):
         """A whole-object "rb" read from the node-local cache; None (also with `cache=False`): the usual handle."""
         if mode != "rb" or not cache or self.cache is None:
             return None
-        return node_cache.open_file(self, self.cache, self._strip_protocol(path), **kwargs)
+        return node_cache.open_file(self.cache_fetcher, self.cache, self._strip_protocol(path), **kwargs)
 
     # -- listing (listing.py, manifest.py) ------------------------------------------------
 
@@ -251,8 +252,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         requests; the info's generation is read (`ObjectChanged` once gone), through the node-local cache when
         `cache_dir` is set (`cache/objects.py`)."""
         if self.cache is not None:
-            read = lambda _fs, part, **kw: batched.cat_objects(self.client, part, pin=True, **kw)  # noqa: E731
-            return await node_objects.cat_objects(self, self.cache, list(infos), on_error, read)
+            return await node_objects.cat_objects(self.cache_fetcher, self.cache, list(infos), on_error)
         return await batched.cat_objects(self.client, infos, on_error=on_error, pin=True)
 
     def cat_objects(self, infos, on_error: str = "raise") -> dict:
@@ -280,7 +280,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         """One object or range: a plain GET when small, parallel ranged GETs pinned to one generation when large;
         a whole object through the node-local cache when `cache_dir` is set (`cache=False`: not)."""
         if kwargs.pop("cache", True) and start is None and end is None and self.cache is not None:
-            return await node_cache.cat_file(self, self.cache, path, **kwargs)
+            return await node_cache.cat_file(self.cache_fetcher, self.cache, path, **kwargs)
         return await direct.cat_file(self.client, path, start, end, **kwargs)
 
     async def _read_into(self, path: str, segments, **kwargs: Any) -> "into.IntoResult":
@@ -296,7 +296,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         """The bytes of each (start, end) range of one object, pinned to one generation (`reads/ranges.py`);
         through the node-local cache when `cache_dir` is set (`cache/ranges.py`; `cache=False`: not)."""
         if kwargs.pop("cache", True) and self.cache is not None:
-            got = await node_ranges.through_cache(self, self.cache, path, ranges, kwargs, ranged.Ranges, into.IntoResult)  # noqa: E501 - core.py is at its line limit
+            got = await node_ranges.through_cache(self.cache_fetcher, self.cache, path, ranges, kwargs, ranged.Ranges, into.IntoResult)  # noqa: E501 - core.py is at its line limit
             if got is not None:
                 return got
         return await ranged.read_ranges(self.client, path, ranges, **kwargs)

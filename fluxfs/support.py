@@ -3,9 +3,9 @@
 The sync bridge (`run`: Ctrl-C cancels the coroutine and waits for its cleanup), the fork hook
 (`reset_in_child`), temporaries deleted on SIGTERM (`clean_up_on_sigterm`), `gather_all`, `Chunked` bodies, the one
 gap-coalescing rule (`coalesce`), redacting loggers, the one object-URL parser, the whole-object crc32c check
-(`check_whole`) and manifests. Everything else under `fluxfs.gcs`, `fluxfs.reads`, `fluxfs.writes` and
-`fluxfs.listing` is internal: `.importlinter` keeps `fluxfs.pipes` to this module, `fluxfs`, `fluxfs.errors` and
-`fluxfs.options`.
+(`check_whole`), manifests and `cached_cat` (a listing's object through the node-local cache). Everything else under
+`fluxfs.gcs`, `fluxfs.reads`, `fluxfs.writes` and `fluxfs.listing` is internal: `.importlinter` keeps `fluxfs.pipes`
+to this module, `fluxfs`, `fluxfs.errors` and `fluxfs.options`.
 """
 from __future__ import annotations
 
@@ -21,9 +21,24 @@ from .gcs.verify import check_whole
 from .reads.ranges import Group, coalesce
 from .temp_registry import clean_up_on_sigterm
 
-__all__ = ["DEFAULT_PROTOCOL", "OBJECT_PROTOCOLS", "Chunked", "Group", "ObjectURL", "check_whole",
-           "clean_up_on_sigterm", "coalesce", "gather_all", "get_logger", "manifest_line",
+__all__ = ["DEFAULT_PROTOCOL", "OBJECT_PROTOCOLS", "Chunked", "Group", "ObjectURL", "acached_cat", "cached_cat",
+           "check_whole", "clean_up_on_sigterm", "coalesce", "gather_all", "get_logger", "manifest_line",
            "parse_url", "read_manifest", "reset_in_child", "run", "submit", "url_protocol"]
+
+
+def cached_cat(fs: Any, info: dict, cache: Any = None) -> bytes:
+    """The object a listing's `info` names through the filesystem's node-local cache (`cache_dir`; no metadata
+    request): `fluxfs.reads.cached.cached_cat`, imported on use."""
+    from .reads.cached import cached_cat as cat
+
+    return cat(fs, info, cache=cache)
+
+
+async def acached_cat(fs: Any, info: dict, cache: Any = None, **kwargs: Any) -> bytes:
+    """`cached_cat` for a coroutine on the filesystem's loop (`fluxfs.reads.cached.acached_cat`), imported on use."""
+    from .reads.cached import acached_cat as cat
+
+    return await cat(fs, info, cache=cache, **kwargs)
 
 
 def read_manifest(source: Any, *, fs: Any = None, base: str | None = None) -> list:

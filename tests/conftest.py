@@ -30,6 +30,7 @@ SLOW = (
     "tests/badinput/test_temp_ownership.py::test_cleanup_of_a_prefix_keeps_the_records_of_uploads_outside_it",
     "tests/badinput/test_temp_ownership.py::test_python_api_aborts_only_fluxfs_uploads_unless_told",
     "tests/badinput/test_temp_prefix.py::test_leftover_temporary_is_hidden_and_cleaned",
+    "tests/cache/test_cold_start.py",
     "tests/cache/test_fs.py::test_two_processes_download_an_entry_once",
     "tests/cache/test_objects.py::test_a_filler_killed_mid_pack_leaves_nothing_complete_and_the_next_run_reuses_the_rest",
     "tests/cache/test_objects.py::test_two_processes_filling_the_same_objects_write_each_once",

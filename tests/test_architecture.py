@@ -202,3 +202,24 @@ def test_the_adapter_says_what_it_was_checked_against():
     cfg = (ROOT / "setup.cfg").read_text()
     for name in ("google-cloud-storage[grpc]", "grpcio"):
         assert any(line.strip().startswith(name + ">=") and ",<" in line for line in cfg.splitlines()), name
+
+
+def test_the_node_cache_never_receives_the_filesystem():
+    """fs -> cache -> fs is a cycle the import linter cannot see: the cache reads storage through the `Fetcher` it
+    is handed (fluxfs/reads/cached.py). No function of fluxfs/cache takes a filesystem (a parameter `fs` or
+    `filesystem`), names one, or calls the filesystem's own reads (`_cat_file`, `_read_ranges`, `_cat_objects`)."""
+    import ast
+
+    hits = []
+    for path in sorted((ROOT / "fluxfs" / "cache").glob("*.py")):
+        where = path.relative_to(ROOT)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                hits += [f"{where}:{node.lineno}: {node.name}({arg.arg})" for arg in
+                         [*a.posonlyargs, *a.args, *a.kwonlyargs] if arg.arg in ("fs", "filesystem")]
+            elif isinstance(node, ast.Name) and node.id in ("fs", "filesystem"):
+                hits.append(f"{where}:{node.lineno}: {node.id}")
+            elif isinstance(node, ast.Attribute) and node.attr in ("_cat_file", "_read_ranges", "_cat_objects", "fs"):
+                hits.append(f"{where}:{node.lineno}: .{node.attr}")
+    assert not hits, "the node cache is handed a Fetcher, never the filesystem: " + ", ".join(hits)

@@ -1,13 +1,16 @@
 """The node-local cache: one copy of each object generation per node, shared by every process on it.
 
-`NodeCache(dir, limit)` (store.py) is the cache; `cached_cat(fs, info)` (reader.py) reads an object
-through `fs.cache`. Modules: limit (size text), entry (names, sidecar), lock (flock), evict (LRU and
-accounting), body (checking what a fetch returns), store (fill and lookup), reader (the filesystem's
-reads), ranges (byte ranges), objects (`cat_objects`: many small objects), packs and index (where those
-live: pack files and their SQLite index). Never imports torch.
+`NodeCache(dir, limit)` (store.py) is the cache. It never holds the filesystem: storage is read through
+the `Fetcher` (fetcher.py) the filesystem's side builds from its client (`fluxfs/reads/cached.py`, where
+`cached_cat(fs, info)` lives). Modules: limit (size text), entry (names, sidecar), lock (flock, the bounded
+wait), evict (LRU and accounting), body (checking what a fetch returns), store (fill and lookup), reader
+(whole objects), ranges (byte ranges), objects (`cat_objects`: many small objects), claims (their misses claimed
+before they are read: one download per node), packs and index (where those live: pack files and their SQLite
+index). Never imports torch.
 """
-from .reader import acached_cat, cached_cat, head, store_of
 from .entry import is_cache_dir
+from .fetcher import Fetcher
+from .reader import cache_of
 from .store import NodeCache
 
-__all__ = ["NodeCache", "acached_cat", "cached_cat", "head", "is_cache_dir", "store_of"]
+__all__ = ["Fetcher", "NodeCache", "cache_of", "is_cache_dir"]

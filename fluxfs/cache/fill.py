@@ -25,6 +25,7 @@ from ..gcs import fork
 from ..gcs.checksums import crc32c_combine
 from . import direct, jobs, progress
 from .entry import Meta, open_fixed, temp_name
+from .fetcher import Fetcher
 from .lock import FileLock
 from .store import UNWRITABLE, NodeCache, _unlink
 
@@ -61,9 +62,9 @@ class Fill:
         FILLS.clear()
         _LOOP_STATE.clear()
 
-    def __init__(self, fs: Any, cache: NodeCache, path: str, eid: str, store: str, bucket: str, key: str,
+    def __init__(self, fetch: Fetcher, cache: NodeCache, path: str, eid: str, store: str, bucket: str, key: str,
                  generation: str, lock: FileLock, part: int):
-        self.fs, self.cache, self.path, self.eid, self.lock, self.part = fs, cache, path, eid, lock, part
+        self.fetch, self.cache, self.path, self.eid, self.lock, self.part = fetch, cache, path, eid, lock, part
         self.store = store
         self.bucket, self.key, self.generation = bucket, key, generation
         self.meta: Optional[Meta] = None   # known with the first part's answer (or a metadata GET)
@@ -101,8 +102,8 @@ class Fill:
             state["idle"].clear()
         try:
             lo = p * self.part
-            got = await self.fs._read_ranges(self.path, [(lo, lo + self.part)], generation=self.generation,
-                                             max_gap=0, cache=False)
+            got = await self.fetch.read_ranges(self.path, [(lo, lo + self.part)], generation=self.generation,
+                                               max_gap=0)
             if self.meta is None and not self.closed:
                 self.known(int(got.size), got.crc32c)
             data = got[0]
@@ -165,7 +166,7 @@ class Fill:
             TOO_LARGE.add((self.cache.directory, self.eid))  # never fits: no fill is tried for it again
         try:
             if self.cache.limit is None or need <= self.cache.limit:
-                tmp = await jobs.run(self.cache._reserve, self.eid, need, busy=_busy)
+                tmp = await jobs.run(self.cache.reserve, self.eid, need, busy=_busy)
             if tmp is not None and not self.closed:
                 self.fd = open_fixed(tmp, os.O_RDWR)
                 if self.part % direct.BLOCK == 0:

@@ -20,6 +20,7 @@ import threading
 import urllib.parse
 from typing import Iterable, Iterator
 
+from ..gcs import fork
 from .entry import open_fixed
 
 INDEX = ".fluxfs-cache.index"  # with SQLite's -wal and -shm beside it
@@ -31,8 +32,22 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS objects (
 CREATE INDEX IF NOT EXISTS objects_by_pack ON objects (pack);"""
 Row = tuple[str, int, int, int]  # pack, offset, size, crc32c
 
-_local = threading.local()  # this thread's connections, by directory (a forked child opens its own)
 _inherited: list = []  # a parent's connections in a forked child: kept, never used nor closed (SQLite's rule)
+
+
+class _Connections:
+    """Each thread's connections, by directory; a forked child opens its own (the one fork hook calls `_after_fork`)."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def _after_fork(self) -> None:
+        _inherited.append(self.local)
+        self.local = threading.local()
+
+
+_CONNS = _Connections()
+fork.reset_in_child(_CONNS)
 
 
 def path_of(directory: str) -> str:
@@ -46,11 +61,9 @@ def exists(directory: str) -> bool:
 
 def connect(directory: str) -> sqlite3.Connection:
     """This thread's connection to the directory's index, made (and the schema with it) on first use."""
-    conns = getattr(_local, "conns", None)
-    if conns is None or _local.pid != os.getpid():
-        _inherited.append(conns)
-        conns = _local.conns = {}
-        _local.pid = os.getpid()
+    conns = getattr(_CONNS.local, "conns", None)
+    if conns is None:
+        conns = _CONNS.local.conns = {}
     path = path_of(directory)
     db, ino = conns.get(directory, (None, None))
     if db is not None:
@@ -155,9 +168,15 @@ def claim(db: sqlite3.Connection, pack: str, rows: list[tuple[str, str, str, str
                    "complete) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)", [(*r[:4], pack, *r[4:]) for r in rows])
 
 
-def complete(db: sqlite3.Connection, pack: str) -> None:
-    """The pack holds its rows' bytes: they are entries now."""
+def complete(db: sqlite3.Connection, pack: str, dropped: Iterable[tuple[str, str, str, str]] = (),
+             crcs: Iterable[tuple[int, str, str, str, str]] = ()) -> None:
+    """The pack holds its rows' bytes: they are entries now, but the `dropped` ones (store, bucket, key, generation:
+    not written), and with the crc32c of those claimed before it was known (crc32c, store, bucket, key, generation)."""
     with write(db):
+        db.executemany("DELETE FROM objects WHERE store = ? AND bucket = ? AND key = ? AND generation = ? "
+                       "AND pack = ?", [(*k, pack) for k in dropped])
+        db.executemany("UPDATE objects SET crc32c = ? WHERE store = ? AND bucket = ? AND key = ? AND generation = ? "
+                       "AND pack = ?", [(*c, pack) for c in crcs])
         db.execute("UPDATE objects SET complete = 1 WHERE pack = ?", (pack,))
 
 

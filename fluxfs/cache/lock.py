@@ -14,30 +14,52 @@ import time
 from typing import Any, Callable, Optional
 
 POLL_MAX = 0.02  # seconds between two tries of a bounded wait, at most
+_UNSEEN = object()
+
+
+class Stall:
+    """The one bound on a wait for another process (`wait_while_moving` here, `progress.read` on an event loop):
+    `stalled(mark)` is True once `mark` (the holder's progress: its lock file's `stamp`) stayed the same for `stall`
+    seconds; `pause()` is the wait before the next look, doubling from `first` up to `most`."""
+
+    def __init__(self, stall: float, first: float = 0.0005, most: float = POLL_MAX):
+        self.stall, self._pause, self._most = stall, first, most
+        self._seen: Any = _UNSEEN
+        self._since = time.monotonic()
+
+    def stalled(self, mark: Any) -> bool:
+        now = time.monotonic()
+        if mark != self._seen:
+            self._seen, self._since = mark, now
+            return False
+        return now - self._since >= self.stall
+
+    def pause(self) -> float:
+        pause, self._pause = self._pause, min(self._pause * 2, self._most)
+        return pause
+
+
+def stamp(fd: int) -> tuple[int, int]:
+    """A file's size and mtime: what a holder changes as it makes progress (a filler marks parts, touches it)."""
+    st = os.fstat(fd)
+    return st.st_size, st.st_mtime_ns
 
 
 def wait_while_moving(attempt: Callable[[], bool], progress: Callable[[], Any], stall: float) -> bool:
     """Call `attempt()` until it succeeds (True), backing off; False once `progress()` stayed the same for
     `stall` seconds: a holder that stopped (SIGSTOP, a hung disk) never blocks anyone without bound."""
-    pause, seen, since = 0.0005, progress(), time.monotonic()
+    bound = Stall(stall)
+    bound.stalled(progress())
     while not attempt():
-        now, mark = time.monotonic(), progress()
-        if mark != seen:
-            seen, since = mark, now
-        elif now - since >= stall:
+        if bound.stalled(progress()):
             return False
-        time.sleep(pause)
-        pause = min(pause * 2, POLL_MAX)
+        time.sleep(bound.pause())
     return True
 
 
 def flock_within(fd: int, op: int, stall: float) -> bool:
     """`fcntl.flock(fd, op)`, waiting while the holder makes progress (the file's size and mtime change) and
     False once it made none for `stall` seconds."""
-    def stamp() -> Any:
-        st = os.fstat(fd)
-        return st.st_size, st.st_mtime_ns
-
     def attempt() -> bool:
         try:
             fcntl.flock(fd, op | fcntl.LOCK_NB)
@@ -45,7 +67,7 @@ def flock_within(fd: int, op: int, stall: float) -> bool:
         except BlockingIOError:
             return False
 
-    return wait_while_moving(attempt, stamp, stall)
+    return wait_while_moving(attempt, lambda: stamp(fd), stall)
 
 
 class FileLock:

@@ -3,16 +3,16 @@
 Objects named with their generation (a listing's info dicts) are served from complete entries: packed ones
 (packs.py: one index query per call, each pack read once) or whole-object ones (store.py), looked up on
 the event loop's thread for a call of at most `INLINE` bytes (a loader's batch: a hop to a thread and
-back cost more, in GIL waits on a busy worker, than the lookup and preads themselves); the rest are
-read by the usual batched read, one call for all of them. What was read is then written to the cache off
-the read's path, by one filler thread per process that writes whatever is queued (up to `PACK_MAX`) as one
-pack: one file written once, one directory lock and two index transactions per pack, no fsync (every read
-of an entry checks its crc32c, so an entry torn by a power loss is read from storage again). Fills waiting
-hold at most `BACKLOG` bytes; an object beyond that is not cached this time (it is the next). A process that
-exits finishes its pending fills first (the filler is a non-daemon thread); one killed mid-fill leaves a
-pack whose rows never became complete, removed by the next fill or eviction that meets it. Two processes
-filling the same objects: the first to claim them (rows in the index, under the directory lock) writes
-them, the other skips them. Paths without a generation or size are read from storage as without a cache.
+back cost more, in GIL waits on a busy worker, than the lookup and preads themselves). The misses are
+claimed first (claims.py: rows in the index and a pack held for them, under the directory lock), so
+objects another process is downloading are waited for and read from its pack, not downloaded again; the
+rest are read by the usual batched read, one call for all of them, and the claimed ones written to their
+pack off the read's path by one filler thread per process (no fsync: every read of an entry checks its
+crc32c, so an entry torn by a power loss is read from storage again). Claims hold at most `BACKLOG` bytes
+per process; an object beyond that is not cached this time (it is the next). A process that exits
+finishes its pending fills first (the filler is a non-daemon thread); one killed mid-fill leaves a pack
+whose rows never became complete, removed by the next claim or eviction that meets it (and read from
+storage by those waiting on it). Paths without a generation or size are read from storage as without a cache.
 """
 from __future__ import annotations
 
@@ -22,28 +22,27 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Optional
 
 import google_crc32c
 
-from . import body, evict, index, packs
-from ..errors import ChecksumMismatch
+from . import claims, packs
 from ..gcs import fork
-from .entry import Meta, crc_value, entry_id
-from .reader import store_of
-from .store import UNWRITABLE, NodeCache
+from .claims import Entry
+from .entry import crc_value, entry_id
+from .fetcher import Fetcher
+from .store import NodeCache
 
 log = logging.getLogger("fluxfs.cache")
 
-BACKLOG = 64 * 2**20    # bytes read and waiting to be written to the cache, per process
-PACK_MAX = 64 * 2**20   # one pack holds at most this much of what is queued (more goes to the next)
+BACKLOG = 64 * 2**20    # bytes claimed and not written to the cache yet, per process
+PACK_MAX = 64 * 2**20   # one pack holds at most this much of a call's claims (more goes to the next)
 INLINE = 8 * 2**20      # a call asking for at most this much looks its hits up on the event loop's thread
-Entry = tuple[str, str, str, str, int, Any]  # store, bucket, key, generation, size, crc32c
 
 
 class _Queued:
-    """This process's fills not written yet: their bytes (`pending`), each by entry (`filling`) and by cache directory
-    (`queue`), the filler thread's executor, and the lock over them; a forked worker starts with none."""
+    """This process's fills not written yet: the backlog bytes they hold (`pending`), each by entry (`filling`), the
+    filler thread's executor, and the lock over them; a forked worker starts with none."""
 
     def __init__(self) -> None:
         self._after_fork()
@@ -52,7 +51,6 @@ class _Queued:
         self.guard = threading.Lock()  # a thread of the parent may have held it at the fork
         self.pending = 0
         self.filling: dict[tuple, concurrent.futures.Future] = {}
-        self.queue: dict[str, list[tuple[NodeCache, list[tuple[Entry, bytes]], concurrent.futures.Future]]] = {}
         self.filler: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
 
@@ -60,16 +58,16 @@ _QUEUED = _Queued()
 fork.reset_in_child(_QUEUED)
 
 
-def _cacheable(fs: Any, info: Any) -> Optional[Entry]:
+def _cacheable(fetch: Fetcher, info: Any) -> Optional[Entry]:
     """(store, bucket, key, generation, size, crc32c) of an info dict that names a generation and a size, else None."""
     if not isinstance(info, dict) or not info.get("generation") or info.get("size") is None:
         return None
-    bucket, key, _ = fs.split_path(fs.client.strip_protocol(info["name"]))
+    bucket, key, _ = fetch.split_path(fetch.strip_protocol(info["name"]))
     try:
         crc = crc_value(info.get("crc32c"))
     except ValueError:
         return None  # the uncached read names the mistake
-    return store_of(fs), bucket, key, str(info["generation"]), int(info["size"]), crc
+    return fetch.store, bucket, key, str(info["generation"]), int(info["size"]), crc
 
 
 def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]:
@@ -80,7 +78,7 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
         cache.warns.index(exc)
         out = {}
     for i, (store, bucket, key, generation, size, crc) in wanted:
-        if i in out or not os.path.exists(cache._path(entry_id(bucket, key, generation, store), "data")):
+        if i in out or not os.path.exists(cache.path_of(entry_id(bucket, key, generation, store), "data")):
             continue  # a miss, told without making a file (a file creation: ~1 ms on a busy disk)
         held = cache.lookup(bucket, key, generation, size, True, store, crc)  # a whole-object entry
         if held is not None:
@@ -91,131 +89,82 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
             if held.crc32c is not None and google_crc32c.value(data) == held.crc32c:
                 out[i] = data
             elif held.path is not None:
-                cache._failed_check(held.path)
-    return out
-
-
-def _checked(items: list[tuple[Entry, bytes]]) -> list[tuple[str, str, str, str, int, int, bytes]]:
-    """The batch's objects whose size is theirs, once each, with the crc32c their reads will be checked against:
-    the listing's (the batched read already checked the bytes against it; a wrong byte written would fail
-    every read of the entry, never be served), else computed here."""
-    out, seen = [], set()
-    for (store, bucket, key, generation, size, crc), data in items:
-        if (store, bucket, key, generation) in seen:
-            continue
-        seen.add((store, bucket, key, generation))
-        meta = Meta(bucket, key, generation, int(size), crc_value(crc), False, store)
-        value = google_crc32c.value(data) if meta.crc32c is None else meta.crc32c
-        try:
-            body.check_sums(len(data), value, meta)
-        except ChecksumMismatch as exc:
-            log.warning("fluxfs node-local cache: %s", exc)
-            continue
-        out.append((store, bucket, key, generation, int(size), value, data))
+                cache.failed_check(held.path)
     return out
 
 
 def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
-    """Write read objects to the cache as one pack: the objects nobody has (or is filling) claimed in the
-    index and their room counted in under the directory lock (never over the limit, even while written),
-    the pack written once, then its rows marked complete."""
-    todo = _checked(items)
-    if not todo:
-        return
-    try:
-        pack = packs.NewPack(cache.directory)
-    except OSError as exc:
-        if exc.errno not in UNWRITABLE:
-            raise
-        cache.warns.full(exc)
-        return
-    try:
-        with cache._dir_locked():
-            db = index.connect(cache.directory)
-            have = index.lookup(db, [t[:4] for t in todo], complete=False)
-            for dead in {row[0] for row, done in have.values() if not done}:  # claimed by a fill: alive?
-                if packs.remove(cache.directory, db, dead, only_if_dead=True) is not None:
-                    have = {k: v for k, v in have.items() if v[0][0] != dead}
-            todo = [t for t in todo if t[:4] not in have  # nor one with a whole-object entry (store.py)
-                    and not os.path.exists(cache._path(entry_id(*t[1:4], t[0]), "data"))]
-            need = sum(t[4] for t in todo)
-            if not todo or not evict.make_room(cache.directory, need, cache.limit):
-                return  # all there already, or no room (entries in use fill it): read from storage next time
-            pack.allocate(need)
-            rows, at = [], 0
-            for store, bucket, key, generation, size, crc, _ in todo:
-                rows.append((store, bucket, key, generation, at, size, crc))
-                at += size
-            with index.write(db):
-                index.claim(db, pack.name, rows)
+    """Write objects already read to the cache now, as the filler thread writes a call's claims: claimed (those
+    nobody has), written as packs, their rows complete (an object failing its size or crc32c left out)."""
+    got: dict[Entry, bytes] = {}
+    for entry, data in items:
+        got.setdefault(entry, data)
+    made, _ = claims.claim(cache, list(got), sum(e[4] for e in got), _most(cache))
+    for c in made:
+        claims.write(cache, c, got)
+
+
+def _most(cache: NodeCache) -> int:
+    """A pack's most bytes: PACK_MAX, and a tenth of the limit (eviction frees whole packs, so a pack must be small
+    beside the limit)."""
+    return PACK_MAX if cache.limit is None else max(1, min(PACK_MAX, cache.limit // 10))
+
+
+def _write_later(cache: NodeCache, made: list[claims.Claim], got: dict[Entry, Any], reserved: int) -> None:
+    """This process's claims written (or let go, with nothing read) by the filler thread, off the read's path;
+    `reserved`: the backlog bytes they hold until then."""
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    entries = [e for c in made for e in c.entries]
+
+    def work() -> None:
         try:
-            pack.write([t[6] for t in todo])
-            index.complete(db, pack.name)
-            pack.done = True
-        finally:
-            if not pack.done:
-                with cache._dir_locked():
-                    index.drop_pack(db, pack.name)
-    except OSError as exc:
-        if exc.errno not in UNWRITABLE:
-            raise
-        cache.warns.full(exc)
-    except sqlite3.Error as exc:
-        cache.warns.index(exc)
-    finally:
-        pack.close()
-
-
-def _packs(items: list[tuple[Entry, bytes]], most: int) -> list[list[tuple[Entry, bytes]]]:
-    """The items cut into packs of at most `most` bytes (an object larger than that alone)."""
-    out: list[list[tuple[Entry, bytes]]] = [[]]
-    size = 0
-    for item in items:
-        if out[-1] and size + len(item[1]) > most:
-            out.append([])
-            size = 0
-        out[-1].append(item)
-        size += len(item[1])
-    return out
-
-
-def _drain(cache: NodeCache) -> None:
-    """The filler thread: whatever is queued for this cache, a pack at a time (at most PACK_MAX, and a tenth
-    of the limit: eviction frees whole packs, so a pack must be small beside the limit)."""
-    most = PACK_MAX if cache.limit is None else max(1, min(PACK_MAX, cache.limit // 10))
-    while True:
-        taken, size = [], 0
-        with _QUEUED.guard:
-            queue = _QUEUED.queue.get(cache.directory, [])
-            while queue and (not taken or size + sum(len(d) for _, d in queue[0][1]) <= most):
-                taken.append(queue.pop(0))
-                size += sum(len(d) for _, d in taken[-1][1])
-        if not taken:
-            return
-        items = [item for _, batch, _ in taken for item in batch]
-        try:
-            for part in _packs(items, most):
-                fill(cache, part)
-        except Exception as exc:  # the reads succeeded; only caching them failed
-            log.warning("fluxfs node-local cache: %d objects not cached: %s", len(items), exc)
+            for c in made:
+                try:
+                    claims.write(cache, c, got)
+                except Exception as exc:  # the reads succeeded; only caching them failed
+                    log.warning("fluxfs node-local cache: %d objects not cached: %s", len(c.entries), exc)
         finally:
             with _QUEUED.guard:
-                _QUEUED.pending -= size
-                for entry, _ in items:
-                    _QUEUED.filling.pop((cache.directory, entry), None)
-            for _, _, done in taken:
-                done.set_result(None)
+                _QUEUED.pending -= reserved
+                for e in entries:
+                    _QUEUED.filling.pop((cache.directory, e), None)
+            done.set_result(None)
 
-
-def _enqueue(cache: NodeCache, batch: list[tuple[Entry, bytes]]) -> None:
-    done: concurrent.futures.Future = concurrent.futures.Future()
     with _QUEUED.guard:
-        _QUEUED.queue.setdefault(cache.directory, []).append((cache, batch, done))
-        for entry, _ in batch:
-            _QUEUED.filling[(cache.directory, entry)] = done
+        for e in entries:
+            _QUEUED.filling[(cache.directory, e)] = done
         if _QUEUED.filler is None:
             _QUEUED.filler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fluxfs-cache-fill")
-        _QUEUED.filler.submit(_drain, cache)
+        _QUEUED.filler.submit(work)
+
+
+async def _claim(cache: NodeCache, wanted: list[Entry]) -> tuple[list[claims.Claim], list[Entry], int]:
+    """`claims.claim` on a cache thread within this process's backlog: (claims, objects others claimed, backlog
+    bytes the claims hold). Cancelled meanwhile (Ctrl-C): whatever it claimed is let go by the filler thread."""
+    with _QUEUED.guard:
+        room = max(0, min(BACKLOG - _QUEUED.pending, sum(e[4] for e in set(wanted))))
+        _QUEUED.pending += room
+
+    def settle(made: list[claims.Claim]) -> int:
+        held = sum(c.size for c in made)
+        with _QUEUED.guard:
+            _QUEUED.pending -= room - held
+        return held
+
+    fut = cache.executor().submit(claims.claim, cache, wanted, room, _most(cache))
+    try:
+        made, theirs = await asyncio.wrap_future(fut)
+    except asyncio.CancelledError:
+        def let_go(f: concurrent.futures.Future) -> None:
+            made = [] if f.cancelled() or f.exception() is not None else f.result()[0]
+            _write_later(cache, made, {}, settle(made))
+        fut.add_done_callback(let_go)
+        raise
+    except Exception as exc:  # the objects can still be read; only caching them failed
+        log.warning("fluxfs node-local cache: %d objects not cached: %s", len(wanted), exc)
+        settle([])
+        return [], [], 0
+    return made, theirs, settle(made)
 
 
 def flush() -> None:
@@ -225,12 +174,12 @@ def flush() -> None:
     concurrent.futures.wait(waiting)
 
 
-async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
-                      uncached: Callable[..., Awaitable[dict]]) -> dict:
-    """`uncached(fs, infos, on_error=...)`'s answer, the cached objects served from the cache."""
-    entries = [(i, e) for i, e in ((i, _cacheable(fs, info)) for i, info in enumerate(infos)) if e is not None]
+async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: str) -> dict:
+    """`fetch.cat_objects(infos, on_error=...)`'s answer, the cached objects served from the cache; the misses
+    claimed first (`claims.py`), so objects another process is downloading are waited for, not downloaded again."""
+    entries = [(i, e) for i, e in ((i, _cacheable(fetch, info)) for i, info in enumerate(infos)) if e is not None]
     if not entries:
-        return await uncached(fs, infos, on_error=on_error)
+        return await fetch.cat_objects(infos, on_error=on_error)
     loop = asyncio.get_running_loop()
     with _QUEUED.guard:  # an object this process is still writing to the cache: wait for it rather than read it again
         mine = [f for f in (_QUEUED.filling.get((cache.directory, e)) for _, e in entries) if f is not None]
@@ -239,28 +188,36 @@ async def cat_objects(fs: Any, cache: NodeCache, infos: list, on_error: str,
     if sum(e[4] for _, e in entries) <= INLINE:  # a loader's batch: no hop to a thread and back (GIL waits)
         hits = _hits(cache, entries)
     else:
-        hits = await loop.run_in_executor(cache._executor(), _hits, cache, entries)
+        hits = await loop.run_in_executor(cache.executor(), _hits, cache, entries)
     if len(hits) == len(infos):
-        return {fs.client.strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
-    misses = [info for i, info in enumerate(infos) if i not in hits]
-    got = await uncached(fs, misses, on_error=on_error)
-    batch = []
-    for i, entry in entries:
-        if i in hits:
-            continue
-        data = got.get(fs.client.strip_protocol(infos[i]["name"]))
-        if not isinstance(data, (bytes, bytearray)):
-            continue
-        with _QUEUED.guard:
-            if _QUEUED.pending + len(data) > BACKLOG:
-                continue  # the disk is behind: this one is read from storage again next time
-            _QUEUED.pending += len(data)
-        batch.append((entry, bytes(data)))
-    if batch:
-        _enqueue(cache, batch)
+        return {fetch.strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
+    misses = {i: e for i, e in entries if i not in hits}
+    made, theirs, reserved = await _claim(cache, list(misses.values()))
+    waited = set(theirs)
+    first = [info for i, info in enumerate(infos) if i not in hits and misses.get(i) not in waited]
+    wait = asyncio.ensure_future(claims.wait_for(cache, theirs)) if theirs else None
+    got: dict = {}
+    try:
+        try:
+            got = await fetch.cat_objects(first, on_error=on_error) if first else {}
+            claims.touch(made)
+        finally:  # on every path: written, or let go
+            names = {e: fetch.strip_protocol(infos[i]["name"]) for i, e in misses.items()}
+            _write_later(cache, made, {e: got.get(names[e]) for c in made for e in c.entries}, reserved)
+        if wait is not None:
+            await wait
+            late = [(i, e) for i, e in misses.items() if e in waited]
+            more = await loop.run_in_executor(cache.executor(), _hits, cache, late)
+            hits.update(more)
+            rest = [infos[i] for i, _ in late if i not in more]  # a claimer that gave up or stalled: storage
+            if rest:
+                got.update(await fetch.cat_objects(rest, on_error=on_error))
+    finally:
+        if wait is not None:
+            wait.cancel()
     out = {}
     for i, info in enumerate(infos):  # the order asked, as the uncached read answers
-        name = fs.client.strip_protocol(info["name"] if isinstance(info, dict) else info)
+        name = fetch.strip_protocol(info["name"] if isinstance(info, dict) else info)
         if i in hits:
             out[name] = hits[i]
         elif name in got:

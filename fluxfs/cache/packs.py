@@ -21,7 +21,7 @@ import google_crc32c
 
 from . import body, direct, index
 from .entry import open_fixed
-from .lock import flock_within
+from .lock import flock_within, stamp
 
 PACK = re.compile(r"^(?P<id>[0-9a-f]{24})\.pack$")
 Wanted = tuple[str, str, str, str, int, Optional[int]]  # store, bucket, key, generation, size, crc32c (None: unknown)
@@ -102,6 +102,24 @@ class NewPack:
             if self.direct is not None:
                 os.close(self.direct)
                 self.direct = None
+
+
+def held_stamp(directory: str, pack: str) -> Optional[tuple[int, int]]:
+    """The pack's `stamp` (size, mtime) while its filler holds it (its exclusive lock), None once nobody does (the
+    filler completed it, gave up or died)."""
+    try:
+        fd = open_fixed(path_of(directory, pack))
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return stamp(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def read(directory: str, pack: str, items: list[tuple[int, int, int, int]], stall: float = 60.0

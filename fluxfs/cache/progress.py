@@ -19,6 +19,7 @@ import re
 from typing import Any, Optional, Sequence
 
 from .entry import open_fixed
+from .lock import Stall, stamp
 from .spans import read_fd
 
 MAGIC = b"fluxfs-fill "
@@ -62,16 +63,11 @@ async def read(directory: str, eid: str, spans: Sequence[tuple[int, int]], into:
 
 async def _wait_and_read(fd: int, directory: str, eid: str, spans: Sequence[tuple[int, int]],
                          into: Optional[list], stall: float) -> Any:
-    loop = asyncio.get_running_loop()
-    pause, seen, since = POLL, None, loop.time()
+    bound = Stall(stall, first=POLL, most=POLL_MAX)  # the same bound as every wait on another process (lock.py)
     while True:
         if _ended(fd):
             return ENDED
-        st = os.fstat(fd)
-        mark = (st.st_size, st.st_mtime_ns)
-        if mark != seen:
-            seen, since = mark, loop.time()
-        elif loop.time() - since >= stall:
+        if bound.stalled(stamp(fd)):
             return None  # the filler stopped making progress: storage
         head = _header(fd)
         if head is not None:
@@ -87,8 +83,7 @@ async def _wait_and_read(fd: int, directory: str, eid: str, spans: Sequence[tupl
                 if got is None:
                     return ENDED  # renamed into place (or removed) meanwhile
                 return got, size, crc
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, POLL_MAX)
+        await asyncio.sleep(bound.pause())
 
 
 def _raw_header(head: tuple) -> bytes:

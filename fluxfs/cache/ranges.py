@@ -20,7 +20,7 @@ from .entry import crc_value, entry_id, open_fixed
 from .spans import read_fd
 from .fill import FILLS, TOO_LARGE, Fill
 from .lock import FileLock
-from .reader import head, store_of
+from .fetcher import Fetcher
 from .store import NodeCache
 
 PART = 8 * 2**20          # the fill's unit: one ranged GET (the shard stream's range size)
@@ -31,18 +31,18 @@ def _read_from(path: str, spans: Sequence[tuple[int, int]], size: int, buffers: 
         return read_fd(f.fileno(), spans, size, buffers)
 
 
-async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[int, int]],
+async def read_ranges(fetch: Fetcher, cache: NodeCache, path: str, spans: list[tuple[int, int]],
                       generation: Optional[str], into: Optional[list] = None) -> Optional[tuple]:
     """(the spans' bytes, or [] with `into` filled, size, generation, crc32c) through the cache, or None:
     the caller reads them from storage (another process fills the entry, it cannot be cached, ...)."""
-    bucket, key, _ = fs.split_path(path)
+    bucket, key, _ = fetch.split_path(path)
     if all(e <= s for s, e in spans):
         return None  # nothing to read: no request, as without a cache
     size = crc = None
     if not generation:  # the live generation, never an older cached one
-        meta = await head(fs, bucket, key)
+        meta = await fetch.head(bucket, key)
         generation, size, crc = str(meta["generation"]), int(meta.get("size") or 0), crc_value(meta.get("crc32c"))
-    store = store_of(fs)
+    store = fetch.store
     eid = entry_id(bucket, key, generation, store)
     if size is not None and any(s > size for s, _ in spans):
         return None  # the uncached read names the mistake
@@ -54,7 +54,7 @@ async def read_ranges(fs: Any, cache: NodeCache, path: str, spans: list[tuple[in
             got = await _hit(cache, store, bucket, key, generation, size, crc, spans, into)
             if got is not None:
                 return got
-            fill = FILLS.get((cache.directory, eid)) or _start(fs, cache, path, store, bucket, key, eid, generation,
+            fill = FILLS.get((cache.directory, eid)) or _start(fetch, cache, path, store, bucket, key, eid, generation,
                                                                size, crc)
             if fill is None:  # filled by another process just now, or being filled by another: read from its fill
                 got = await _hit(cache, store, bucket, key, generation, size, crc, spans, into)
@@ -124,10 +124,12 @@ async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: 
     """The spans from the complete entry of that generation (held while read), or None: there is none."""
     look = functools.partial(cache.lookup, bucket, key, generation, size, store=store, crc32c=crc)
     eid = entry_id(bucket, key, generation, store)
-    if cache.checks.checked(eid) or not os.path.exists(cache._path(eid, "data")):
+    if not os.path.exists(cache.path_of(eid, "data")):
+        return None  # a miss, told without the entry's lock: a shared hold now would turn a starting filler away
+    if cache.checks.checked(eid):
         held = look()
     else:  # its first use in this process reads the whole file (its crc32c): off the event loop
-        held = await asyncio.get_running_loop().run_in_executor(cache._executor(), look)
+        held = await asyncio.get_running_loop().run_in_executor(cache.executor(), look)
     if held is None:
         return None
     try:
@@ -137,7 +139,7 @@ async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: 
             return None  # the uncached read names the mistake
         args = (path, spans, n, into)
         if sum(e - s for s, e in spans) > 2**20:  # a large read off the event loop
-            got = await asyncio.get_running_loop().run_in_executor(cache._executor(), _read_from, *args)
+            got = await asyncio.get_running_loop().run_in_executor(cache.executor(), _read_from, *args)
         else:
             got = _read_from(*args)
         return got, n, generation, held.crc32c
@@ -145,18 +147,18 @@ async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: 
         held.release()
 
 
-def _start(fs: Any, cache: NodeCache, path: str, store: str, bucket: str, key: str, eid: str, generation: str,
+def _start(fetch: Fetcher, cache: NodeCache, path: str, store: str, bucket: str, key: str, eid: str, generation: str,
            size: Optional[int], crc: Optional[int]) -> Optional[Fill]:
     """This process's fill of the entry (registered before any await, so its other reads join it), or None:
     another process fills it, or it was completed just now."""
-    lock = FileLock(cache._path(eid, "lock"))
+    lock = FileLock(cache.path_of(eid, "lock"))
     try:
         if not lock.try_acquire(shared=False):
             return None  # another process fills it (or reads it while an evictor waits): storage, this time
     except OSError:
         return None
     try:
-        if cache._complete(eid, bucket, key, generation, size, store=store, crc=crc):
+        if cache.is_complete(eid, bucket, key, generation, size, store=store, crc=crc):
             lock.release()  # filled by another process just before we locked
             return None
         if lock.was_filling():
@@ -166,13 +168,13 @@ def _start(fs: Any, cache: NodeCache, path: str, store: str, bucket: str, key: s
         lock.remove()
         lock.release()
         raise
-    fill = Fill(fs, cache, path, eid, store, bucket, key, str(generation), lock, PART)
+    fill = Fill(fetch, cache, path, eid, store, bucket, key, str(generation), lock, PART)
     if size is not None:
         fill.known(size, crc)
     return fill
 
 
-async def through_cache(fs: Any, cache: NodeCache, path: str, ranges: Any, kwargs: dict, ranges_type: type,
+async def through_cache(fetch: Fetcher, cache: NodeCache, path: str, ranges: Any, kwargs: dict, ranges_type: type,
                         into_type: type) -> Any:
     """`fs._read_ranges(path, ranges, **kwargs)` through the cache, as a `ranges_type` list (or an `into_type`
     result with ``into=``); None: read from storage as usual (odd arguments are refused there, by name)."""
@@ -185,8 +187,8 @@ async def through_cache(fs: Any, cache: NodeCache, path: str, ranges: Any, kwarg
     if not ok or (into is not None and (len(list(into)) != len(spans) or any(
             memoryview(b).nbytes != e - s for b, (s, e) in zip(into, spans)))):
         return None
-    _, _, gen = fs.split_path(path)
-    got = await read_ranges(fs, cache, path, spans, kwargs.get("generation") or gen or None,
+    _, _, gen = fetch.split_path(path)
+    got = await read_ranges(fetch, cache, path, spans, kwargs.get("generation") or gen or None,
                             list(into) if into is not None else None)
     if got is None:
         return None

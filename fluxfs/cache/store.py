@@ -26,6 +26,7 @@ from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, 
 
 import google_crc32c
 
+from ..gcs import fork
 from . import body, checks, evict, index, packs
 from .entry import DIR_LOCK, Meta, check_directory, crc_value, entry_id, open_fixed, temp_name, write_tag
 from .limit import parse_limit
@@ -57,15 +58,19 @@ class NodeCache:
         check_directory(self.directory, self.shared)
         write_tag(self.directory)
         self.warns = Warnings(self.directory)
-        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
-        self._pool_pid = 0
-        self._guard = threading.Lock()
         self.checks = checks.Checks()  # whole entries this process checked (or wrote), and ones that failed
+        self._after_fork()
+        fork.reset_in_child(self)  # a forked worker starts its own threads
+
+    def _after_fork(self) -> None:
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._guard = threading.Lock()  # a thread of the parent may have held it at the fork
 
     def __repr__(self) -> str:
         return f"NodeCache({self.directory!r}, limit={self.limit!r})"
 
-    def _path(self, eid: str, kind: str) -> str:
+    def path_of(self, eid: str, kind: str) -> str:
+        """The file of kind data/meta/lock of entry `eid`."""
         return os.path.join(self.directory, f"{eid}.{kind}")
 
     # -- reading --------------------------------------------------------------------------
@@ -83,7 +88,7 @@ class NodeCache:
                 held.release()
             if held.path is None or held.crc32c is None or google_crc32c.value(data) == held.crc32c:
                 return data
-            self._failed_check(held.path)  # read whole anyway: checked on every read (~0.1 s of CPU per GB)
+            self.failed_check(held.path)  # read whole anyway: checked on every read (~0.1 s of CPU per GB)
         return data  # pragma: no cover - a refill checks what it writes
 
     def open(self, bucket: str, key: str, generation: Any, size: int, crc32c: Any, fetch: Fetch,
@@ -109,14 +114,14 @@ class NodeCache:
                 got = asyncio.run_coroutine_threadsafe(got, loop).result()  # type: ignore[arg-type]
             return body.chunks_from(got, loop) if hasattr(got, "__anext__") else got
 
-        return await loop.run_in_executor(self._executor(), functools.partial(
+        return await loop.run_in_executor(self.executor(), functools.partial(
             self.get, bucket, key, generation, size, crc32c, fetch_here, store=store))
 
-    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The cache's threads for file work and lock waits off an event loop (made on first use)."""
         with self._guard:
-            if self._pool is None or self._pool_pid != os.getpid():  # a forked worker starts its own
+            if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="fluxfs-cache")
-                self._pool_pid = os.getpid()
             return self._pool
 
     def lookup(self, bucket: str, key: str, generation: Any, size: Optional[int] = None,
@@ -126,15 +131,15 @@ class NodeCache:
         entry is then not read twice). `crc32c` (when the caller knows it): an entry of another crc32c is a miss."""
         crc = crc_value(crc32c)
         eid = entry_id(bucket, key, generation, store)
-        lock = FileLock(self._path(eid, "lock"))
+        lock = FileLock(self.path_of(eid, "lock"))
         try:
             if not lock.try_acquire(shared=True):
                 return None
         except OSError:  # no lock file and none can be made (a read-only disk): not an entry to serve
             return None
-        if self._complete(eid, bucket, key, generation, size, checked_by_caller, store=store, crc=crc):
-            meta = Meta.read(self._path(eid, "meta"))
-            return Held(self._path(eid, "data"), None, lock, meta.crc32c if meta is not None else None)
+        if self.is_complete(eid, bucket, key, generation, size, checked_by_caller, store=store, crc=crc):
+            meta = Meta.read(self.path_of(eid, "meta"))
+            return Held(self.path_of(eid, "data"), None, lock, meta.crc32c if meta is not None else None)
         lock.release()
         if self.checks.is_bad(eid):
             self.discard(eid)  # failed its check just now: removed unless another process reads it
@@ -160,7 +165,7 @@ class NodeCache:
         need = int(size) + len(meta.to_bytes())
         if self.limit is not None and need > self.limit:
             return self._stream(meta, fetch)  # can never fit: never cached, nothing evicted for it
-        lock = FileLock(self._path(eid, "lock"))
+        lock = FileLock(self.path_of(eid, "lock"))
         try:
             waited = lock.acquire(shared=True, stall=self.stall)  # waits while another process fills it
         except OSError as exc:  # the lock file cannot even be made: no inode or block left, a read-only disk
@@ -171,11 +176,11 @@ class NodeCache:
         if not waited:
             return self._stalled(lock, meta, fetch)
         try:
-            if self._complete(eid, bucket, key, generation, size, checked_by_caller, store, crc):
+            if self.is_complete(eid, bucket, key, generation, size, checked_by_caller, store, crc):
                 return self._hit(eid, lock)
             if not lock.acquire(shared=False, stall=self.stall):  # one filler per entry on the node
                 return self._stalled(lock, meta, fetch)
-            if self._complete(eid, bucket, key, generation, size, checked_by_caller, store, crc):  # filled meanwhile
+            if self.is_complete(eid, bucket, key, generation, size, checked_by_caller, store, crc):  # filled meanwhile
                 lock.downgrade()
                 return self._hit(eid, lock)
             if lock.was_filling():
@@ -191,24 +196,24 @@ class NodeCache:
             lock.release()
             raise
 
-    def _complete(self, eid: str, bucket: str, key: str, generation: Any, size: Optional[int],
+    def is_complete(self, eid: str, bucket: str, key: str, generation: Any, size: Optional[int],
                   checked_by_caller: bool = False, store: str = "", crc: Optional[int] = None) -> bool:
         """The entry is complete and is the object asked for: its sidecar names it (and the size, and the crc32c
         the caller knows: an entry of another crc32c, say from a store reset since, is a miss and is refilled)."""
-        meta = Meta.read(self._path(eid, "meta"))
+        meta = Meta.read(self.path_of(eid, "meta"))
         if meta is None or not meta.names(bucket, key, generation, size, store):
             return False
         if crc is not None and meta.crc32c != crc:
             return False
         try:
-            verdict = self.checks.verify(eid, self._path(eid, "data"), meta, checked_by_caller)
+            verdict = self.checks.verify(eid, self.path_of(eid, "data"), meta, checked_by_caller)
         except FileNotFoundError:
             return False
         if verdict is False:
-            self._failed_check(self._path(eid, "data"))
+            self.failed_check(self.path_of(eid, "data"))
         return bool(verdict)
 
-    def _failed_check(self, path: str) -> None:
+    def failed_check(self, path: str) -> None:
         """An entry whose bytes fail its crc32c (changed on disk): not served again; dropped unless in use."""
         eid = self.checks.failed(path)
         if eid is not None:
@@ -219,7 +224,7 @@ class NodeCache:
     def discard(self, eid: str) -> None:
         """Remove an entry that is not to be served (corrupt, or not the caller's object) unless someone holds
         it (their lock: the next fill replaces it)."""
-        lock = FileLock(self._path(eid, "lock"))
+        lock = FileLock(self.path_of(eid, "lock"))
         try:
             if lock.try_acquire(shared=False):
                 evict.remove_entry(self.directory, eid)
@@ -230,12 +235,12 @@ class NodeCache:
             lock.release()
 
     def _hit(self, eid: str, lock: FileLock) -> Held:
-        path = self._path(eid, "data")
+        path = self.path_of(eid, "data")
         try:
             os.utime(path, follow_symlinks=False)  # recency for LRU eviction (evict.py)
         except OSError:
             pass
-        meta = Meta.read(self._path(eid, "meta"))
+        meta = Meta.read(self.path_of(eid, "meta"))
         return Held(path, None, lock, meta.crc32c if meta is not None else None)
 
     # -- filling ----------------------------------------------------------------------------
@@ -254,7 +259,7 @@ class NodeCache:
 
     def _fill(self, eid: str, meta: Meta, need: int, fetch: Fetch, lock: FileLock, durable: bool = True) -> Held:
         """Under the entry's exclusive lock: reserve room, fetch, write, check, rename; then share the lock."""
-        tmp = self._reserve(eid, need)
+        tmp = self.reserve(eid, need)
         if tmp is None:
             lock.release()
             return self._stream(meta, fetch)
@@ -267,9 +272,9 @@ class NodeCache:
             lock.release()
             return Held(None, data, None)
         lock.downgrade()
-        return Held(self._path(eid, "data"), None, lock)
+        return Held(self.path_of(eid, "data"), None, lock)
 
-    def _reserve(self, eid: str, need: int) -> Optional[str]:
+    def reserve(self, eid: str, need: int) -> Optional[str]:
         """A temporary file of `need` bytes (the object's and its sidecar's) allocated under the limit (evicting
         as needed), or None: stream."""
         try:
@@ -281,7 +286,7 @@ class NodeCache:
             return None
 
     def _reserve_locked(self, eid: str, need: int) -> Optional[str]:
-        with self._dir_locked():
+        with self.dir_locked():
             if not evict.make_room(self.directory, need, self.limit, skip=eid):
                 return None
             tmp = os.path.join(self.directory, temp_name(eid))
@@ -344,12 +349,12 @@ class NodeCache:
         the object's size, the sidecar is written and both are renamed into place."""
         if durable:
             os.fsync(fd)  # a complete-looking entry holds its bytes, even after a power loss
-        with self._dir_locked():
+        with self.dir_locked():
             os.ftruncate(fd, meta.size)
             with os.fdopen(open_fixed(meta_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as m:
                 m.write(dataclasses.replace(meta, durable=durable).to_bytes())
-            os.replace(meta_tmp, self._path(eid, "meta"))
-            os.replace(tmp, self._path(eid, "data"))  # the entry appears complete only now
+            os.replace(meta_tmp, self.path_of(eid, "meta"))
+            os.replace(tmp, self.path_of(eid, "data"))  # the entry appears complete only now
         self.checks.good(eid, os.fstat(fd).st_ino)  # checked as written
 
     # -- the directory as a whole -----------------------------------------------------------
@@ -358,7 +363,7 @@ class NodeCache:
         """Complete entries, whole and packed (what they are, last use as a Unix time), least recently used first."""
         out, now = [], evict.scan(self.directory)
         for eid, (mtime, _nbytes) in now.complete.items():
-            meta = Meta.read(self._path(eid, "meta"))
+            meta = Meta.read(self.path_of(eid, "meta"))
             if meta is not None:
                 out.append((meta, mtime))
         db = evict.index_db(self.directory)
@@ -369,16 +374,16 @@ class NodeCache:
 
     def usage(self) -> int:
         """Bytes the cache's files take (entries, sidecars, fills in progress), counted while no name changes."""
-        with self._dir_locked():
+        with self.dir_locked():
             return evict.scan(self.directory).used
 
     def clear(self) -> tuple[int, int, int]:
         """Remove every entry not in use: (entries removed, bytes freed, entries kept because in use)."""
-        with self._dir_locked():
+        with self.dir_locked():
             return evict.clear(self.directory)
 
     @contextlib.contextmanager
-    def _dir_locked(self) -> Iterator[None]:
+    def dir_locked(self) -> Iterator[None]:
         """The directory lock: space accounting, eviction and the renames that complete entries, one at a time."""
         with FileLock(os.path.join(self.directory, DIR_LOCK)) as dirlock:
             if not dirlock.acquire(shared=False, stall=self.stall):

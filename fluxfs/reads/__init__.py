@@ -8,4 +8,5 @@
 * `batched`: `cat_objects`: compose, one GET, slice, delete the temporaries; direct reads for the rest.
 * `lookup`: metadata for plain paths (listing cache, range listings) and `cat_paths`.
 * `stream`: `iter_cat_objects`: a stream of objects read within a memory budget.
+* `cached`: the node-local cache's `Fetcher` (the reads above bound to the client) and `cached_cat(fs, info)`.
 """

@@ -17,7 +17,6 @@ from typing import Any, Iterator
 import torch
 
 from fluxfs import FluxFileSystem
-from fluxfs.cache import head, store_of
 
 from .objects import Opened, byte_view, open_object
 
@@ -30,7 +29,7 @@ async def open_unfilled(fs: FluxFileSystem, path: str, where: str) -> Opened:
     if fs.cache is None:
         return await open_object(fs, path, where)
     bucket, key, _ = fs.split_path(path)
-    meta = await head(fs, bucket, key)  # the live generation, as a read through the cache learns it
+    meta = await fs.cache_fetcher.head(bucket, key)  # the live generation, as a read through the cache learns it
     generation, size = str(meta["generation"]), int(meta.get("size") or 0)
     if _holds(fs, bucket, key, generation, size, meta.get("crc32c")):
         return await open_object(fs, path, where, generation=generation)
@@ -38,7 +37,7 @@ async def open_unfilled(fs: FluxFileSystem, path: str, where: str) -> Opened:
 
 
 def _holds(fs: FluxFileSystem, bucket: str, key: str, generation: str, size: int, crc32c: Any) -> bool:
-    held = fs.cache.lookup(bucket, key, generation, size, store=store_of(fs), crc32c=crc32c)  # type: ignore[union-attr]
+    held = fs.cache.lookup(bucket, key, generation, size, store=fs.cache_fetcher.store, crc32c=crc32c)  # type: ignore[union-attr]
     if held is None:
         return False
     held.release()
@@ -96,4 +95,4 @@ def keep(fs: FluxFileSystem, objects: list[Opened], read: list[dict[str, Any]],
         bucket, key, _ = fs.split_path(opened.path)
         # checked_by_caller: nothing is read back here (an entry another rank just filled is not read whole)
         cache.hold(bucket, key, opened.generation, opened.header.size, opened.crc32c,
-                   lambda o=opened, t=tensors[k]: _chunks(o, t), store=store_of(fs), checked_by_caller=True).release()
+                   lambda o=opened, t=tensors[k]: _chunks(o, t), store=fs.cache_fetcher.store, checked_by_caller=True).release()

@@ -11,13 +11,14 @@ import time
 import fsspec
 import pytest
 
-from fluxfs.cache import NodeCache, cached_cat
+from fluxfs.cache import NodeCache
+from fluxfs.support import cached_cat
 from tests.conftest import make_fs
 
 READER = textwrap.dedent("""
     import os, sys, time
     from fluxfs import FluxFileSystem
-    from fluxfs.cache import cached_cat
+    from fluxfs.support import cached_cat
     url, d, go, info = sys.argv[1], sys.argv[2], sys.argv[3], eval(sys.argv[4])
     fs = FluxFileSystem(endpoint_url=url, token="anon", cache_dir=d)
     print("ready", flush=True)

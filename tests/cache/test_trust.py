@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from fluxfs.cache import cached_cat
+from fluxfs.support import cached_cat
 from fluxfs.server import run
 from tests.conftest import make_fs, new_bucket_name
 
@@ -73,13 +73,12 @@ def test_the_callers_crc32c_wins_over_an_entry_or_a_pack_row(flux_server, bucket
     import google_crc32c
 
     from fluxfs.cache import objects
-    from fluxfs.cache.reader import store_of
 
     fs = make_fs(flux_server, cache_dir=str(tmp_path))
     real, other = b"the real bytes" * 100, b"other's bytes!" * 100
     fs.pipe({f"{bucket}/whole": real, f"{bucket}/packed": real})
     whole, packed = _info(fs, f"{bucket}/whole"), _info(fs, f"{bucket}/packed")
-    store, crc = store_of(fs), google_crc32c.value(other)
+    store, crc = fs.cache_fetcher.store, google_crc32c.value(other)
     fs.cache.get(bucket, "whole", whole["generation"], len(other), crc, lambda: other, store=store)
     objects.fill(fs.cache, [((store, bucket, "packed", packed["generation"], len(other), crc), other)])
     assert fs.cat_objects([packed]) == {f"{bucket}/packed": real}
@@ -156,8 +155,8 @@ def test_a_directory_another_user_could_write_is_refused(flux_server, bucket, tm
     theirs.mkdir(mode=0o755)
     # a planted pair: the entry's data and sidecar, with the right names, size and crc32c of other bytes
     planter = NodeCache(theirs)
-    from fluxfs.cache.reader import store_of
-    planter.get(bucket, "model.bin", info["generation"], 16, None, lambda: b"planted weights!", store=store_of(fs))
+    planter.get(bucket, "model.bin", info["generation"], 16, None, lambda: b"planted weights!",
+                store=fs.cache_fetcher.store)
     os.chown(theirs, OTHER_UID, OTHER_UID)
     with pytest.raises(PermissionError, match=rf"cache_dir '{theirs}' is owned by uid {OTHER_UID} with mode "
                                               r"drwxr-xr-x \(0755\): another user owns it, .*chmod 700, "
@@ -209,14 +208,14 @@ def test_clear_errors(flux_server, bucket, tmp_path):
 FILLER = textwrap.dedent("""
     import sys
     from fluxfs import FluxFileSystem
-    from fluxfs.cache import cached_cat
+    from fluxfs.support import cached_cat
     fs = FluxFileSystem(endpoint_url=sys.argv[1], token="anon", cache_dir=sys.argv[2], skip_instance_cache=True)
     cached_cat(fs, eval(sys.argv[3]))
 """)
 READER = textwrap.dedent("""
     import sys
     from fluxfs import FluxFileSystem
-    from fluxfs.cache import cached_cat
+    from fluxfs.support import cached_cat
     fs = FluxFileSystem(endpoint_url=sys.argv[1], token="anon", cache_dir=sys.argv[2], read_timeout=1,
                         skip_instance_cache=True)
     sys.stdout.buffer.write(cached_cat(fs, eval(sys.argv[3])))
@@ -230,13 +229,12 @@ def test_a_reader_never_waits_without_bound_for_a_stopped_filler(flux_server, bu
     import sys
 
     from fluxfs.cache.entry import entry_id
-    from fluxfs.cache.reader import store_of
 
     fs = make_fs(flux_server)
     data = os.urandom(2**20)
     fs.pipe(f"{bucket}/big", data)
     info = _info(fs, f"{bucket}/big")
-    lock = tmp_path / f"{entry_id(bucket, 'big', info['generation'], store_of(fs))}.lock"
+    lock = tmp_path / f"{entry_id(bucket, 'big', info['generation'], fs.cache_fetcher.store)}.lock"
     flux_server.configure(bandwidth_mbps=2.0)  # ~4 s a download: the filler is stopped mid-fill
     filler = subprocess.Popen([sys.executable, "-c", FILLER, flux_server.url, str(tmp_path), repr(info)])
     try:
@@ -297,6 +295,8 @@ def test_a_read_only_cache_serves_its_entries_and_reads_the_rest_from_storage(fl
 
 @pytest.mark.parametrize("how", ["overwrite", "delete"])
 def test_an_object_changed_during_a_fill_is_object_changed(flux_server, bucket, tmp_path, monkeypatch, how):
+    import dataclasses
+
     from fluxfs.cache import reader
     from fluxfs.errors import ObjectChanged
 
@@ -304,7 +304,7 @@ def test_an_object_changed_during_a_fill_is_object_changed(flux_server, bucket, 
     fs, other = make_fs(flux_server, cache_dir=str(tmp_path)), make_fs(flux_server)
     path = f"{bucket}/ckpt.bin"
     other.pipe(path, b"v1" * 8192)
-    real = fs._cat_file
+    real = fs.cache_fetcher.cat_file  # what the cache reads a miss with
     calls = []
 
     async def change_after_the_first_part(*args, **kwargs):
@@ -313,7 +313,8 @@ def test_an_object_changed_during_a_fill_is_object_changed(flux_server, bucket, 
             await (other._pipe_file(path, b"v2") if how == "overwrite" else other._rm_file(path))
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(fs, "_cat_file", change_after_the_first_part)
+    patched = dataclasses.replace(fs.cache_fetcher, cat_file=change_after_the_first_part)
+    monkeypatch.setattr(fs, "cache_fetcher", patched)
     with pytest.raises(ObjectChanged, match=rf"{path}#\d+ changed while being read: generation \d+ no longer exists"):
         fs.open(path, "rb")
     assert not list(tmp_path.glob("*.data")) and not list(tmp_path.glob("*.part"))
