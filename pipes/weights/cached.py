@@ -95,4 +95,5 @@ def keep(fs: FluxFileSystem, objects: list[Opened], read: list[dict[str, Any]],
         bucket, key, _ = fs.split_path(opened.path)
         # checked_by_caller: nothing is read back here (an entry another rank just filled is not read whole)
         cache.hold(bucket, key, opened.generation, opened.header.size, opened.crc32c,
-                   lambda o=opened, t=tensors[k]: _chunks(o, t), store=fs.cache_fetcher.store, checked_by_caller=True).release()
+                   lambda o=opened, t=tensors[k]: _chunks(o, t), store=fs.cache_fetcher.store,
+                   checked_by_caller=True).release()
