@@ -51,7 +51,7 @@ def test_pickled_filesystem_keeps_options_and_works(flux_server, bucket):
     fs.pipe(f"{bucket}/p", b"pickled")
     clone = pickle.loads(pickle.dumps(fs))
     assert clone.options.list_page_size == 9
-    assert clone.retry_policy("read").max_attempts == 3
+    assert clone.options.retry_policy("read").max_attempts == 3
     assert clone.cat(f"{bucket}/p") == b"pickled"
 
 

@@ -43,7 +43,7 @@ async def head(fs: Any, bucket: str, key: str, generation: Optional[str] = None)
     """Live metadata of the object (or of `generation`) from the server, not a listing cache that may be stale."""
     params = {"generation": str(generation)} if generation else None
     what = f"{bucket}/{key}#{generation}" if generation else f"{bucket}/{key}"
-    resp = await http.request(fs, "GET", fs.json_url("b/{}/o/{}", bucket, key), op="metadata", what=what,
+    resp = await http.request(fs, "GET", fs.client.json_url("b/{}/o/{}", bucket, key), op="metadata", what=what,
                               params=params)
     return resp.json()
 

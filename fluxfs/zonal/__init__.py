@@ -4,9 +4,8 @@ folders in listings), and what changes there (no compose: batched reads go direc
 go resumable, appends and merges are refused naming the bucket)."""
 from . import hns
 from .buckets import ZonalBuckets
-from .hns import HnsFolders
 from .layout import (HNS, STANDARD, ZONAL, BucketLayout, forget, is_zonal, known, layout, layout_sync,
                      refuse_compose, unsupported, without_zonal)
 
-__all__ = ["HnsFolders", "ZonalBuckets", "hns", "HNS", "STANDARD", "ZONAL", "BucketLayout", "forget", "is_zonal",
+__all__ = ["ZonalBuckets", "hns", "HNS", "STANDARD", "ZONAL", "BucketLayout", "forget", "is_zonal",
            "known", "layout", "layout_sync", "refuse_compose", "unsupported", "without_zonal"]

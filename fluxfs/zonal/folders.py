@@ -12,7 +12,7 @@ from ..errors import FolderRenameTimeout, HttpError
 from ..gcs import http
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import FluxFileSystem
+    from ..gcs.client import Client
 
 # A rename is a long-running operation: polled until done, for at most this long.
 RENAME_DEADLINE = 600.0
@@ -35,11 +35,11 @@ def directory_entry(bucket: str, key: str, res: Optional[dict] = None) -> dict:
     return entry
 
 
-async def create(fs: "FluxFileSystem", bucket: str, key: str, recursive: bool) -> dict:
+async def create(client: "Client", bucket: str, key: str, recursive: bool) -> dict:
     """folders.insert; an existing folder is FileExistsError, a missing parent (not `recursive`) FileNotFoundError."""
     what = f"{bucket}/{folder_id(key)}"
     try:
-        resp = await http.request_once(fs, "POST", fs.json_url("b/{}/folders", bucket), what=f"mkdir {what}",
+        resp = await http.request_once(client, "POST", client.json_url("b/{}/folders", bucket), what=f"mkdir {what}",
                                        json={"name": folder_id(key)},
                                        params={"recursive": "true"} if recursive else None)
     except HttpError as exc:
@@ -49,19 +49,19 @@ async def create(fs: "FluxFileSystem", bucket: str, key: str, recursive: bool) -
     return resp.json()
 
 
-async def get(fs: "FluxFileSystem", bucket: str, key: str) -> dict:
+async def get(client: "Client", bucket: str, key: str) -> dict:
     """folders.get: the folder resource; FileNotFoundError if there is no such folder."""
     what = f"{bucket}/{folder_id(key)}"
-    resp = await http.request(fs, "GET", fs.json_url("b/{}/folders/{}", bucket, folder_id(key)), op="metadata",
+    resp = await http.request(client, "GET", client.json_url("b/{}/folders/{}", bucket, folder_id(key)), op="metadata",
                               what=what)
     return resp.json()
 
 
-async def delete(fs: "FluxFileSystem", bucket: str, key: str) -> None:
+async def delete(client: "Client", bucket: str, key: str) -> None:
     """folders.delete of an empty folder; a non-empty one is OSError(ENOTEMPTY) naming it, as gcsfs raises OSError."""
     what = f"{bucket}/{folder_id(key)}"
     try:
-        await http.request_once(fs, "DELETE", fs.json_url("b/{}/folders/{}", bucket, folder_id(key)),
+        await http.request_once(client, "DELETE", client.json_url("b/{}/folders/{}", bucket, folder_id(key)),
                                 what=f"rmdir {what}", ok=(200, 204))
     except HttpError as exc:
         if exc.status in (409, 412, 400) and "not empty" in exc.message.lower():
@@ -69,7 +69,7 @@ async def delete(fs: "FluxFileSystem", bucket: str, key: str) -> None:
         raise
 
 
-async def list_all(fs: "FluxFileSystem", bucket: str, prefix: str) -> list[dict]:
+async def list_all(client: "Client", bucket: str, prefix: str) -> list[dict]:
     """folders.list: every folder whose name starts with `prefix`, all pages."""
     out: list[dict] = []
     token = None
@@ -77,7 +77,7 @@ async def list_all(fs: "FluxFileSystem", bucket: str, prefix: str) -> list[dict]
         params = {"prefix": prefix} if prefix else {}
         if token:
             params["pageToken"] = token
-        resp = await http.request(fs, "GET", fs.json_url("b/{}/folders", bucket), op="list",
+        resp = await http.request(client, "GET", client.json_url("b/{}/folders", bucket), op="list",
                                   what=f"folders of {bucket}/{prefix}", params=params)
         page = resp.json()
         out.extend(page.get("items") or [])
@@ -86,14 +86,14 @@ async def list_all(fs: "FluxFileSystem", bucket: str, prefix: str) -> list[dict]
             return out
 
 
-async def rename(fs: "FluxFileSystem", bucket: str, src: str, dst: str, deadline: float | None = None) -> dict:
+async def rename(client: "Client", bucket: str, src: str, dst: str, deadline: float | None = None) -> dict:
     """folders.rename (one atomic request), then its long-running operation polled until done (at most
     `deadline` s, default RENAME_DEADLINE). A missing source is FileNotFoundError, an existing destination
     FileExistsError."""
     what = f"{bucket}/{folder_id(src)} -> {bucket}/{folder_id(dst)}"
-    url = fs.json_url("b/{}/folders/{}/renameTo/folders/{}", bucket, folder_id(src), folder_id(dst))
+    url = client.json_url("b/{}/folders/{}/renameTo/folders/{}", bucket, folder_id(src), folder_id(dst))
     try:
-        op = (await http.request_once(fs, "POST", url, what=f"rename {what}")).json()
+        op = (await http.request_once(client, "POST", url, what=f"rename {what}")).json()
     except HttpError as exc:
         if exc.status == 409:
             raise FileExistsError(errno.EEXIST, f"cannot rename folder: {exc.message}",
@@ -108,7 +108,7 @@ async def rename(fs: "FluxFileSystem", bucket: str, src: str, dst: str, deadline
         await asyncio.sleep(wait)
         wait = min(wait * 2, _POLL_MAX)
         op_id = str(op.get("name", "")).rsplit("/", 1)[-1]
-        op = (await http.request(fs, "GET", fs.json_url("b/{}/operations/{}", bucket, op_id), op="metadata",
+        op = (await http.request(client, "GET", client.json_url("b/{}/operations/{}", bucket, op_id), op="metadata",
                                  what=f"rename {what}")).json()
     if op.get("error"):
         err = op["error"]

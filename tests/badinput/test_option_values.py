@@ -33,7 +33,7 @@ def test_option_values_given_as_text_are_read_as_their_type(flux_server, given, 
 
 
 def test_retry_fields_given_as_text_are_read_as_numbers(flux_server):
-    policy = make_fs(flux_server, retry={"max_attempts": "3"}).retry_policy("read")
+    policy = make_fs(flux_server, retry={"max_attempts": "3"}).options.retry_policy("read")
     assert policy.max_attempts == 3 and isinstance(policy.max_attempts, int)
 
 
