@@ -13,14 +13,14 @@ from typing import Any, AsyncIterator, Iterator
 from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
-from . import gcsfs_adapter, inherited, listing, temporaries
+from . import gcsfs_adapter, inherited, temporaries
 from .cache import NodeCache, objects as node_objects, ranges as node_ranges, reader as node_cache
 from .errors import from_gcsfs
 from .gcs import bridge, counters, fork, http, reach, redact, urls
-from .listing import manifest
+from .listing import api as listing, manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, drop_unknown_options
 from .reads import batched, direct, handle, into, lookup, stream, ranges as ranged
-from .writes import FluxWriteFile, StreamedCopies, object_fields, open_append, upload_local_file, write_bytes
+from .writes import FluxWriteFile, copies, fields as write_fields, uploads, zonal_append
 from .zonal import ZonalBuckets, hns
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
@@ -29,7 +29,8 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, StreamedCopies, ZonalBuckets, GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, copies.StreamedCopies, ZonalBuckets,
+                     GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)
@@ -80,8 +81,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
     @property
     def loop(self):
         """fsspec's event loop; in a forked child (a DataLoader worker) a fresh one, started on first use.
-        An asynchronous instance runs on its caller's loop and has none of its own (None, as in fsspec).
-        """
+        An asynchronous instance runs on its caller's loop and has none of its own (None, as in fsspec)."""
         if self._loop is None and not self.asynchronous:
             self._loop = get_loop()
         return self._loop
@@ -89,8 +89,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
     def _after_fork(self) -> None:
         """In a forked child the parent's loop thread and sockets do not exist: start over.
         fsspec refuses to run a filesystem in a child forked after its loop started; a
-        DataLoader worker needs it to work, so the child gets its own loop, session and job id.
-        """
+        DataLoader worker needs it to work, so the child gets its own loop, session and job id."""
         if self.asynchronous:
             return
         self._pid = os.getpid()
@@ -119,7 +118,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         if mode in ("wb", "xb"):
             return FluxWriteFile(self, path, mode, block_size=block_size, **kwargs)
         if mode == "ab":  # composed onto the object, pinned by generation; a native append on zonal over gRPC
-            return open_append(self, path, mode, block_size=block_size, **kwargs)
+            return zonal_append.open_append(self, path, mode, block_size=block_size, **kwargs)
         raise ValueError(f"unsupported mode {mode!r} for {path}: use 'rb', 'wb', 'xb' or 'ab'")
 
     # -- node-local cache (cache/): `cache_dir`, `cache_limit` ---------------------------------
@@ -361,9 +360,10 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         gcsfs's options (content_type, guessed from the key when absent; metadata; fixed_key_metadata;
         kms_key_name) are stored on every strategy; `consistency`/`chunksize` are not needed (crc32c always).
         """
-        fields = object_fields(self.split_path(path)[1], content_type, metadata, fixed_key_metadata, kms_key_name)
+        fields = write_fields.object_fields(self.split_path(path)[1], content_type, metadata, fixed_key_metadata,
+                                            kms_key_name)
         _refuse_unknown("pipe_file", path, kwargs)
-        return await write_bytes(self.client, path, data, create_only=_create_only(mode), fields=fields)
+        return await uploads.write_bytes(self.client, path, data, create_only=_create_only(mode), fields=fields)
 
     async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite", callback: Any = None,
                         content_type: str | None = None, metadata: dict | None = None,
@@ -373,11 +373,11 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         from the local file's name when not given (as gcsfs does)."""
         if os.path.isdir(lpath):
             return None
-        fields = object_fields(self.split_path(rpath)[1], content_type, metadata, fixed_key_metadata, kms_key_name,
-                               guess_from=lpath)
+        fields = write_fields.object_fields(self.split_path(rpath)[1], content_type, metadata, fixed_key_metadata,
+                                            kms_key_name, guess_from=lpath)
         _refuse_unknown("put_file", rpath, kwargs)
-        return await upload_local_file(self.client, lpath, rpath, create_only=_create_only(mode), fields=fields,
-                                       callback=callback)
+        return await uploads.upload_local_file(self.client, lpath, rpath, create_only=_create_only(mode),
+                                               fields=fields, callback=callback)
 
 
 # Every blocking twin of an async method runs through the one bridge (Ctrl-C cancels and cleans up),

@@ -7,7 +7,6 @@ reads), ranges (byte ranges), objects (`cat_objects`: many small objects), packs
 live: pack files and their SQLite index). Never imports torch.
 """
 from .reader import acached_cat, cached_cat
-from .entry import is_cache_dir
 from .store import NodeCache
 
-__all__ = ["NodeCache", "acached_cat", "cached_cat", "is_cache_dir"]
+__all__ = ["NodeCache", "acached_cat", "cached_cat"]

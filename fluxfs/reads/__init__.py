@@ -8,4 +8,8 @@
 * `batched`: `cat_objects`: compose, one GET, slice, delete the temporaries; direct reads for the rest.
 * `lookup`: metadata for plain paths (listing cache, range listings) and `cat_paths`.
 * `stream`: `iter_cat_objects`: a stream of objects read within a memory budget.
+
+Nothing is exported here: users read through the filesystem (`cat`, `cat_objects`, `open`, `read_ranges`, ...).
 """
+
+__all__: list[str] = []

@@ -12,7 +12,8 @@ import torch
 
 from fluxfs import FluxFileSystem, support
 
-from ..distributed import NO_GROUP, resolve_group
+from ..distributed import NO_GROUP
+from ..distributed.group import resolve_group
 from .grouped import load_grouped, request
 from .header import NAMES
 from .objects import (Opened, byte_view, check_framework, filesystem, fill, load_tensors, no_such_tensor,
