@@ -29,8 +29,7 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, copies.StreamedCopies, ZonalBuckets,
-                     GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuckets, GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)
@@ -162,9 +161,8 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, copies.S
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                                        prefix=prefix, **kwargs)
         files = functools.partial(listing.find, self.client)  # the parallel lister's; with HNS folders (zonal/hns.py)
-        return await self._folders.find(files, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, prefix=prefix,
-                                        update_cache=kwargs.get("update_cache", True),
-                                        versions=bool(kwargs.get("versions")))
+        return await self._folders.find(files, path, maxdepth, withdirs, detail, prefix,
+                                        kwargs.get("update_cache", True), bool(kwargs.get("versions")))
 
     async def _du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Sizes from one fast `_find(detail=True)` (fsspec's default asks `_info` object by object)."""
@@ -313,7 +311,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, copies.S
         return await _run_coros_in_chunks([self._rm_file(f) for f in files], return_exceptions=True,
                                           batch_size=32)
 
-    # -- HNS folders (zonal/hns.py): mkdir, rmdir, mv as one rename, empty folders listed; else gcsfs's ------------
+    # -- gcsfs's, through composed helpers: HNS folders (zonal/hns.py), zonal copies (writes/copies.py) -------
 
     async def _mkdir(self, path, create_parents=False, **kwargs):
         return await self._folders.mkdir(super()._mkdir, path, create_parents=create_parents, **kwargs)
@@ -332,6 +330,8 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, copies.S
     async def _do_list_objects(self, path, max_results=None, delimiter="/", prefix="", versions=False, **kwargs):
         return await self._folders.do_list_objects(super()._do_list_objects, path, max_results=max_results,
                                                    delimiter=delimiter, prefix=prefix, versions=versions, **kwargs)
+    async def _cp_file(self, path1, path2, acl=None, **kwargs):
+        return await copies.cp_file(self.client, super()._cp_file, self._cat_file, path1, path2, acl=acl, **kwargs)
 
     # -- local copies -----------------------------------------------------------------------
 
