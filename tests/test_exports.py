@@ -56,5 +56,5 @@ def test_every_subpackage_is_checked():
 def test_the_filesystem_has_no_public_plumbing():
     """URLs and retry policies are the client's (`fs.client`) and the options' (`fs.options.retry_policy`)."""
     from fluxfs import FluxFileSystem
-    for name in ("json_url", "upload_url", "xml_url", "retry_policy"):
+    for name in ("json_url", "upload_url", "xml_url", "retry_policy", "counters"):
         assert not hasattr(FluxFileSystem, name), name
