@@ -29,7 +29,7 @@ def storage(contender: str, url: str, endpoint: str, write: bool):
         from fluxfs.pipes.dcp import FluxStorageReader, FluxStorageWriter
 
         if contender == "fluxfs-resumable":
-            opts["multipart"] = "off"  # one resumable upload per file instead of parallel XML parts
+            opts["multipart"] = "resumable"  # one resumable upload per file instead of parallel XML parts
         return FluxStorageWriter(url, **opts) if write else FluxStorageReader(url, **opts)
     if contender in ("gcsfs", "gcsfs-best"):
         import gcsfs.core

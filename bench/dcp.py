@@ -5,7 +5,7 @@ State: float32 tensors of --tensor-mib each, --size bytes in all (default 2 GB; 
 gloo group on 127.0.0.1, each holding a Shard(0) DTensor slice of every tensor (default: 1 and 2;
 --quick: 1). Contenders, interleaved, same server:
   fluxfs      FluxStorageWriter / FluxStorageReader (parallel multipart parts; ranged, coalesced reads)
-  fluxfs-resumable  the same with multipart="off" (one resumable upload per file): on 2 busy cores
+  fluxfs-resumable  the same with multipart="resumable" (one resumable upload per file): on 2 busy cores
               the server's CPU, not the wire, limits writes, and this path costs it least
   gcsfs       torch's FsspecWriter / FsspecReader on gcsfs.core.GCSFileSystem, as users get them
               (defaults: sync_files=True, thread_count=1)

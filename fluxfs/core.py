@@ -6,22 +6,22 @@ delegated to `listing`, `reads` and `writes`.
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, AsyncIterator, Iterator
 
 from fsspec.asyn import _run_coros_in_chunks, get_loop
 from gcsfs.core import GCSFileSystem
 
-from . import gcsfs_adapter, inherited, listing, temporaries
+from . import gcsfs_adapter, inherited, temporaries
 from .cache import NodeCache, cache_of, objects as node_objects, ranges as node_ranges, reader as node_cache
 from .errors import from_gcsfs
 from .gcs import bridge, counters, fork, http, reach, redact, urls
-from .gcs.retry import RetryPolicy
-from .listing import manifest
+from .listing import api as listing, manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, drop_unknown_options
 from .reads import batched, cached, direct, handle, into, lookup, stream, ranges as ranged
-from .writes import FluxWriteFile, StreamedCopies, object_fields, open_append, upload_local_file, write_bytes
-from .zonal import HnsFolders, ZonalBuckets, hns
+from .writes import FluxWriteFile, copies, fields as write_fields, uploads, zonal_append
+from .zonal import ZonalBuckets, hns
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
 
@@ -29,8 +29,7 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, StreamedCopies, HnsFolders, ZonalBuckets,
-                     GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuckets, GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)
@@ -62,6 +61,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         self.client = gcsfs_adapter.build_client(self, self.options)
         self.client.temporaries = temporaries.TempRegistry(self.client)
         self.cache_fetcher = cached.fetcher(self.client)  # what the node-local cache reads storage through (never self)
+        self._folders = hns.Folders(self.client, self._find, self._glob, self._isdir, self._parent)  # HNS folders
         fork.reset_in_child(self)
 
     # inspect.signature, help() and the CLI's check of `-o` names see every option, from FluxOptions.
@@ -81,19 +81,15 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
     @property
     def loop(self):
         """fsspec's event loop; in a forked child (a DataLoader worker) a fresh one, started on first use.
-
-        An asynchronous instance runs on its caller's loop and has none of its own (None, as in fsspec).
-        """
+        An asynchronous instance runs on its caller's loop and has none of its own (None, as in fsspec)."""
         if self._loop is None and not self.asynchronous:
             self._loop = get_loop()
         return self._loop
 
     def _after_fork(self) -> None:
         """In a forked child the parent's loop thread and sockets do not exist: start over.
-
         fsspec refuses to run a filesystem in a child forked after its loop started; a
-        DataLoader worker needs it to work, so the child gets its own loop, session and job id.
-        """
+        DataLoader worker needs it to work, so the child gets its own loop, session and job id."""
         if self.asynchronous:
             return
         self._pid = os.getpid()
@@ -107,26 +103,10 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         idempotent request once, silently, when its kept-alive connection drops before the answer."""
         return http.count_sends(await super()._set_session())
 
-    def retry_policy(self, op: str) -> RetryPolicy:
-        """The retry policy for an operation kind ("list", "read", "compose", "write", "delete", "metadata")."""
-        return self.options.retry_policy(op)
-
     @property
     def job_id(self) -> str:
         """Id for this process's temporary objects; a forked worker gets its own."""
         return self.client.job_id
-
-    def json_url(self, fmt: str, *parts: str) -> str:
-        """A JSON API URL: `fmt` like "b/{}/o/{}" with each part percent-encoded."""
-        return self.client.json_url(fmt, *parts)
-
-    def upload_url(self, bucket: str) -> str:
-        """The JSON API media upload URL of a bucket."""
-        return self.client.upload_url(bucket)
-
-    def xml_url(self, bucket: str, key: str = "") -> str:
-        """An XML API URL (`/BUCKET/KEY`), used for multipart uploads."""
-        return self.client.xml_url(bucket, key)
 
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any):
         """Reads prefetch with parallel ranged GETs; writes and appends upload parts in parallel, atomically."""
@@ -138,7 +118,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         if mode in ("wb", "xb"):
             return FluxWriteFile(self, path, mode, block_size=block_size, **kwargs)
         if mode == "ab":  # composed onto the object, pinned by generation; a native append on zonal over gRPC
-            return open_append(self, path, mode, block_size=block_size, **kwargs)
+            return zonal_append.open_append(self, path, mode, block_size=block_size, **kwargs)
         raise ValueError(f"unsupported mode {mode!r} for {path}: use 'rb', 'wb', 'xb' or 'ab'")
 
     # -- node-local cache (cache/): `cache_dir`, `cache_limit` ---------------------------------
@@ -181,11 +161,9 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         if kwargs.get("inventory_report_info"):
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                                        prefix=prefix, **kwargs)
-        hns_bucket = await self._is_hns(self.split_path(path)[0])  # its empty folders too (zonal/hns.py)
-        files = lambda _fs, *a, **kw: listing.find(self.client, *a, **kw)  # noqa: E731 - the lister's, on the client
-        lister = hns.with_folders(files) if hns_bucket else files
-        return await lister(self, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, prefix=prefix,
-                            update_cache=kwargs.get("update_cache", True), versions=bool(kwargs.get("versions")))
+        files = functools.partial(listing.find, self.client)  # the parallel lister's; with HNS folders (zonal/hns.py)
+        return await self._folders.find(files, path, maxdepth, withdirs, detail, prefix,
+                                        kwargs.get("update_cache", True), bool(kwargs.get("versions")))
 
     async def _du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Sizes from one fast `_find(detail=True)` (fsspec's default asks `_info` object by object)."""
@@ -201,7 +179,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         generation = generation or path_generation
         if not (generation and key):
             return await super()._info(path, generation=generation, **kwargs)
-        resp = await http.request(self.client, "GET", self.json_url("b/{}/o/{}", bucket, key), op="metadata",
+        resp = await http.request(self.client, "GET", self.client.json_url("b/{}/o/{}", bucket, key), op="metadata",
                                   what=f"{bucket}/{key}#{generation}", params={"generation": str(generation)})
         return self._process_object(bucket, resp.json())
 
@@ -211,7 +189,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         if "ctime" in info:
             return info["ctime"]
         bucket, key, _ = self.split_path(path)
-        resp = bridge.run(self, http.request, self.client, "GET", self.json_url("b/{}/o/{}", bucket, key),
+        resp = bridge.run(self, http.request, self.client, "GET", self.client.json_url("b/{}/o/{}", bucket, key),
                           op="metadata", what=f"{bucket}/{key}", params={"fields": "timeCreated"})
         return self._parse_timestamp(resp.json()["timeCreated"])
 
@@ -269,7 +247,6 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
 
     def iter_cat_objects(self, infos, on_error: str = "raise", buffer_bytes: int | None = None) -> Iterator[dict]:
         """Blocking `_iter_cat_objects`; `infos` may be a blocking stream (consumed on the caller's thread).
-
         Closing the generator early, an error or Ctrl-C cancels the reads in flight and deletes
         their temporary objects.
         """
@@ -315,7 +292,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         if not key:
             return await self._rmdir(path)
         params = {"generation": generation} if generation else None
-        url, what = self.json_url("b/{}/o/{}", bucket, key), f"{bucket}/{key}"
+        url, what = self.client.json_url("b/{}/o/{}", bucket, key), f"{bucket}/{key}"
 
         async def attempt(n: int) -> None:
             sends: list = []
@@ -326,13 +303,35 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
                 if n == 0 and len(sends) == 1:
                     raise
 
-        await self.retry_policy("delete").run(attempt, what=f"delete {what}")
+        await self.client.retry_policy("delete").run(attempt, what=f"delete {what}")
         await self._rm_file_cache_update(path)
 
     async def _delete_files(self, files: list[str], batchsize: int) -> list:
         """Single deletes, 32 in flight, on every endpoint (gcsfs sends 5 at a time to emulators)."""
         return await _run_coros_in_chunks([self._rm_file(f) for f in files], return_exceptions=True,
                                           batch_size=32)
+
+    # -- gcsfs's, through composed helpers: HNS folders (zonal/hns.py), zonal copies (writes/copies.py) -------
+
+    async def _mkdir(self, path, create_parents=False, **kwargs):
+        return await self._folders.mkdir(super()._mkdir, path, create_parents=create_parents, **kwargs)
+    async def _makedirs(self, path, exist_ok=False):
+        return await self._folders.makedirs(path, exist_ok=exist_ok)
+    async def _rmdir(self, path):
+        return await self._folders.rmdir(super()._rmdir, path)
+    async def _mv(self, path1, path2, recursive=False, maxdepth=None, **kwargs):
+        return await self._folders.mv(super()._mv, path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
+    async def _rm(self, path, recursive=False, maxdepth=None, batchsize=100):
+        return await self._folders.rm(super()._rm, path, recursive=recursive, maxdepth=maxdepth, batchsize=batchsize)
+    async def _list_objects(self, path, prefix="", versions=False, **kwargs):
+        return await self._folders.list_objects(super()._list_objects, path, prefix=prefix, versions=versions, **kwargs)
+    async def _get_directory_info(self, path, bucket, key, generation):
+        return await self._folders.directory_info(super()._get_directory_info, path, bucket, key, generation)
+    async def _do_list_objects(self, path, max_results=None, delimiter="/", prefix="", versions=False, **kwargs):
+        return await self._folders.do_list_objects(super()._do_list_objects, path, max_results=max_results,
+                                                   delimiter=delimiter, prefix=prefix, versions=versions, **kwargs)
+    async def _cp_file(self, path1, path2, acl=None, **kwargs):
+        return await copies.cp_file(self.client, super()._cp_file, self._cat_file, path1, path2, acl=acl, **kwargs)
 
     # -- local copies -----------------------------------------------------------------------
 
@@ -361,9 +360,10 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         gcsfs's options (content_type, guessed from the key when absent; metadata; fixed_key_metadata;
         kms_key_name) are stored on every strategy; `consistency`/`chunksize` are not needed (crc32c always).
         """
-        fields = object_fields(self.split_path(path)[1], content_type, metadata, fixed_key_metadata, kms_key_name)
+        fields = write_fields.object_fields(self.split_path(path)[1], content_type, metadata, fixed_key_metadata,
+                                            kms_key_name)
         _refuse_unknown("pipe_file", path, kwargs)
-        return await write_bytes(self.client, path, data, create_only=_create_only(mode), fields=fields)
+        return await uploads.write_bytes(self.client, path, data, create_only=_create_only(mode), fields=fields)
 
     async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite", callback: Any = None,
                         content_type: str | None = None, metadata: dict | None = None,
@@ -373,11 +373,11 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, Streamed
         from the local file's name when not given (as gcsfs does)."""
         if os.path.isdir(lpath):
             return None
-        fields = object_fields(self.split_path(rpath)[1], content_type, metadata, fixed_key_metadata, kms_key_name,
-                               guess_from=lpath)
+        fields = write_fields.object_fields(self.split_path(rpath)[1], content_type, metadata, fixed_key_metadata,
+                                            kms_key_name, guess_from=lpath)
         _refuse_unknown("put_file", rpath, kwargs)
-        return await upload_local_file(self.client, lpath, rpath, create_only=_create_only(mode), fields=fields,
-                                       callback=callback)
+        return await uploads.upload_local_file(self.client, lpath, rpath, create_only=_create_only(mode),
+                                               fields=fields, callback=callback)
 
 
 # Every blocking twin of an async method runs through the one bridge (Ctrl-C cancels and cleans up),

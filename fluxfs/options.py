@@ -54,7 +54,7 @@ DEFAULT_WRITE_MEMORY = 2 * 2**30
 DEFAULT_COMPOSE_MAX_COMPONENTS = 32_768
 
 DEFAULT_LIST_CONCURRENCY = 64
-# The upload strategies of the `multipart` option; "off" is the older name of "resumable".
+# The upload strategies of the `multipart` option; "off", the older name of "resumable", is deprecated.
 STRATEGIES = ("xml", "compose", "resumable")
 STRATEGY_ALIASES = {"off": "resumable"}
 
@@ -122,10 +122,12 @@ def _parse_seconds(name: str, value: Any) -> float:
 
 def _parse_strategy(name: str, value: Any) -> str:
     text = value.strip().lower() if isinstance(value, str) else value
-    text = STRATEGY_ALIASES.get(text, text) if isinstance(text, str) else text
+    if isinstance(text, str) and text in STRATEGY_ALIASES:
+        warnings.warn(f"{name}={value!r} is deprecated: spell it {STRATEGY_ALIASES[text]!r} (the same strategy)",
+                      DeprecationWarning, stacklevel=2)
+        text = STRATEGY_ALIASES[text]
     if text not in STRATEGIES:
-        raise ValueError(f"{name} must be 'xml', 'compose' or 'resumable' ('off' is another name for 'resumable'), "
-                         f"not {value!r}")
+        raise ValueError(f"{name} must be 'xml', 'compose' or 'resumable', not {value!r}")
     return text
 
 
@@ -195,7 +197,7 @@ class FluxOptions:
     max_composite_size: int = option(DEFAULT_MAX_COMPOSITE_SIZE, SIZE, "size cap of one composite")
     compose_threshold: int = option(DEFAULT_COMPOSE_THRESHOLD, SIZE, "larger objects are read directly")
     read_concurrency: int = option(DEFAULT_READ_CONCURRENCY, COUNT, "requests a batched read keeps in flight")
-    multipart: str = option("xml", STRATEGY, "upload strategy: 'xml', 'compose' or 'resumable' (alias 'off')")
+    multipart: str = option("xml", STRATEGY, "upload strategy: 'xml', 'compose' or 'resumable'")
     part_size: int = option(DEFAULT_PART_SIZE, SIZE, "upload part size")
     write_concurrency: int = option(DEFAULT_WRITE_CONCURRENCY, COUNT, "upload parts in flight")
     write_memory: int = option(DEFAULT_WRITE_MEMORY, SIZE, "bytes one write holds at most (parts grow up to half)")

@@ -143,7 +143,7 @@ def test_two_processes_writing_compose_uploads_at_once(flux_server, bucket, tmp_
 
 
 def test_reader_racing_a_writer_sees_whole_versions(flux_server, bucket):
-    writer = make_fs(flux_server, multipart="off")
+    writer = make_fs(flux_server, multipart="resumable")
     reader = make_fs(flux_server)
     keys = [f"k{i:02d}" for i in range(40)]
 

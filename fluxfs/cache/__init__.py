@@ -8,9 +8,8 @@ wait), evict (LRU and accounting), body (checking what a fetch returns), store (
 before they are read: one download per node), packs and index (where those live: pack files and their SQLite
 index). Never imports torch.
 """
-from .entry import is_cache_dir
 from .fetcher import Fetcher
 from .reader import cache_of
 from .store import NodeCache
 
-__all__ = ["Fetcher", "NodeCache", "cache_of", "is_cache_dir"]
+__all__ = ["Fetcher", "NodeCache", "cache_of"]

@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_cache(args: argparse.Namespace) -> int:
     """Run ``fluxfs cache ACTION DIR``."""
-    from fluxfs.cache import NodeCache, is_cache_dir
+    from fluxfs.cache import NodeCache
+    from fluxfs.cache.entry import is_cache_dir
 
     directory = args.directory
     if not os.path.isdir(directory):

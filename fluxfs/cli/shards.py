@@ -102,7 +102,8 @@ def cmd_shard(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace, urls: List[str]) -> int:
-    from fluxfs.pipes.shards import ShardError, build_index, load_index, write_index
+    from fluxfs.pipes.shards import ShardError
+    from fluxfs.pipes.shards.indexer import build_index, load_index, write_index
 
     fs = make_fs(args)
     targets: List[str] = []

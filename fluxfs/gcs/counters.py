@@ -119,20 +119,20 @@ def count_on(session: aiohttp.ClientSession, counters: Counters) -> aiohttp.Clie
 
 class CountedRequests:
     """`stats()` and `reset_stats()` for a filesystem (a base of FluxFileSystem, before gcsfs's class): its
-    session, made by gcsfs's `_set_session`, counts into `self.counters`."""
+    session, made by gcsfs's `_set_session`, counts into `self._counters`."""
 
     @functools.cached_property
-    def counters(self) -> Counters:
+    def _counters(self) -> Counters:
         return Counters()
 
     async def _set_session(self) -> Any:
-        return count_on(await super()._set_session(), self.counters)  # type: ignore[misc]
+        return count_on(await super()._set_session(), self._counters)  # type: ignore[misc]
 
     def stats(self) -> dict[str, Any]:
         """Requests by kind, their total, and body bytes read and written by this filesystem in this process
         since it was made or `reset_stats()`; each forked DataLoader worker counts its own."""
-        return self.counters.snapshot()
+        return self._counters.snapshot()
 
     def reset_stats(self) -> None:
         """Count `stats()` from zero again."""
-        self.counters.reset()
+        self._counters.reset()

@@ -8,17 +8,11 @@ One job per module:
 - `dircache`: filling gcsfs's dircache from a flat listing, as gcsfs's `_find` does.
 - `manifest`: listings saved as JSON lines (or ``key<TAB>label``) and read back.
 
-The names below are the package's public face (`fluxfs.listing.iter_objects`, ...); the
-manifest module is imported on use (``fluxfs.listing.manifest``).
+Users list through the filesystem (`fs.iter_objects`, `fs.find`, `fs.write_manifest`); the one name
+exported here is the fields a listing asks for (`LIST_FIELDS`). Our own code imports from the modules.
 """
 from __future__ import annotations
 
-from .api import add_mtimes, find, iter_objects, list_all, split_listing_path
-from .dircache import fill_dircache
-from .keyspace import Alphabets, KeySpace, choose_split, prefix_end
-from .lister import LIST_FIELDS, Lister
+from .lister import LIST_FIELDS
 
-__all__ = [
-    "LIST_FIELDS", "Alphabets", "KeySpace", "Lister", "add_mtimes", "choose_split",
-    "fill_dircache", "find", "iter_objects", "list_all", "prefix_end", "split_listing_path",
-]
+__all__ = ["LIST_FIELDS"]

@@ -9,4 +9,8 @@
 * `lookup`: metadata for plain paths (listing cache, range listings) and `cat_paths`.
 * `stream`: `iter_cat_objects`: a stream of objects read within a memory budget.
 * `cached`: the node-local cache's `Fetcher` (the reads above bound to the client) and `cached_cat(fs, info)`.
+
+Nothing is exported here: users read through the filesystem (`cat`, `cat_objects`, `open`, `read_ranges`, ...).
 """
+
+__all__: list[str] = []

@@ -6,11 +6,12 @@ gcsfs's `ExtendedGcsFileSystem` raises NotImplementedError for these; here `cp`/
 server-side copy keeps (content type, custom metadata, content encoding/disposition/language, cache
 control, custom time), and checking the bytes read against the source's crc32c before the destination
 is committed: a failure leaves the destination as it was. `mv` is gcsfs's copy then delete, so the
-source is deleted only once the destination is complete. A base class of `FluxFileSystem`.
+source is deleted only once the destination is complete. `FluxFileSystem._cp_file` calls `cp_file`, handing it
+the client, gcsfs's own `_cp_file` and its `_cat_file` (never itself).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..errors import ChecksumMismatch
 from ..gcs import http
@@ -27,20 +28,21 @@ if TYPE_CHECKING:  # pragma: no cover
 _KEPT = tuple(FIXED_KEYS.values())
 
 
-class StreamedCopies:
-    """`_cp_file`: gcsfs's rewrite between standard buckets; read then write when either bucket is zonal."""
+Fetch = Callable[..., Awaitable[Any]]  # an async call: gcsfs's `_cp_file`, the filesystem's `_cat_file`
 
-    async def _cp_file(self, path1: str, path2: str, acl: Any = None, **kwargs: Any) -> Any:
-        """Copy one object; streamed (not rewritten) when the source or destination bucket is zonal."""
-        b1, _, _ = self.split_path(path1)  # type: ignore[attr-defined]
-        b2, _, g2 = self.split_path(path2)  # type: ignore[attr-defined]
-        client = self.client  # type: ignore[attr-defined]
-        if g2 or ((await transport.of(client, b1)).rewrite and (await transport.of(client, b2)).rewrite):
-            return await super()._cp_file(path1, path2, acl=acl, **kwargs)  # type: ignore[misc]
-        if acl is not None:
-            raise ValueError(f"cp {path1} -> {path2}: acl={acl!r} cannot be applied: a copy to or from a zonal "
-                             "bucket is a new upload (no rewrite there), and zonal buckets have uniform access")
-        return await copy_streamed(self, path1, path2)
+
+async def cp_file(client: "Client", rewrite: Fetch, cat_file: Fetch, path1: str, path2: str, acl: Any = None,
+                  **kwargs: Any) -> Any:
+    """Copy one object: gcsfs's rewrite (`rewrite`) between standard buckets; streamed (read with `cat_file`,
+    then written) when the source or destination bucket is zonal."""
+    b1, _, _ = client.split_path(path1)
+    b2, _, g2 = client.split_path(path2)
+    if g2 or ((await transport.of(client, b1)).rewrite and (await transport.of(client, b2)).rewrite):
+        return await rewrite(path1, path2, acl=acl, **kwargs)
+    if acl is not None:
+        raise ValueError(f"cp {path1} -> {path2}: acl={acl!r} cannot be applied: a copy to or from a zonal "
+                         "bucket is a new upload (no rewrite there), and zonal buckets have uniform access")
+    return await copy_streamed(client, cat_file, path1, path2)
 
 
 async def object_resource(client: "Client", path: str) -> dict:
@@ -52,17 +54,17 @@ async def object_resource(client: "Client", path: str) -> dict:
     return client.object_info(bucket, resp.json())
 
 
-async def copy_streamed(fs: Any, path1: str, path2: str) -> dict:
-    """Copy object `path1` to `path2` by reading and writing it (`fs._cat_file` ranges, `upload_stream`)."""
-    info = await object_resource(fs.client, path1)
-    bucket, key, _ = fs.client.split_path(path1)
+async def copy_streamed(client: "Client", cat_file: Fetch, path1: str, path2: str) -> dict:
+    """Copy object `path1` to `path2` by reading and writing it (`cat_file` ranges, `upload_stream`)."""
+    info = await object_resource(client, path1)
+    bucket, key, _ = client.split_path(path1)
     generation, size = info.get("generation"), int(info["size"])
     expected = crc_from_b64(info.get("crc32c"))
     pos, crc = 0, 0
 
     async def read(n: int) -> bytes:
         nonlocal pos, crc
-        data = await fs._cat_file(f"{bucket}/{key}", start=pos, end=pos + n, generation=generation)
+        data = await cat_file(f"{bucket}/{key}", start=pos, end=pos + n, generation=generation)
         if len(data) != n:
             raise ChecksumMismatch(f"cp {path1} -> {path2}: read {len(data)} bytes at offset {pos} where "
                                    f"{n} were expected (generation {generation}); nothing written")
@@ -80,4 +82,4 @@ async def copy_streamed(fs: Any, path1: str, path2: str) -> dict:
     fixed = {k: str(info[k]) for k in _KEPT if info.get(k) not in (None, "")}
     fields = ObjectFields(content_type=info.get("contentType") or DEFAULT_CONTENT_TYPE,
                           metadata=dict(info["metadata"]) if info.get("metadata") else None, fixed=fixed)
-    return await upload_stream(fs.client, path2, size, read, fields=fields, rewind=rewind)
+    return await upload_stream(client, path2, size, read, fields=fields, rewind=rewind)

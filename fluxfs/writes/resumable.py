@@ -1,4 +1,4 @@
-"""Upload strategy "resumable" (alias "off"): one JSON-API resumable upload, chunks sent one after the other.
+"""Upload strategy "resumable" ("off", deprecated): one JSON-API resumable upload, chunks sent one after the other.
 
 The object appears only with the final chunk (sent on close), so it is as atomic as the
 parallel strategies, just not parallel. Non-final chunks must be multiples of 256 KiB.

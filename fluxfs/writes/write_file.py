@@ -4,7 +4,7 @@ Atomic: the object appears only when the file closes cleanly. An exception insid
 a KeyboardInterrupt, a failed part or a crc32c mismatch aborts the upload and removes every
 part and temporary. Memory is bounded by the ``write_memory`` option: `write` blocks while parts in flight
 hold their share of it, and parts grow with the write to at most half of it (writes/schedule.py).
-The strategy is the filesystem's ``multipart`` option: "xml", "compose" or "resumable" ("off").
+The strategy is the filesystem's ``multipart`` option: "xml", "compose" or "resumable".
 """
 from __future__ import annotations
 

@@ -5,7 +5,6 @@ folders in listings), gRPC reads and appendable writes (`grpc_*.py`), google-clo
 `gcs_adapter.py` only. Everything else is imported from the module defining it."""
 from . import hns
 from .buckets import ZonalBuckets
-from .hns import HnsFolders
 from .layout import BucketLayout, layout_sync
 
-__all__ = ["BucketLayout", "HnsFolders", "ZonalBuckets", "hns", "layout_sync"]
+__all__ = ["BucketLayout", "ZonalBuckets", "hns", "layout_sync"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ..lazy import lazy_exports
 from .errors import CheckpointChangedError, CheckpointSaveError, IncompleteCheckpointError
-from .snapshot import snapshot
 from .torch_save import FluxCheckpoint
 
 _LAZY = {
@@ -16,7 +15,6 @@ _LAZY = {
     "FluxStorageReader": ".dcp_reader",
 }
 
-__all__ = ["FluxCheckpoint", "CheckpointSaveError", "snapshot", "IncompleteCheckpointError",
-           "CheckpointChangedError", *_LAZY]
+__all__ = ["FluxCheckpoint", "CheckpointSaveError", "IncompleteCheckpointError", "CheckpointChangedError", *_LAZY]
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -20,7 +20,8 @@ import torch.utils.data
 
 from fluxfs.support import Chunked, coalesce
 
-from ..distributed import NO_GROUP, Group, resolve_group
+from ..distributed import NO_GROUP
+from ..distributed.group import Group, resolve_group
 from ..distributed.broadcast import rounds, share
 from ..distributed.plan import split_bytes
 

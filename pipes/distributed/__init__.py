@@ -8,7 +8,6 @@ groups; broadcasts of flat buffers on NCCL), `listing` lists a dataset once per 
 """
 from __future__ import annotations
 
-from .group import NO_GROUP, Group, resolve_group
-from .listing import list_once
+from .group import NO_GROUP
 
-__all__ = ["NO_GROUP", "Group", "resolve_group", "list_once"]
+__all__ = ["NO_GROUP"]  # `group=NO_GROUP`: read from storage on every rank; the rest is imported from its module

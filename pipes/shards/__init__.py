@@ -9,15 +9,12 @@ shards that have none, `map_dataset` (`FluxShardMapDataset`) reads samples by in
 """
 from __future__ import annotations
 
-from .catalog import MissingIndexWarning, ShardCatalog, ShardInfo
+from .catalog import MissingIndexWarning
 from .dataset import FluxShardDataset
 from .errors import ShardChanged, ShardError, SourceChangedError
 from .node import ReadShards
 from .pieces import ShardPieces
-from .index import ShardIndex, index_path
-from .samples import SampleSpan, group_samples, sample_dict, split_key
-from .tarformat import Member, TarScanner, member_bytes, scan
-from .indexer import build_index, load_index, load_indexes, write_index
+from .index import ShardIndex
 from .writer import ShardWriter
 from ..lazy import lazy_exports
 
@@ -25,10 +22,9 @@ from ..lazy import lazy_exports
 _LAZY = {"FluxShardMapDataset": ".map_dataset", "decode": ".decoding", "pack_prefix": ".packing",
          "merge_parts": ".partfiles"}
 
-__all__ = ["FluxShardDataset", "ReadShards", "ShardPieces", "MissingIndexWarning", "ShardCatalog", "ShardInfo",
-           "ShardChanged", "ShardError", "SourceChangedError",
-           "ShardIndex", "index_path", "SampleSpan", "group_samples", "sample_dict",
-           "split_key", "Member", "TarScanner", "member_bytes", "scan", "ShardWriter",
-           "build_index", "load_index", "load_indexes", "write_index", *_LAZY]
+# What users use (the readers, the writer, the packing, the errors and warning they see); the tar format,
+# samples, catalog and indexer are imported from their modules.
+__all__ = ["FluxShardDataset", "ReadShards", "ShardPieces", "ShardWriter", "ShardIndex", "MissingIndexWarning",
+           "ShardChanged", "ShardError", "SourceChangedError", *_LAZY]
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -7,8 +7,8 @@ both ways); `load_model_dir` loads a sharded Hugging Face model directory. Also 
 from __future__ import annotations
 
 from .header import SafetensorsError
-from .load import TensorSlice, load_file, safe_open
+from .load import load_file, safe_open
 from .model_dir import load_model_dir
 from .save import save_file
 
-__all__ = ["load_file", "save_file", "safe_open", "TensorSlice", "load_model_dir", "SafetensorsError"]
+__all__ = ["load_file", "save_file", "safe_open", "load_model_dir", "SafetensorsError"]

@@ -23,7 +23,7 @@ from fluxfs.support import Chunked, gather_all, submit
 
 from fluxfs.errors import ObjectChanged
 
-from ..distributed import Group
+from ..distributed.group import Group
 from ..distributed.broadcast import rounds, share
 from ..distributed.plan import split_bytes
 from ..distributed.requests import UNCOMPARED, ranks_phrase

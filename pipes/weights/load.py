@@ -12,7 +12,8 @@ import torch
 
 from fluxfs import FluxFileSystem, support
 
-from ..distributed import NO_GROUP, resolve_group
+from ..distributed import NO_GROUP
+from ..distributed.group import resolve_group
 from .cached import open_unfilled
 from .grouped import load_grouped, request
 from .header import NAMES

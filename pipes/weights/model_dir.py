@@ -16,7 +16,8 @@ from fluxfs import FluxFileSystem, jsontext, support
 from fluxfs.support import gather_all
 
 from .header import SafetensorsError
-from ..distributed import NO_GROUP, resolve_group
+from ..distributed import NO_GROUP
+from ..distributed.group import resolve_group
 from .cached import open_unfilled
 from .grouped import load_grouped, request
 from .objects import Opened, filesystem, load_tensors, open_object, select, to_device

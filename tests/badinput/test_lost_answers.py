@@ -64,7 +64,7 @@ def test_a_lost_answer_to_a_batched_read_compose_is_not_applied_twice(flux_serve
 def test_a_lost_answer_to_the_final_resumable_chunk_is_confirmed(flux_server, bucket):
     """The final chunk lands but its answer is lost; the resend (the HTTP client's own, or ours) finds the
     session finalized (404): the object is read back and accepted, not reported as an upload lost."""
-    fs = make_fs(flux_server, multipart="off", part_size=256 * KiB, retry=FAST)
+    fs = make_fs(flux_server, multipart="resumable", part_size=256 * KiB, retry=FAST)
     path = f"{bucket}/k"
     data = os.urandom(256 * KiB + 1000)
     flux_server.reset_stats()

@@ -124,7 +124,7 @@ def test_compose_pipe_file_whose_parts_were_deleted_starts_over(flux_server, buc
 
 
 def lose_the_session_mid_write(flux_server, bucket, write, how="restart"):
-    """Run `write` (multipart="off") with a chunk held mid-body, lose the bucket's resumable sessions
+    """Run `write` (multipart="resumable") with a chunk held mid-body, lose the bucket's resumable sessions
     (`how`: "restart" drops them as a server restart without a root does; "expiry" makes every session,
     later ones too, expire at once), then let the chunk go on."""
     import threading
@@ -148,7 +148,7 @@ def lose_the_session_mid_write(flux_server, bucket, write, how="restart"):
 
 @pytest.mark.parametrize("how", ["restart", "expiry"])
 def test_resumable_write_whose_session_was_lost_says_so(flux_server, bucket, how):
-    fs = make_fs(flux_server, multipart="off", part_size=MiB)
+    fs = make_fs(flux_server, multipart="resumable", part_size=MiB)
     data = os.urandom(3 * MiB)
 
     def write():
@@ -165,7 +165,7 @@ def test_resumable_write_whose_session_was_lost_says_so(flux_server, bucket, how
 
 @pytest.mark.parametrize("how", ["pipe_file", "put_file"])
 def test_resumable_upload_with_the_data_in_hand_starts_over_once(flux_server, bucket, how, tmp_path):
-    fs = make_fs(flux_server, multipart="off", part_size=MiB)
+    fs = make_fs(flux_server, multipart="resumable", part_size=MiB)
     data = os.urandom(3 * MiB + 12345)
     local = tmp_path / "local.bin"
     local.write_bytes(data)
@@ -179,7 +179,7 @@ def test_resumable_upload_with_the_data_in_hand_starts_over_once(flux_server, bu
 
 def test_resumable_pipe_file_starts_over_only_once(flux_server, bucket):
     """Every session expires at once: the one restart fails too, and that is reported, not retried again."""
-    fs = make_fs(flux_server, multipart="off", part_size=MiB)
+    fs = make_fs(flux_server, multipart="resumable", part_size=MiB)
     data = os.urandom(3 * MiB)
     box = lose_the_session_mid_write(flux_server, bucket, lambda: fs.pipe_file(f"{bucket}/k", data), "expiry")
     assert isinstance(box.get("error"), UploadLost), box

@@ -33,7 +33,7 @@ def test_option_values_given_as_text_are_read_as_their_type(flux_server, given, 
 
 
 def test_retry_fields_given_as_text_are_read_as_numbers(flux_server):
-    policy = make_fs(flux_server, retry={"max_attempts": "3"}).retry_policy("read")
+    policy = make_fs(flux_server, retry={"max_attempts": "3"}).options.retry_policy("read")
     assert policy.max_attempts == 3 and isinstance(policy.max_attempts, int)
 
 
@@ -132,8 +132,7 @@ def test_write_memory_as_text_from_the_environment(flux_server, monkeypatch):
     ({"write_memory": float("inf")}, "write_memory must be a size in bytes: a whole number"),
     ({"max_composite_size": -1}, "max_composite_size must not be negative, not -1"),
     ({"compose_threshold": "-1"}, "compose_threshold must be a size in bytes"),
-    ({"multipart": 1}, "multipart must be 'xml', 'compose' or 'resumable' ('off' is another name for "
-                       "'resumable'), not 1"),
+    ({"multipart": 1}, "multipart must be 'xml', 'compose' or 'resumable', not 1"),
     ({"job_id": 5}, "job_id must be 1-100 letters"),
     ({"temp_prefix": "t" * 2000 + "/"}, "temp_prefix must be at most 890 bytes (UTF-8) so that "
                                         "'<temp_prefix><kind>/<job_id>/<16 hex>' fits GCS's 1024-byte object "
@@ -158,7 +157,7 @@ def test_a_temp_prefix_at_the_limit_holds_compose_temporaries(flux_server, bucke
     assert fs.cat_file(f"{bucket}/big") == body
 
 
-@pytest.mark.parametrize("name", ["resumable", "off", "Resumable"])
+@pytest.mark.parametrize("name", ["resumable", "Resumable"])
 def test_multipart_resumable_names_the_resumable_strategy(flux_server, bucket, name):
     fs = make_fs(flux_server, multipart=name, part_size=2**18)
     assert fs.options.multipart == "resumable"
@@ -170,3 +169,12 @@ def test_multipart_resumable_names_the_resumable_strategy(flux_server, bucket, n
     with pytest.raises(ValueError, match=r"part_size 1000 must be a multiple of 256 KiB for resumable uploads "
                                          r"\(multipart='resumable'\)"):
         make_fs(flux_server, multipart=name, part_size=1000).open(f"{bucket}/r2", "wb")
+
+
+def test_multipart_off_still_means_resumable_with_a_deprecation_warning(flux_server, bucket):
+    """"off", the older name of "resumable", keeps working for a while, and says which spelling to use."""
+    with pytest.warns(DeprecationWarning, match=r"multipart='off' is deprecated: spell it 'resumable'"):
+        fs = make_fs(flux_server, multipart="off")
+    assert fs.options.multipart == "resumable"
+    fs.pipe(f"{bucket}/off", b"x" * 300_000)
+    assert fs.cat_file(f"{bucket}/off") == b"x" * 300_000

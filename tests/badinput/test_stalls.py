@@ -40,7 +40,7 @@ def within(seconds: float, fn):
     return box
 
 
-@pytest.mark.parametrize("multipart", ["xml", "compose", "off"])
+@pytest.mark.parametrize("multipart", ["xml", "compose", "resumable"])
 def test_writer_gives_up_when_the_server_stops_reading(flux_server, bucket, multipart):
     fs = make_fs(flux_server, multipart=multipart, part_size=16 * MiB, read_timeout=1, retry=QUICK)
     data = os.urandom(16 * MiB + 1)
@@ -71,7 +71,7 @@ def test_reader_gives_up_when_the_answer_stalls(flux_server, bucket):
     assert box["elapsed"] < 10
 
 
-@pytest.mark.parametrize("multipart", ["xml", "compose", "off"])
+@pytest.mark.parametrize("multipart", ["xml", "compose", "resumable"])
 def test_slow_uplink_completes(flux_server, bucket, multipart):
     # 2 MB/s each way, parts of 5 MiB (2.6 s each on the wire): much longer than read_timeout, but never idle.
     fs = make_fs(flux_server, multipart=multipart, part_size=5 * MiB, read_timeout=1, retry=QUICK)

@@ -28,7 +28,7 @@ def _cli(server, *args: str) -> tuple[int, str, str]:
 
 def _raw_upload(fs, bucket: str, key: str, data: bytes) -> str:
     """An XML multipart upload started by another client (plain HTTP), one part sent; its upload id."""
-    url = fs.xml_url(bucket, key)
+    url = fs.client.xml_url(bucket, key)
     started = urllib.request.urlopen(urllib.request.Request(f"{url}?uploads", method="POST"), timeout=30).read()
     upload_id = started.decode().split("<UploadId>")[1].split("</UploadId>")[0]
     part = urllib.request.Request(f"{url}?partNumber=1&uploadId={upload_id}", data=data, method="PUT")
@@ -40,7 +40,7 @@ def _raw_upload(fs, bucket: str, key: str, data: bytes) -> str:
 def _raw_complete(fs, bucket: str, key: str, upload_id: str, etag: str) -> int:
     body = f"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part>" \
            f"</CompleteMultipartUpload>".encode()
-    req = urllib.request.Request(f"{fs.xml_url(bucket, key)}?uploadId={upload_id}", data=body, method="POST")
+    req = urllib.request.Request(f"{fs.client.xml_url(bucket, key)}?uploadId={upload_id}", data=body, method="POST")
     with urllib.request.urlopen(req, timeout=30) as resp:
         return resp.status
 

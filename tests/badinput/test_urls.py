@@ -63,8 +63,7 @@ def test_object_info_without_key(fs, bucket):
 
 
 @pytest.mark.parametrize("option,value,message", [
-    ("multipart", "bogus", r"multipart must be 'xml', 'compose' or 'resumable' \('off' is another name for "
-                              r"'resumable'\), not 'bogus'"),
+    ("multipart", "bogus", r"multipart must be 'xml', 'compose' or 'resumable', not 'bogus'"),
     ("list_page_size", 5000, r"list_page_size must be between 1 and 1000 \(GCS's cap\), not 5000"),
     ("retry", {"lists": {"max_attempts": 2}}, r"unknown operation kinds in retry option: \['lists'\]"),
 ], ids=["multipart", "list_page_size", "retry"])

@@ -12,7 +12,8 @@ import time
 import pytest
 import torch
 
-from fluxfs.pipes.checkpoint import CheckpointSaveError, FluxCheckpoint, snapshot
+from fluxfs.pipes.checkpoint import CheckpointSaveError, FluxCheckpoint
+from fluxfs.pipes.checkpoint.snapshot import snapshot
 
 
 class Trusted:

@@ -322,7 +322,7 @@ def test_cleanup_removes_only_temporaries(cli, fs, bucket):
 def test_cleanup_aborts_unfinished_multipart_uploads(cli, fs, flux_server, bucket):
     """An XML multipart upload fluxfs did not start (here: plain HTTP; parts uploaded, never completed) is
     reported by cleanup, and aborted only with --abort-foreign-uploads."""
-    url = fs.xml_url(bucket, "ckpt/model.pt")
+    url = fs.client.xml_url(bucket, "ckpt/model.pt")
     started = urllib.request.urlopen(urllib.request.Request(f"{url}?uploads", method="POST"), timeout=30).read()
     upload_id = started.decode().split("<UploadId>")[1].split("</UploadId>")[0]
     part = urllib.request.Request(f"{url}?partNumber=1&uploadId={upload_id}", data=b"p" * 1024, method="PUT")

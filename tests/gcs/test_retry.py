@@ -17,7 +17,7 @@ FAST = {"initial": 0.001, "maximum": 0.01, "max_attempts": 40}
 
 def _get_metadata(fs, bucket, key, **kw):
     """One object-metadata GET through fluxfs's HTTP layer (the path every acceleration uses)."""
-    url = fs.json_url("b/{}/o/{}", bucket, key)
+    url = fs.client.json_url("b/{}/o/{}", bucket, key)
     return sync(fs.loop, http.request, fs, "GET", url, op="read", what=f"{bucket}/{key}", **kw)
 
 

@@ -19,7 +19,7 @@ def temp_names(server, fs, bucket: str) -> list[str]:
 @pytest.fixture
 def other(gcs_server):
     """Another client (its own filesystem, simple uploads) that overwrites and deletes behind our back."""
-    return make_fs(gcs_server, multipart="off")
+    return make_fs(gcs_server, multipart="resumable")
 
 
 @pytest.fixture

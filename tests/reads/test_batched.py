@@ -26,7 +26,7 @@ def _write(fs, bucket: str, sizes: list[int], prefix: str = "d/") -> dict[str, b
 @pytest.fixture
 def rfs(gcs_server, quick_retry):
     """The filesystem under test, on either server (simple uploads: fake-gcs has no XML multipart)."""
-    return make_fs(gcs_server, multipart="off", retry=quick_retry)
+    return make_fs(gcs_server, multipart="resumable", retry=quick_retry)
 
 
 @pytest.fixture
@@ -227,7 +227,7 @@ def test_compose_disabled_by_option(flux_server, bucket, options):
 
 
 def test_big_objects_read_directly_with_parallel_ranges(flux_server, bucket):
-    fs = make_fs(flux_server, compose_threshold=1000, multipart="off")
+    fs = make_fs(flux_server, compose_threshold=1000, multipart="resumable")
     data = _write(fs, bucket, [5, 7, 2000, 3000])
     big = b"".join(_payload(i, 2**20) for i in range(20))  # 20 MiB: three 8 MiB ranges
     fs.pipe(f"{bucket}/d/zbig", big)

@@ -88,7 +88,8 @@ def test_registered_objects_are_deleted_at_interpreter_exit(flux_server, bucket)
     script = textwrap.dedent(f"""
         from fluxfs import FluxFileSystem, temporaries
         from fluxfs.gcs import tempnames
-        fs = FluxFileSystem(endpoint_url={flux_server.url!r}, token="anon", skip_instance_cache=True, multipart="off")
+        fs = FluxFileSystem(endpoint_url={flux_server.url!r}, token="anon", skip_instance_cache=True,
+                            multipart="resumable")
         for i in range(3):
             path = "{bucket}/" + tempnames.temp_key(fs.job_id, "compose")
             temporaries.register(fs, path)          # as compose_reads does before composing

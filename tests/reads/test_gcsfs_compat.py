@@ -20,7 +20,7 @@ LINES = b"a,b\n11,22\n3,4"
 
 @pytest.fixture
 def rfs(flux_server):
-    return make_fs(flux_server, multipart="off")
+    return make_fs(flux_server, multipart="resumable")
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from tests.conftest import make_fs
 
 @pytest.fixture
 def rfs(gcs_server):
-    return make_fs(gcs_server, multipart="off")
+    return make_fs(gcs_server, multipart="resumable")
 
 
 def _blob(n: int, seed: int = 0) -> bytes:
@@ -73,13 +73,13 @@ def test_missing_object_is_file_not_found(rfs, any_bucket):
 
 
 def test_generation_is_pinned_while_open(flux_server, bucket):
-    fs = make_fs(flux_server, multipart="off")
+    fs = make_fs(flux_server, multipart="resumable")
     path = f"{bucket}/blob"
     old = _blob(200_000, 4)
     fs.pipe(path, old)
     with fs.open(path, "rb", block_size=10_000, whole_object_limit=0, prefetch=1) as f:
         assert f.read(10_000) == old[:10_000]
-        make_fs(flux_server, multipart="off").pipe(path, _blob(200_000, 5))
+        make_fs(flux_server, multipart="resumable").pipe(path, _blob(200_000, 5))
         # The old generation is gone (no versioning): the handle says so instead of mixing versions.
         with pytest.raises(FileNotFoundError, match="overwritten or deleted while open") as err:
             f.seek(150_000)
@@ -90,7 +90,7 @@ def test_generation_is_pinned_while_open(flux_server, bucket):
 
 
 def test_whole_read_fetches_in_parallel_ranges(flux_server, bucket):
-    fs = make_fs(flux_server, multipart="off")
+    fs = make_fs(flux_server, multipart="resumable")
     data = _blob(5_000_000, 6)
     fs.pipe(f"{bucket}/big", data)
     flux_server.reset_stats()

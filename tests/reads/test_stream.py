@@ -16,7 +16,7 @@ from tests.reads.test_batched import _write
 def rfs(gcs_server, quick_retry):
     from tests.conftest import make_fs
 
-    return make_fs(gcs_server, multipart="off", retry=quick_retry)
+    return make_fs(gcs_server, multipart="resumable", retry=quick_retry)
 
 
 def _infos(fs, bucket: str, prefix: str = "d") -> list[dict]:

@@ -39,7 +39,7 @@ def _fs(url: str, **options):
     from fluxfs import FluxFileSystem
 
     # Small composites too (cap 16 KiB): more groups, more boundaries that could misalign.
-    return FluxFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True, multipart="off",
+    return FluxFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True, multipart="resumable",
                           max_composite_size=16_384, retry={"default": {"initial": 0.01, "maximum": 0.2}},
                           **options)
 

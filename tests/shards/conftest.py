@@ -5,7 +5,8 @@ import hashlib
 
 import pytest
 
-from fluxfs.pipes.shards import ShardIndex, member_bytes, scan
+from fluxfs.pipes.shards import ShardIndex
+from fluxfs.pipes.shards.tarformat import member_bytes, scan
 from fluxfs.pipes.shards.index import index_path
 from fluxfs.pipes.shards.tarformat import END_OF_ARCHIVE
 from tests.conftest import make_fs, new_bucket_name

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import tarfile
 
-from fluxfs.pipes.shards import Member
+from fluxfs.pipes.shards.tarformat import Member
 
 
 def header(name: str, size: int, *, fmt=tarfile.PAX_FORMAT, pax: dict | None = None, type=tarfile.REGTYPE,

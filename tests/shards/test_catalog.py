@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from fluxfs.pipes.shards import MissingIndexWarning, ShardCatalog, ShardError
+from fluxfs.pipes.shards import MissingIndexWarning, ShardError
+from fluxfs.pipes.shards.catalog import ShardCatalog
 from fluxfs.pipes.shards.catalog import expand_urls
 
 from .conftest import COUNTS, put_shard, shard_bytes, shard_keys

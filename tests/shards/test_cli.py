@@ -8,7 +8,8 @@ import tarfile
 import pytest
 
 from fluxfs.cli import main
-from fluxfs.pipes.shards import FluxShardMapDataset, ShardIndex, index_path
+from fluxfs.pipes.shards import FluxShardMapDataset, ShardIndex
+from fluxfs.pipes.shards.index import index_path
 from tests.conftest import make_fs
 
 

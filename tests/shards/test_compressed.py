@@ -10,8 +10,8 @@ import warnings
 import pytest
 from torchdata.nodes import IterableWrapper, Loader
 
-from fluxfs.pipes.shards import (FluxShardDataset, FluxShardMapDataset, MissingIndexWarning, ReadShards, ShardError,
-                                 build_index)
+from fluxfs.pipes.shards import FluxShardDataset, FluxShardMapDataset, MissingIndexWarning, ReadShards, ShardError
+from fluxfs.pipes.shards.indexer import build_index
 
 from .conftest import payload, sample_fields, shard_bytes, shard_keys
 

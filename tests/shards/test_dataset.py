@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader
 
 from fluxfs.pipes.shards import FluxShardDataset, MissingIndexWarning, ShardError
 
-from fluxfs.pipes.shards import member_bytes
+from fluxfs.pipes.shards.tarformat import member_bytes
 
 from .conftest import COUNTS, all_sample_keys, payload, put_shard, sample_fields, shard_bytes, shard_keys
 
@@ -111,7 +111,8 @@ def test_truncated_shard_names_shard_and_offset(bucket, options, fs):
 def test_empty_tar_yields_nothing_and_a_zero_byte_object_is_refused_by_every_reader(bucket, options, fs):
     from torchdata.nodes import IterableWrapper, Loader
 
-    from fluxfs.pipes.shards import FluxShardMapDataset, ReadShards, build_index
+    from fluxfs.pipes.shards import FluxShardMapDataset, ReadShards
+    from fluxfs.pipes.shards.indexer import build_index
 
     put_shard(fs, f"{bucket}/e/b.tar", shard_bytes([]))
     put_shard(fs, f"{bucket}/e/c.tar", shard_bytes(shard_keys(2, 2)))

@@ -6,8 +6,9 @@ import tarfile
 
 import pytest
 
-from fluxfs.pipes.shards import (Member, ShardError, ShardIndex, TarScanner, group_samples, member_bytes,
-                                 sample_dict, scan, split_key)
+from fluxfs.pipes.shards import ShardError, ShardIndex
+from fluxfs.pipes.shards.samples import group_samples, sample_dict, split_key
+from fluxfs.pipes.shards.tarformat import Member, TarScanner, member_bytes, scan
 from fluxfs.pipes.shards.tarformat import END_OF_ARCHIVE
 
 SAMPLES = [

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 from torchdata.nodes import IterableWrapper, Loader
 
-from fluxfs.pipes.shards import FluxShardDataset, FluxShardMapDataset, ReadShards, ShardError, ShardIndex, scan
+from fluxfs.pipes.shards import FluxShardDataset, FluxShardMapDataset, ReadShards, ShardError, ShardIndex
+from fluxfs.pipes.shards.tarformat import scan
 from fluxfs.pipes.shards.index import index_path
 
 from .conftest import shard_bytes, shard_keys

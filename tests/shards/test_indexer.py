@@ -9,7 +9,10 @@ import tarfile
 
 import pytest
 
-from fluxfs.pipes.shards import ShardError, ShardIndex, build_index, index_path, load_index, scan, write_index
+from fluxfs.pipes.shards import ShardError, ShardIndex
+from fluxfs.pipes.shards.index import index_path
+from fluxfs.pipes.shards.indexer import build_index, load_index, write_index
+from fluxfs.pipes.shards.tarformat import scan
 from fluxfs.pipes.shards.tarformat import END_OF_ARCHIVE
 from tests.conftest import make_fs
 

@@ -8,7 +8,8 @@ import tarfile
 import pytest
 import torch.utils.data
 
-from fluxfs.pipes.shards import FluxShardMapDataset, ShardError, ShardWriter, index_path
+from fluxfs.pipes.shards import FluxShardMapDataset, ShardError, ShardWriter
+from fluxfs.pipes.shards.index import index_path
 from fluxfs.pipes.shards.tarformat import END_OF_ARCHIVE
 from tests.conftest import make_fs
 

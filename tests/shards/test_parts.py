@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from fluxfs.cli import main
-from fluxfs.pipes.shards import FluxShardDataset, SourceChangedError, split_key
+from fluxfs.pipes.shards import FluxShardDataset, SourceChangedError
+from fluxfs.pipes.shards.samples import split_key
 from fluxfs.pipes.shards.catalog import IncompletePackWarning
 from fluxfs.pipes.shards.pack import member_name
 from fluxfs.pipes.shards.packing import pack_prefix

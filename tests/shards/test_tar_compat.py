@@ -7,8 +7,9 @@ import warnings
 
 import pytest
 
-from fluxfs.pipes.shards import (FluxShardDataset, FluxShardMapDataset, Member, MissingIndexWarning, ShardError,
-                                 build_index, scan, write_index)
+from fluxfs.pipes.shards import FluxShardDataset, FluxShardMapDataset, MissingIndexWarning, ShardError
+from fluxfs.pipes.shards.indexer import build_index, write_index
+from fluxfs.pipes.shards.tarformat import Member, scan
 from tests.conftest import make_fs
 
 from .crafted import data_blocks, end, extended, header, pax, reference
@@ -109,7 +110,7 @@ def test_pax_records_tarfile_would_misread_are_refused_naming_the_shard(bad, mes
 
 
 def test_our_writers_header_for_an_8_gib_member_scans_to_its_size():
-    from fluxfs.pipes.shards import TarScanner
+    from fluxfs.pipes.shards.tarformat import TarScanner
     from fluxfs.pipes.shards.tarformat import member_header
 
     size = 8 * 2**30 + 5  # past the ustar size field: tarfile writes it as a pax record

@@ -10,7 +10,9 @@ import tarfile
 import numpy as np
 import pytest
 
-from fluxfs.pipes.shards import ShardIndex, ShardWriter, index_path, scan
+from fluxfs.pipes.shards import ShardIndex, ShardWriter
+from fluxfs.pipes.shards.index import index_path
+from fluxfs.pipes.shards.tarformat import scan
 from tests.badinput.conftest import assert_nothing_left
 from tests.conftest import make_fs
 

@@ -18,7 +18,7 @@ import time
 import torch
 
 # Imported before the ranks fork (once, not once per rank).
-from fluxfs.pipes.distributed import Group
+from fluxfs.pipes.distributed.group import Group
 from fluxfs.pipes.distributed.broadcast import _broadcast, rounds, share
 from fluxfs.pipes.distributed.exchange import DIRECT
 from fluxfs.pipes.distributed.plan import split_bytes

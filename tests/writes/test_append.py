@@ -12,7 +12,7 @@ from tests.conftest import make_fs
 from tests.writes.util import COMPOSE_PART, PART_SIZES, payload, temp_leftovers, write_in_pieces
 
 
-@pytest.mark.parametrize("multipart", ["xml", "compose", "off"])
+@pytest.mark.parametrize("multipart", ["xml", "compose", "resumable"])
 def test_append_creates_then_appends(flux_server, bucket, multipart):
     fs = make_fs(flux_server, multipart=multipart)
     path = f"{bucket}/logs/run.txt"

@@ -16,7 +16,7 @@ from tests.conftest import make_fs
 
 from .util import COMPOSE_PART, PART_SIZES, XML_PART, payload, temp_leftovers, write_in_pieces
 
-STRATEGIES = ["xml", "compose", "off"]
+STRATEGIES = ["xml", "compose", "resumable"]
 
 
 def assert_nothing_left(server, fs, bucket, path):
@@ -205,7 +205,7 @@ def test_compose_on_fake_gcs_leaves_no_temporaries_on_error(fake_gcs):
     assert temp_leftovers(fake_gcs, b) == []
 
 
-@pytest.mark.parametrize("multipart", ["xml", "compose", "off"])
+@pytest.mark.parametrize("multipart", ["xml", "compose", "resumable"])
 def test_failed_put_file_leaves_nothing(flux_server, bucket, multipart, tmp_path):
     """A local upload whose parts keep failing raises and leaves no object, upload or temporary behind."""
     fs = fs_for(flux_server, multipart, retry={"write": {"max_attempts": 1}})

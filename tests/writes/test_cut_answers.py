@@ -13,7 +13,7 @@ from tests.conftest import make_fs
 from .util import COMPOSE_PART, OFF_PART, payload, temp_leftovers, write_in_pieces
 
 CASES = {  # strategy -> (part size, the op whose final answer is cut)
-    "off": (OFF_PART, "write"),        # the resumable session's final chunk
+    "resumable": (OFF_PART, "write"),        # the resumable session's final chunk
     "compose": (COMPOSE_PART, "compose"),  # the final compose
 }
 
@@ -51,4 +51,4 @@ def test_unreadable_answer_without_the_object_is_a_clear_error(flux_server, buck
     with pytest.raises(FluxError, match=r"B/other: the answer to the final upload request was unreadable "
                                         r"\(JSONDecodeError: .*\), and .*/other does not hold the 4 bytes"
                        .replace("B/", f"{bucket}/")):
-        bridge.run(fs, answer_or_confirm, fs, cut, bucket, "other", crc32c(b"mine"), 4, f"{bucket}/other")
+        bridge.run(fs, answer_or_confirm, fs.client, cut, bucket, "other", crc32c(b"mine"), 4, f"{bucket}/other")

@@ -10,7 +10,7 @@ from .util import PART_SIZES, payload, write_in_pieces
 FAST_RETRY = {"initial": 0.01, "maximum": 0.2, "max_attempts": 12}
 
 
-@pytest.mark.parametrize("multipart", ["xml", "compose", "off"])
+@pytest.mark.parametrize("multipart", ["xml", "compose", "resumable"])
 def test_ten_percent_write_faults(flux_server, bucket, multipart):
     part = PART_SIZES[multipart]
     fs = make_fs(flux_server, multipart=multipart, part_size=part, write_concurrency=4, retry=FAST_RETRY)

@@ -10,7 +10,7 @@ from tests.conftest import make_fs
 
 from .util import MiB, PART_SIZES, payload
 
-STRATEGIES = ["xml", "compose", "off"]
+STRATEGIES = ["xml", "compose", "resumable"]
 KMS = "projects/p/locations/us/keyRings/r/cryptoKeys/k"
 FIXED = {"cache_control": "public, max-age=3600", "content_disposition": "attachment; filename=a.csv",
          "content_encoding": "gzip", "content_language": "en", "custom_time": "2021-10-21T17:00:00Z"}
@@ -125,7 +125,7 @@ def test_metadata_change_after_the_upload_started_is_refused(flux_server, bucket
     assert flux_server.multipart_uploads(bucket) == []
 
 
-@pytest.mark.parametrize("multipart,block_size,part", [("xml", 2**18, 5 * MiB), ("off", 300_000, 512 * 1024),
+@pytest.mark.parametrize("multipart,block_size,part", [("xml", 2**18, 5 * MiB), ("resumable", 300_000, 512 * 1024),
                                                        ("compose", 2**18, 2**18)])
 def test_small_block_size_is_rounded_up(flux_server, bucket, multipart, block_size, part):
     fs = strategy_fs(flux_server, multipart)

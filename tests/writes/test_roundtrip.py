@@ -40,7 +40,7 @@ def test_xml_round_trip(flux_server, bucket, size):
 
 @pytest.mark.parametrize("size", [0, 1, OFF_PART, 3 * OFF_PART + 5])
 def test_resumable_round_trip(flux_server, bucket, size):
-    fs = make_fs(flux_server, multipart="off", part_size=OFF_PART)
+    fs = make_fs(flux_server, multipart="resumable", part_size=OFF_PART)
     data = payload(size, seed=size)
     with fs.open(f"{bucket}/o", "wb") as f:
         write_in_pieces(f, data)
@@ -125,7 +125,7 @@ def test_bad_options_are_clear_errors(flux_server, bucket):
     with pytest.raises(ValueError, match="5 MiB"):
         make_fs(flux_server, multipart="xml", part_size=1024).open(f"{bucket}/o", "wb")
     with pytest.raises(ValueError, match="256 KiB"):
-        make_fs(flux_server, multipart="off", part_size=1000).open(f"{bucket}/o", "wb")
+        make_fs(flux_server, multipart="resumable", part_size=1000).open(f"{bucket}/o", "wb")
     with pytest.raises(ValueError, match="not an object path"):
         make_fs(flux_server).open(bucket, "wb")
     with pytest.raises(TypeError, match="bogus"):

@@ -12,7 +12,7 @@ COMPOSE_PART = 256 * KiB  # compose parts have no minimum size: small keeps the 
 XML_PART = 5 * MiB        # GCS (and the fluxfs server) refuse XML parts < 5 MiB except the last
 OFF_PART = 256 * KiB      # resumable chunks must be multiples of 256 KiB
 
-PART_SIZES = {"xml": XML_PART, "compose": COMPOSE_PART, "off": OFF_PART}
+PART_SIZES = {"xml": XML_PART, "compose": COMPOSE_PART, "resumable": OFF_PART}
 
 
 def payload(size: int, seed: int = 0) -> bytes:
