@@ -74,7 +74,6 @@ SLOW = (
     "tests/weights/test_group_exchange.py",
     "tests/weights/test_model_dir.py::test_concurrent_loads_from_two_processes",
     "tests/zonal/server/test_root_appends.py",
-    "tests/zonal/test_grpc_io.py::test_unreachable_grpc_endpoint_is_named",
     "tests/zonal/test_takeover.py::test_refused_and_taken_over_appends_leave_no_pending_task_at_exit",
 )
 

@@ -223,3 +223,92 @@ def test_the_node_cache_never_receives_the_filesystem():
             elif isinstance(node, ast.Attribute) and node.attr in ("_cat_file", "_read_ranges", "_cat_objects", "fs"):
                 hits.append(f"{where}:{node.lineno}: .{node.attr}")
     assert not hits, "the node cache is handed a Fetcher, never the filesystem: " + ", ".join(hits)
+
+
+# torch's internals are reached in one module of pipes, as gcsfs's and google-cloud-storage's are in fluxfs.
+TORCH_ADAPTER = "pipes/torch_adapter.py"
+TORCH_LIBRARIES = ("torch", "torchdata", "lightning", "lightning_fabric", "pytorch_lightning")
+NAMEDTUPLE_API = {"_fields", "_asdict", "_replace", "_make", "_field_defaults"}  # underscored, public
+
+
+def _private_of_torch(dotted: str) -> bool:
+    parts = dotted.split(".")
+    return parts[0] in TORCH_LIBRARIES and any(p.startswith("_") and not p.startswith("__") for p in parts)
+
+
+def _root(node) -> str | None:
+    """The name an attribute chain starts from (`torch` of `torch.serialization._get_layout`)."""
+    import ast
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _defined_in_pipes() -> set[str]:
+    """Private names pipes itself defines: functions, methods, classes, attributes it assigns."""
+    import ast
+    names = set()
+    for path in _tracked("pipes/*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return names
+
+
+def test_torch_internals_are_reached_in_their_adapter_only():
+    """Outside pipes/torch_adapter.py, pipes imports no private module of torch, torchdata or lightning
+    (`torch.distributed._shard`) nor a private name from one (`_StorageInfo`), reads no private attribute through
+    them (`torch._C`, `torch.serialization._get_layout`), no private attribute of their objects by getattr, and
+    calls no private method its classes inherit from theirs (`self._get_metadata_path`): each is the adapter's."""
+    import ast
+    own = _defined_in_pipes()
+    hits = []
+    for path in _tracked("pipes/*.py"):
+        where = str(path.relative_to(ROOT))
+        if where == TORCH_ADAPTER:
+            continue
+        tree = ast.parse(path.read_text())
+        bound = set()  # names this module binds to torch's modules and objects
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bound |= {(a.asname or a.name).split(".")[0] for a in node.names
+                          if a.name.split(".")[0] in TORCH_LIBRARIES}
+                hits += [f"{where}:{node.lineno}: import {a.name}" for a in node.names if _private_of_torch(a.name)]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level \
+                    and node.module.split(".")[0] in TORCH_LIBRARIES:
+                bound |= {a.asname or a.name for a in node.names}
+                if _private_of_torch(node.module) or any(_private_of_torch(f"{node.module}.{a.name}")
+                                                         for a in node.names):
+                    hits.append(f"{where}:{node.lineno}: from {node.module} import ...")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                root = _root(node.value)
+                on_self = root in ("self", "cls") and isinstance(node.value, ast.Name) or (
+                    isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
+                    and node.value.func.id == "super")
+                if root in bound or on_self and node.attr not in own:
+                    hits.append(f"{where}:{node.lineno}: .{node.attr}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2 \
+                    and _receiver(node.args[0]) not in ("self", "cls") and isinstance(node.args[1], ast.Constant) \
+                    and str(node.args[1].value).startswith("_") and not str(node.args[1].value).startswith("__") \
+                    and node.args[1].value not in NAMEDTUPLE_API:
+                hits.append(f"{where}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value \
+                    and _private_of_torch(node.value):  # a logger's or a warning's module name
+                hits.append(f"{where}:{node.lineno}: {node.value!r}")
+    assert not hits, f"torch's, torchdata's and lightning's internals are reached in {TORCH_ADAPTER} only: " + \
+        ", ".join(hits)
+
+
+def test_the_torch_adapter_says_what_it_was_checked_against():
+    """pipes/torch_adapter.py names the versions it was checked against: constraints.txt's pins."""
+    text = (ROOT / TORCH_ADAPTER).read_text()
+    from pipes.torch_adapter import CHECKED_AGAINST
+    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line)
+    assert {name: pins.get(name) for name in CHECKED_AGAINST} == CHECKED_AGAINST
+    assert all(f"{name} {version}" in text for name, version in CHECKED_AGAINST.items())

@@ -16,7 +16,7 @@ import contextvars
 import fcntl
 import struct
 import termios
-from typing import Any, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 import aiohttp.payload
 
@@ -69,6 +69,22 @@ class ProgressClock:
         if self._timer is not None:
             self._timer.cancel()
 
+    async def guard(self, aw: Awaitable[Any], error: Callable[[], Exception]) -> Any:
+        """`await aw` in this task, timed from now: once nothing moved for `limit` seconds the task is cancelled
+        and `error()` raised instead (a cancellation from anywhere else stays one). The one way a stall is bounded:
+        HTTP requests with a body (`Watchdog.run`) and gRPC calls (`zonal/stalls.py`)."""
+        task = asyncio.current_task()
+        assert task is not None, "guard() runs in a task"
+        self.start(task.cancel)
+        try:
+            return await aw
+        except asyncio.CancelledError:
+            if self.expired and task.uncancel() == 0:
+                raise error() from None
+            raise
+        finally:
+            self.stop()
+
     def _schedule(self, now: float) -> None:
         due = self.last + self.limit
         if self._poll is not None:
@@ -97,7 +113,6 @@ class Watchdog:
         self.received: Optional[int] = None  # answer bytes; None until the headers arrived
         self._transport: Any = None
         self._backlog: Optional[int] = None
-        self._task: Optional[asyncio.Task] = None
 
     @property
     def expired(self) -> bool:
@@ -137,18 +152,11 @@ class Watchdog:
 
     async def run(self, coro: Any) -> Any:
         """Await `coro` in this task under the guard; a stall raises RequestTimeout naming the stage."""
-        self._task = asyncio.current_task()
-        self.clock.start(self._task.cancel)
         token = _current.set(self)
         try:
-            return await coro
-        except asyncio.CancelledError:
-            if self.expired and self._task.uncancel() == 0:
-                raise RequestTimeout(self.message()) from None
-            raise
+            return await self.clock.guard(coro, lambda: RequestTimeout(self.message()))
         finally:
             _current.reset(token)
-            self.clock.stop()
 
 
 def current() -> Optional[Watchdog]:

@@ -3,7 +3,6 @@ the filesystem's `read_timeout` (a stalled server or proxy), however long a tran
 timed by the clock that bounds the HTTP requests (`gcs/progress.py`), the read retry policy deciding the attempts."""
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Awaitable, Optional
 
 from ..errors import RequestTimeout
@@ -24,19 +23,8 @@ def stalled(what: str, limit: float, received: Optional[int], call: str, writing
 
 async def bounded(aw: Awaitable[Any], limit: float, what: str, call: str, writing: bool = False,
                   clock: Optional[ProgressClock] = None) -> Any:
-    """`await aw`, cancelled with `stalled(...)` once nothing moved for `limit` seconds: `clock` is what `aw`
-    reports its progress to (`clock.moved(n)` per message), none for a call that shows none until it ends (an
-    opening, a flush), which then has `limit` to finish."""
+    """`await aw` under the one stall bound (`ProgressClock.guard`), failing with `stalled(...)` once nothing
+    moved for `limit` seconds: `clock` is what `aw` reports its progress to (`clock.moved(n)` per message), none
+    for a call that shows none until it ends (an opening, a flush), which then has `limit` to finish."""
     clock = clock or ProgressClock(limit)
-    task = asyncio.ensure_future(aw)
-    clock.start(task.cancel)
-    try:
-        return await task
-    except asyncio.CancelledError:
-        if clock.expired and task.cancelled():
-            raise stalled(what, limit, clock.count, call, writing) from None
-        raise
-    finally:
-        clock.stop()
-        if not task.done():  # our caller was cancelled: so is the call
-            task.cancel()
+    return await clock.guard(aw, lambda: stalled(what, limit, clock.count, call, writing))

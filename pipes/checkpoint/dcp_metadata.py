@@ -15,8 +15,8 @@ from typing import IO, Any
 
 import torch
 import torch.distributed.checkpoint.metadata as dcp_metadata
-from torch.distributed.checkpoint.filesystem import _StorageInfo
 
+from ..torch_adapter import StorageInfo, layout_rebuilder
 from .errors import UnsafeCheckpointError
 
 __all__ = ["load_metadata"]
@@ -25,7 +25,7 @@ __all__ = ["load_metadata"]
 @lru_cache(maxsize=1)
 def _allowed() -> dict[tuple[str, str], Any]:
     """(module, name) -> object, for every global a DCP ``.metadata`` may name."""
-    ok: list[Any] = [_StorageInfo, torch.Size, torch.device, torch.serialization._get_layout,
+    ok: list[Any] = [StorageInfo, torch.Size, torch.device, layout_rebuilder(),
                      OrderedDict, set, frozenset, complex, slice, range, bytearray,
                      pathlib.PosixPath, pathlib.PurePosixPath, pathlib.WindowsPath, pathlib.PureWindowsPath]
     # Every dataclass and enum torch defines for checkpoint metadata (Metadata, TensorStorageMetadata, ...).

@@ -20,9 +20,6 @@ import os
 from typing import Any, Iterator
 
 import torch
-from torch.distributed._shard._utils import narrow_tensor_by_index
-from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
-from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
 from torch.futures import Future
@@ -34,6 +31,7 @@ from fluxfs.support import Chunked, coalesce
 
 from ..in_flight import in_order
 from ..options import merge_storage_options
+from ..torch_adapter import FsspecReader, StorageInfo, metadata_path, narrow_tensor_by_index
 from . import dcp_shared
 from .dcp_metadata import load_metadata
 from .dcp_storage import ObjectStoreFileSystem
@@ -96,7 +94,7 @@ class FluxStorageReader(FsspecReader):
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         """The checkpoint's ``.metadata``, unpickled with only DCP metadata types allowed (dcp_metadata.py)
         unless ``trust_metadata=True``."""
-        meta_path = self._get_metadata_path(kwargs.get("rank"))
+        meta_path = metadata_path(self, kwargs.get("rank"))
         path = str(meta_path)
         try:
             with self.fs.create_stream(meta_path, "rb") as stream:
@@ -130,7 +128,7 @@ class FluxStorageReader(FsspecReader):
         return dcp_shared.mark_shared(plans, self._span, self.window)
 
     def _span(self, item: ReadItem) -> dcp_shared.Span:
-        info: _StorageInfo = self.storage_data[item.storage_index]
+        info: StorageInfo = self.storage_data[item.storage_index]
         return (str(info.relative_path), int(info.offset), int(info.length))
 
     def _read_shared(self, plan: LoadPlan, planner: LoadPlanner) -> LoadPlan:
@@ -165,7 +163,7 @@ class FluxStorageReader(FsspecReader):
         """Coalesced (path, start, end, items) ranges covering every read item, sorted by file and offset."""
         by_file: dict[str, list[ReadItem]] = {}
         for item in plan.items:
-            info: _StorageInfo = self.storage_data[item.storage_index]
+            info: StorageInfo = self.storage_data[item.storage_index]
             by_file.setdefault(info.relative_path, []).append(item)
         ranges: list[tuple[str, int, int, list[ReadItem]]] = []
         for relative_path, items in sorted(by_file.items()):
@@ -252,7 +250,7 @@ class FluxStorageReader(FsspecReader):
                 for (_, start, _, items), chunks in zip(window, blobs):
                     body = Chunked(chunks)  # one index of the range's chunks for all its items
                     for item in items:
-                        info: _StorageInfo = self.storage_data[item.storage_index]
+                        info: StorageInfo = self.storage_data[item.storage_index]
                         reader = ItemReader(body, info.offset - start, info.length)
                         self._load_item(planner, item, info, reader)
                 del blobs
@@ -260,7 +258,7 @@ class FluxStorageReader(FsspecReader):
         fut.set_result(None)
         return fut
 
-    def _load_item(self, planner: LoadPlanner, item: ReadItem, info: _StorageInfo, data: ItemReader) -> None:
+    def _load_item(self, planner: LoadPlanner, item: ReadItem, info: StorageInfo, data: ItemReader) -> None:
         """Deserialize one item's bytes and hand them to the planner (same semantics as torch's reader)."""
         stream = self.transforms.transform_load_stream(item, info.transform_descriptors or (), data)
         if item.type == LoadItemType.BYTE_IO:

@@ -7,17 +7,16 @@ import io
 import os
 from typing import Any, Iterator
 
-from torch.distributed.checkpoint._fsspec_filesystem import FileSystem as _TorchFsspecFileSystem
-
 from fluxfs.handle import FilesystemHandle
 
+from ..torch_adapter import FsspecFileSystem
 from ..urls import parse_url
 from .errors import upload_errors
 
 METADATA = ".metadata"
 
 
-class ObjectStoreFileSystem(_TorchFsspecFileSystem):
+class ObjectStoreFileSystem(FsspecFileSystem):
     """torch's fsspec adapter, remembering the storage options (torch's `reset()` drops them)."""
 
     def __init__(self, storage_options: dict[str, Any]):

@@ -14,13 +14,13 @@ import os
 import pickle
 from typing import Any
 
-from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
-from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION, _StorageInfo
+from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION
 from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.planner import SavePlan
 from torch.distributed.checkpoint.storage import WriteResult
 
 from ..options import merge_storage_options
+from ..torch_adapter import FsspecWriter, StorageInfo, metadata_path
 from ..urls import parse_url
 from .dcp_storage import METADATA, ObjectStoreFileSystem
 from .single_process import quiet_single_process_warning
@@ -63,8 +63,8 @@ class FluxStorageWriter(FsspecWriter):
     def _this_saves_metadata_path(self) -> str:
         """`.metadata`, or `__{rank}.metadata` when ranks save without collectives."""
         if not self.use_collectives and self.rank is not None:
-            return str(self._get_metadata_path(self.rank))
-        return str(self._get_metadata_path())
+            return str(metadata_path(self, self.rank))
+        return str(metadata_path(self))
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
         # Runs on the coordinator after every rank planned and before any rank writes: the one
@@ -96,7 +96,7 @@ class FluxStorageWriter(FsspecWriter):
         """Check with one listing that every data file exists and is long enough; returns their generations."""
         needed: dict[str, int] = {}
         for info in infos:
-            if isinstance(info, _StorageInfo):
+            if isinstance(info, StorageInfo):
                 needed[info.relative_path] = max(needed.get(info.relative_path, 0), info.offset + info.length)
         if not needed:
             return {}

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy
 import torch
-from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint.planner import ReadItem
 
 from fluxfs.support import Chunked
+
+from ..torch_adapter import archive_reader, checkpoint_offset, narrow_tensor_by_index
 
 # Items at least this big are copied straight into their target. Below it the second parse of the
 # item's zip header (~0.1 ms) costs more than the copy it saves.
@@ -90,7 +91,7 @@ def copy_into_target(reader: ItemReader, item: ReadItem, target: torch.Tensor, w
     # torch.load with map_location="meta" reads only the pickle and records where each storage's
     # bytes start in the archive; it would crash byte-swapping a foreign-endian checkpoint, so the
     # byte order is checked first (checkpoints without the record fall back too).
-    archive = torch._C.PyTorchFileReader(reader)
+    archive = archive_reader(reader)
     if not archive.has_record("byteorder") or bytes(archive.get_record("byteorder")).decode() != sys.byteorder:
         return False
     reader.seek(0)
@@ -100,7 +101,7 @@ def copy_into_target(reader: ItemReader, item: ReadItem, target: torch.Tensor, w
         return False
     meta = narrow_tensor_by_index(meta, item.storage_offsets, item.lengths)
     check_size(where, item, meta, target)
-    offset = getattr(meta.untyped_storage(), "_checkpoint_offset", None)
+    offset = checkpoint_offset(meta.untyped_storage())
     if offset is None or not meta.is_contiguous():
         return False
     start = offset + meta.storage_offset() * meta.element_size()
