@@ -24,8 +24,8 @@ import sqlite3
 import threading
 from typing import Any, Awaitable, Callable, Optional
 
-import google_crc32c
 
+from ..gcs import checksums
 from . import body, evict, index, packs
 from ..errors import ChecksumMismatch
 from ..gcs import fork
@@ -88,7 +88,7 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
                 data = held.read()
             finally:
                 held.release()
-            if held.crc32c is not None and google_crc32c.value(data) == held.crc32c:
+            if held.crc32c is not None and checksums.crc32c(data) == held.crc32c:
                 out[i] = data
             elif held.path is not None:
                 cache._failed_check(held.path)
@@ -105,7 +105,7 @@ def _checked(items: list[tuple[Entry, bytes]]) -> list[tuple[str, str, str, str,
             continue
         seen.add((store, bucket, key, generation))
         meta = Meta(bucket, key, generation, int(size), crc_value(crc), False, store)
-        value = google_crc32c.value(data) if meta.crc32c is None else meta.crc32c
+        value = checksums.crc32c(data) if meta.crc32c is None else meta.crc32c
         try:
             body.check_sums(len(data), value, meta)
         except ChecksumMismatch as exc:

@@ -11,8 +11,10 @@ import dataclasses
 import itertools
 import numbers
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from urllib.parse import quote, urlencode
 
 import aiohttp
+import yarl
 
 from ..errors import raise_for_status
 from ..gcs import http
@@ -82,6 +84,16 @@ def _media_params(generation: Optional[str]) -> dict[str, str]:
 
 def _range_header(start: int, end: Optional[int]) -> dict[str, str]:
     return {"Range": f"bytes={start}-{end - 1}" if end is not None else f"bytes={start}-"}
+
+
+def media_get(session: aiohttp.ClientSession, client: "Client", bucket: str, key: str, generation: Optional[str],
+              start: int, end: Optional[int]) -> Any:
+    """The ranged GET of an object's bytes [start, end), as aiohttp's request context manager. Its URL is
+    handed over built and encoded: given a query dict, aiohttp would parse, requote and extend it per request."""
+    params = client.params(_media_params(generation))
+    query = "alt=media" if len(params) == 1 else urlencode(params, quote_via=quote)
+    return session.get(yarl.URL(f"{client.media_url(bucket, key)}?{query}", encoded=True),
+                       headers=client.headers(_range_header(start, end)), timeout=client.options.http_timeout)
 
 
 def _object_headers(headers: Mapping[str, str]) -> tuple[Optional[str], Optional[int]]:
@@ -155,10 +167,7 @@ async def _stream_once(client, bucket, key, start: int, end: int, generation, on
     the other ranges one transfer time earlier."""
     what = f"{bucket}/{key}"
     session = await client.session()
-    async with http.timeouts_named(client, what), \
-            session.get(media_url(client, bucket, key), params=client.params(_media_params(generation)),
-                        headers=client.headers(_range_header(start, end)),
-                        timeout=client.options.http_timeout) as r:
+    async with http.timeouts_named(client, what), media_get(session, client, bucket, key, generation, start, end) as r:
         if r.status == 416 and start == 0:
             # GCS answers a ranged GET of an empty object with 416: read it whole instead.
             got = await _get_once(client, bucket, key, None, None, generation, True)
