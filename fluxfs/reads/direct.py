@@ -91,9 +91,12 @@ def media_get(session: aiohttp.ClientSession, client: "Client", bucket: str, key
     """The ranged GET of an object's bytes [start, end), as aiohttp's request context manager. Its URL is
     handed over built and encoded: given a query dict, aiohttp would parse, requote and extend it per request."""
     params = client.params(_media_params(generation))
-    query = "alt=media" if len(params) == 1 else urlencode(params, quote_via=quote)
-    return session.get(yarl.URL(f"{client.media_url(bucket, key)}?{query}", encoded=True),
-                       headers=client.headers(_range_header(start, end)), timeout=client.options.http_timeout)
+    url: Any = client.media_url(bucket, key)
+    if url.isascii():  # percent-encoded already (an endpoint with a non-ASCII host is left to yarl's IDNA)
+        query = "alt=media" if len(params) == 1 else urlencode(params, quote_via=quote)
+        url, params = yarl.URL(f"{url}?{query}", encoded=True), None
+    return session.get(url, params=params, headers=client.headers(_range_header(start, end)),
+                       timeout=client.options.http_timeout)
 
 
 def _object_headers(headers: Mapping[str, str]) -> tuple[Optional[str], Optional[int]]:
