@@ -268,6 +268,8 @@ async def read_object(client: "Client", bucket: str, key: str, *, start: Optiona
     # One copy: every received chunk of every range straight into the result.
     body = b"".join(itertools.chain(first.chunks, *parts))
     if s == 0 and stop == first.size:
+        # Over the joined body, while it is in cache: crcs run on each chunk as it is iterated (then combined)
+        # measured 0.18 against 0.08 CPU s/GB on 1 MiB objects, aiohttp's buffered chunks being cold by then.
         check_whole((body,), first.crc32c, f"{bucket}/{key}", gen, " with parallel ranges")
     return Fetched(body, s, first.size, gen, first.crc32c)
 
