@@ -6,8 +6,8 @@ import asyncio
 import os
 from typing import Any, Iterable, Iterator, Union
 
-import google_crc32c
 
+from ..gcs import checksums
 from ..errors import ChecksumMismatch
 from .entry import Meta
 
@@ -43,7 +43,7 @@ def write_all(fd: int, chunk: bytes, offset: int) -> None:
 
 def check(data: bytes, meta: Meta) -> None:
     """The fetched bytes are the object's: its size and crc32c, else ChecksumMismatch and nothing cached."""
-    check_sums(len(data), google_crc32c.value(data), meta)
+    check_sums(len(data), checksums.crc32c(data), meta)
 
 
 def check_sums(n: int, crc: int, meta: Meta) -> None:

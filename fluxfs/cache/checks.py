@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-import google_crc32c
 
+from ..gcs import checksums
 from .entry import Meta, open_fixed
 
 
@@ -65,5 +65,5 @@ def file_crc(path: str) -> int:
     crc = 0
     with os.fdopen(open_fixed(path), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
-            crc = google_crc32c.extend(crc, block)
+            crc = checksums.extend(crc, block)
     return crc

@@ -18,9 +18,8 @@ import os
 import sqlite3
 from typing import Any
 
-import google_crc32c
-
 from ..errors import ChecksumMismatch
+from ..gcs import checksums
 from . import body, evict, index, packs
 from .entry import Meta, crc_value, entry_id
 from .lock import Stall
@@ -137,7 +136,7 @@ def write(cache: NodeCache, claim: Claim, got: dict[Entry, Any]) -> None:
         data = got.get(e)
         meta = Meta(e[1], e[2], e[3], e[4], crc_value(e[5]), False, e[0])
         if isinstance(data, (bytes, bytearray, memoryview)):
-            value = google_crc32c.value(data) if meta.crc32c is None else meta.crc32c
+            value = checksums.crc32c(data) if meta.crc32c is None else meta.crc32c
             try:
                 body.check_sums(len(data), value, meta)
             except ChecksumMismatch as exc:

@@ -19,8 +19,8 @@ import os
 import weakref
 from typing import Any, Optional
 
-import google_crc32c
 
+from ..gcs import checksums
 from ..gcs import fork
 from ..gcs.checksums import crc32c_combine
 from . import direct, jobs, progress
@@ -285,7 +285,7 @@ def _write_part(fd: int, dfd: Optional[int], data: Any, offset: int) -> int:
     """`data` written at `offset` of `fd` (with O_DIRECT through `dfd` if given: `direct.py`); its crc32c.
     A padded tail goes past the object's end: the commit truncates the file to its size."""
     view = memoryview(data).cast("B")
-    crc = google_crc32c.value(data if isinstance(data, bytes) else bytes(view))
+    crc = checksums.crc32c(data if isinstance(data, bytes) else bytes(view))
     if dfd is not None:
         try:
             direct.write(dfd, [view], offset)

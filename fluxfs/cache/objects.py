@@ -24,8 +24,8 @@ import sqlite3
 import threading
 from typing import Any, Optional
 
-import google_crc32c
 
+from ..gcs import checksums
 from . import claims, packs
 from ..gcs import fork
 from .claims import Entry
@@ -86,7 +86,7 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
                 data = held.read()
             finally:
                 held.release()
-            if held.crc32c is not None and google_crc32c.value(data) == held.crc32c:
+            if held.crc32c is not None and checksums.crc32c(data) == held.crc32c:
                 out[i] = data
             elif held.path is not None:
                 cache.failed_check(held.path)

@@ -17,8 +17,8 @@ import re
 import sqlite3
 from typing import Optional
 
-import google_crc32c
 
+from ..gcs import checksums
 from . import body, direct, index
 from .entry import open_fixed
 from .lock import flock_within, stamp
@@ -139,7 +139,7 @@ def read(directory: str, pack: str, items: list[tuple[int, int, int, int]], stal
             return {}, [i for i, *_ in items]  # evicted between the lookup and the lock
         for i, offset, size, crc in items:
             data = os.pread(fd, size, offset)
-            if len(data) == size and google_crc32c.value(data) == crc:
+            if len(data) == size and checksums.crc32c(data) == crc:
                 got[i] = data
             else:
                 bad.append(i)  # torn (never fsynced) or changed: read from storage again

@@ -24,9 +24,8 @@ import sqlite3
 import threading
 from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, Optional, Union
 
-import google_crc32c
 
-from ..gcs import fork
+from ..gcs import checksums, fork
 from . import body, checks, evict, index, packs
 from .entry import DIR_LOCK, Meta, check_directory, crc_value, entry_id, open_fixed, temp_name, write_tag
 from .limit import parse_limit
@@ -86,7 +85,7 @@ class NodeCache:
                 data = held.read()
             finally:
                 held.release()
-            if held.path is None or held.crc32c is None or google_crc32c.value(data) == held.crc32c:
+            if held.path is None or held.crc32c is None or checksums.crc32c(data) == held.crc32c:
                 return data
             self.failed_check(held.path)  # read whole anyway: checked on every read (~0.1 s of CPU per GB)
         return data  # pragma: no cover - a refill checks what it writes
@@ -327,7 +326,7 @@ class NodeCache:
                         data = os.pread(f.fileno(), n, 0) + chunk + b"".join(map(bytes, it))  # on from storage
                         body.check(data, meta)
                         return data
-                    crc, n = google_crc32c.extend(crc, chunk), n + len(chunk)
+                    crc, n = checksums.extend(crc, chunk), n + len(chunk)
                     if lock is not None:
                         lock.touch()  # progress, for readers waiting on the entry (a bounded wait)
                 body.check_sums(n, crc, meta)

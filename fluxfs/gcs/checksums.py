@@ -12,13 +12,28 @@ from typing import Optional
 
 import google_crc32c
 
+try:  # ICRAR's crc32c (the `fast` extra): ~3x google_crc32c's speed on SSE4.2 (0.04 against 0.11-0.15 CPU s/GB)
+    import crc32c as _fast
+except ImportError:  # pragma: no cover - depends on the extra
+    _fast = None
+
+IMPLEMENTATION = "crc32c" if _fast is not None else "google_crc32c"
+
 _POLY = 0x82F63B78   # CRC-32C (Castagnoli), bit-reflected
 _ONE = 0x80000000    # the polynomial 1 in the reflected representation
 
 
+if _fast is not None:
+    def extend(value: int, data: bytes) -> int:
+        """crc32c of the bytes so far (crc `value`) followed by `data`: the one running-crc step of every reader."""
+        return _fast.crc32c(data, value)
+else:
+    extend = google_crc32c.extend
+
+
 def crc32c(data: bytes) -> int:
     """crc32c of `data`; google_crc32c's C extension only takes `bytes` (no views), hence the type."""
-    return google_crc32c.value(data)
+    return extend(0, data)
 
 
 def crc_to_b64(value: int) -> str:

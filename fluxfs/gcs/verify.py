@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-import google_crc32c
 
+from . import checksums
 from ..errors import ChecksumMismatch
 
 
@@ -15,7 +15,7 @@ def check_whole(chunks: Iterable[bytes], expected: Optional[int], what: str, gen
     `generation` and `how` it was read unless it is `expected` (None: not checked)."""
     value = 0
     for c in chunks:
-        value = google_crc32c.extend(value, c)
+        value = checksums.extend(value, c)
     if expected is not None and value != expected:
         raise ChecksumMismatch(f"crc32c mismatch reading {what} (generation {generation}){how}")
     return value

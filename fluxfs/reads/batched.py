@@ -27,8 +27,8 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
-import google_crc32c
 
+from ..gcs import checksums
 from .. import temporaries
 from ..errors import HttpError, PreconditionFailed, RetryableError, object_changed
 from ..gcs import http, tempnames
@@ -196,7 +196,7 @@ class _Batch:
         """The group's results cut from the composite; a slice whose crc32c differs from the listing's is re-read."""
         bad = []
         results = self.results
-        value = google_crc32c.value
+        value = checksums.crc32c
         for o, piece in zip(group, _pieces(chunks, [o.size for o in group])):
             if o.crc is not None and value(piece) != o.crc:
                 bad.append(o)

@@ -11,8 +11,10 @@ import dataclasses
 import itertools
 import numbers
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from urllib.parse import quote, urlencode
 
 import aiohttp
+import yarl
 
 from ..errors import raise_for_status
 from ..gcs import http
@@ -82,6 +84,19 @@ def _media_params(generation: Optional[str]) -> dict[str, str]:
 
 def _range_header(start: int, end: Optional[int]) -> dict[str, str]:
     return {"Range": f"bytes={start}-{end - 1}" if end is not None else f"bytes={start}-"}
+
+
+def media_get(session: aiohttp.ClientSession, client: "Client", bucket: str, key: str, generation: Optional[str],
+              start: int, end: Optional[int]) -> Any:
+    """The ranged GET of an object's bytes [start, end), as aiohttp's request context manager. Its URL is
+    handed over built and encoded: given a query dict, aiohttp would parse, requote and extend it per request."""
+    params = client.params(_media_params(generation))
+    url: Any = client.media_url(bucket, key)
+    if url.isascii():  # percent-encoded already (an endpoint with a non-ASCII host is left to yarl's IDNA)
+        query = "alt=media" if len(params) == 1 else urlencode(params, quote_via=quote)
+        url, params = yarl.URL(f"{url}?{query}", encoded=True), None
+    return session.get(url, params=params, headers=client.headers(_range_header(start, end)),
+                       timeout=client.options.http_timeout)
 
 
 def _object_headers(headers: Mapping[str, str]) -> tuple[Optional[str], Optional[int]]:
@@ -155,10 +170,7 @@ async def _stream_once(client, bucket, key, start: int, end: int, generation, on
     the other ranges one transfer time earlier."""
     what = f"{bucket}/{key}"
     session = await client.session()
-    async with http.timeouts_named(client, what), \
-            session.get(media_url(client, bucket, key), params=client.params(_media_params(generation)),
-                        headers=client.headers(_range_header(start, end)),
-                        timeout=client.options.http_timeout) as r:
+    async with http.timeouts_named(client, what), media_get(session, client, bucket, key, generation, start, end) as r:
         if r.status == 416 and start == 0:
             # GCS answers a ranged GET of an empty object with 416: read it whole instead.
             got = await _get_once(client, bucket, key, None, None, generation, True)
@@ -256,6 +268,8 @@ async def read_object(client: "Client", bucket: str, key: str, *, start: Optiona
     # One copy: every received chunk of every range straight into the result.
     body = b"".join(itertools.chain(first.chunks, *parts))
     if s == 0 and stop == first.size:
+        # Over the joined body, while it is in cache: crcs run on each chunk as it is iterated (then combined)
+        # measured 0.18 against 0.08 CPU s/GB on 1 MiB objects, aiohttp's buffered chunks being cold by then.
         check_whole((body,), first.crc32c, f"{bucket}/{key}", gen, " with parallel ranges")
     return Fetched(body, s, first.size, gen, first.crc32c)
 

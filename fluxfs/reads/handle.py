@@ -8,8 +8,8 @@ import io
 from typing import TYPE_CHECKING, Any, Coroutine, Iterator, Optional
 
 import fsspec.caching
-import google_crc32c
 
+from ..gcs import checksums
 from ..errors import ChecksumMismatch, ObjectChanged
 from ..gcs import bridge
 from ..gcs.chunks import Chunked
@@ -176,7 +176,7 @@ class FluxReadFile(io.RawIOBase):
             if nxt is None:
                 break
             for c in nxt.chunks:
-                self._crc = google_crc32c.extend(self._crc, c)
+                self._crc = checksums.extend(self._crc, c)
             self._crc_pos += len(nxt)
         if self._crc is not None and self._crc_pos >= self.size and self._crc_expected is not None:
             if self._crc != self._crc_expected:

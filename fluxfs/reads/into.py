@@ -12,15 +12,14 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import aiohttp
-import google_crc32c
 
 from ..errors import ChecksumMismatch, ObjectChanged, PreconditionFailed, object_changed
-from ..gcs import http
+from ..gcs import checksums, http
 from ..gcs.tasks import gather_all
 from ..gcs.checksums import crc32c_combine
 from ..zonal import grpc_reads, transport
-from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _media_params, _object_headers
-from .direct import _range_header, check_ranged_answer, media_url, named
+from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _object_headers, check_ranged_answer
+from .direct import media_get, named
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -109,7 +108,7 @@ async def _fetch_once(client, bucket, key, req: Request, generation,
         got = await grpc_reads.read(client, bucket, key, req.start, req.end, generation)
         running, pos, i = 0, 0, 0
         for data in got.chunks:
-            running = google_crc32c.extend(running, data) if verify else None
+            running = checksums.extend(running, data) if verify else None
             i = _scatter(data, pos, req.pieces, i)
             pos += len(data)
         if pos != req.end - req.start:
@@ -118,9 +117,7 @@ async def _fetch_once(client, bucket, key, req: Request, generation,
         return got.size, got.generation, got.crc32c
     session = await client.session()
     async with http.timeouts_named(client, what), \
-            session.get(media_url(client, bucket, key), params=client.params(_media_params(generation)),
-                        headers=client.headers(_range_header(req.start, req.end)),
-                        timeout=client.options.http_timeout) as r:
+            media_get(session, client, bucket, key, generation, req.start, req.end) as r:
         await check_ranged_answer(r, req.start, req.end, what, f"bytes {req.start}-{req.end - 1} lie past the end "
                                   f"of {what}", missing=named(bucket, key, generation))
         gen, crc = _object_headers(r.headers)
@@ -134,7 +131,7 @@ async def _fetch_once(client, bucket, key, req: Request, generation,
             if not data:
                 continue
             if running is not None:
-                running = google_crc32c.extend(running, data)
+                running = checksums.extend(running, data)
             i = _scatter(data, pos, req.pieces, i)
             pos += len(data)
     if r.status == 200:

@@ -17,8 +17,8 @@ import contextlib
 import functools
 from typing import TYPE_CHECKING, Any, Optional
 
-import google_crc32c
 
+from ..gcs import checksums
 from ..errors import ChecksumMismatch, RequestTimeout
 from ..gcs.progress import ProgressClock
 from ..gcs.redact import get_logger
@@ -181,7 +181,7 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
                     raise ChecksumMismatch(f"reading {what} over gRPC: a chunk at offset "
                                            f"{part.read_range.read_offset}, expected {state['at']}")
                 if (part.checksummed_data.HasField("crc32c")
-                        and google_crc32c.value(data) != part.checksummed_data.crc32c):
+                        and checksums.crc32c(data) != part.checksummed_data.crc32c):
                     raise ChecksumMismatch(f"crc32c mismatch reading {what} over gRPC: bytes corrupted in transit")
                 if data:
                     chunks.append(data)

@@ -17,9 +17,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Optional
 
-import google_crc32c
-
 from ..errors import AppendTakenOver, RequestTimeout, ResumeImpossible
+from ..gcs import checksums
 from ..gcs.redact import get_logger
 from .gcs_adapter import close_stream_call, detach_stream, drop_stream, extra, forget_position, redirected
 from .grpc_client import grpc_client
@@ -112,7 +111,7 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
             if persisted != end:
                 raise ResumeImpossible(f"the write of {what} cannot go on: GCS holds {persisted} bytes of it after "
                                        f"appending bytes {base}..{end} (another writer appended to it?)")
-            state.crc = None if state.crc is None else google_crc32c.extend(state.crc, data)
+            state.crc = None if state.crc is None else checksums.extend(state.crc, data)
         except Exception as exc:
             if taken_over(exc):  # what our stream confirmed persisted is ours; nothing after it is
                 if int(writer.persisted_size or 0) >= end:
@@ -154,7 +153,7 @@ async def _check(client: "Client", writer: Any, what: str, data: bytes, base: in
     if not base <= persisted <= end:
         why = f"GCS holds {persisted} bytes of it, the write had {base} confirmed and was sending up to {end}"
     elif persisted > base and extra(writer).crc is not None:
-        expect = google_crc32c.extend(extra(writer).crc, memoryview(data)[:persisted - base].tobytes())
+        expect = checksums.extend(extra(writer).crc, memoryview(data)[:persisted - base].tobytes())
         held = await persisted_crc(client, writer)
         if held is not None and held != expect:
             why = (f"the {persisted - base} bytes GCS holds past the {base} confirmed are not the ones sent "
