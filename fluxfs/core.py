@@ -21,7 +21,7 @@ from .listing import api as listing, manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, drop_unknown_options
 from .reads import batched, cached, direct, handle, into, lookup, stream, ranges as ranged
 from .writes import FluxWriteFile, copies, fields as write_fields, uploads, zonal_append
-from .zonal import ZonalBuckets, hns
+from .zonal import buckets, hns
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
 
@@ -29,7 +29,7 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuckets, GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)
@@ -62,6 +62,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuc
         self.client.temporaries = temporaries.TempRegistry(self.client)
         self.cache_fetcher = cached.fetcher(self.client)  # what the node-local cache reads storage through (never self)
         self._folders = hns.Folders(self.client, self._find, self._glob, self._isdir, self._parent)  # HNS folders
+        self._buckets = buckets.Buckets(self.client)  # zonal and HNS bucket creation, merge refused on zonal
         fork.reset_in_child(self)
 
     # inspect.signature, help() and the CLI's check of `-o` names see every option, from FluxOptions.
@@ -87,16 +88,10 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuc
         return self._loop
 
     def _after_fork(self) -> None:
-        """In a forked child the parent's loop thread and sockets do not exist: start over.
-        fsspec refuses to run a filesystem in a child forked after its loop started; a
-        DataLoader worker needs it to work, so the child gets its own loop, session and job id."""
-        if self.asynchronous:
-            return
-        self._pid = os.getpid()
-        self._loop = None
-        self._session = None
-        self._ssl_context_task = None
-        self.client.after_fork()
+        """A forked child (a DataLoader worker) gets its own loop, session and job id (fsspec would refuse to run)."""
+        if not self.asynchronous:
+            gcsfs_adapter.start_over(self)
+            self.client.after_fork()
 
     async def _set_session(self):
         """gcsfs's session, counting the sends of requests that ask (`_rm_file`): aiohttp re-sends an
@@ -311,14 +306,17 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuc
         return await _run_coros_in_chunks([self._rm_file(f) for f in files], return_exceptions=True,
                                           batch_size=32)
 
-    # -- gcsfs's, through composed helpers: HNS folders (zonal/hns.py), zonal copies (writes/copies.py) -------
+    # -- gcsfs's, through composed helpers: HNS folders (zonal/hns.py), buckets (zonal/buckets.py), copies ---
 
     async def _mkdir(self, path, create_parents=False, **kwargs):
-        return await self._folders.mkdir(super()._mkdir, path, create_parents=create_parents, **kwargs)
+        made = functools.partial(self._buckets.mkdir, super()._mkdir, self.default_location)
+        return await self._folders.mkdir(made, path, create_parents=create_parents, **kwargs)
     async def _makedirs(self, path, exist_ok=False):
         return await self._folders.makedirs(path, exist_ok=exist_ok)
     async def _rmdir(self, path):
-        return await self._folders.rmdir(super()._rmdir, path)
+        return await self._folders.rmdir(functools.partial(self._buckets.rmdir, super()._rmdir), path)
+    async def _merge(self, path, paths, acl=None):
+        return await self._buckets.merge(super()._merge, path, paths, acl=acl)
     async def _mv(self, path1, path2, recursive=False, maxdepth=None, **kwargs):
         return await self._folders.mv(super()._mv, path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
     async def _rm(self, path, recursive=False, maxdepth=None, batchsize=100):
