@@ -15,13 +15,13 @@ from gcsfs.core import GCSFileSystem
 
 from . import gcsfs_adapter, inherited, temporaries
 from .cache import NodeCache, cache_of, objects as node_objects, ranges as node_ranges, reader as node_cache
-from .errors import from_gcsfs
+from .errors import from_download
 from .gcs import bridge, counters, fork, http, reach, redact, urls
 from .listing import api as listing, manifest
 from .options import OPTION_NAMES, FluxOptions, constructor_doc, constructor_signature, drop_unknown_options
 from .reads import batched, cached, direct, handle, into, lookup, stream, ranges as ranged
-from .writes import FluxWriteFile, copies, fields as write_fields, uploads, zonal_append
-from .zonal import ZonalBuckets, hns
+from .writes import FluxWriteFile, copies, deletes, fields as write_fields, uploads, zonal_append
+from .zonal import buckets, hns
 
 redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, token included
 
@@ -29,7 +29,7 @@ redact.protect_third_party_loggers()  # urllib3 logs gcsfs's tokeninfo URL, toke
 GCS_ENDPOINT = "https://storage.googleapis.com"
 
 
-class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuckets, GCSFileSystem):
+class FluxFileSystem(inherited.GcsfsRequests, GCSFileSystem):
     """fsspec filesystem for Google Cloud Storage with parallel listing, compose reads and multipart writes."""
 
     protocol = ("flux",)
@@ -62,6 +62,8 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuc
         self.client.temporaries = temporaries.TempRegistry(self.client)
         self.cache_fetcher = cached.fetcher(self.client)  # what the node-local cache reads storage through (never self)
         self._folders = hns.Folders(self.client, self._find, self._glob, self._isdir, self._parent)  # HNS folders
+        self._buckets = buckets.Buckets(self.client)  # zonal and HNS bucket creation, merge refused on zonal
+        self._counters = counters.Counters()  # what `stats()` reports, counted on the session
         fork.reset_in_child(self)
 
     # inspect.signature, help() and the CLI's check of `-o` names see every option, from FluxOptions.
@@ -87,21 +89,25 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuc
         return self._loop
 
     def _after_fork(self) -> None:
-        """In a forked child the parent's loop thread and sockets do not exist: start over.
-        fsspec refuses to run a filesystem in a child forked after its loop started; a
-        DataLoader worker needs it to work, so the child gets its own loop, session and job id."""
-        if self.asynchronous:
-            return
-        self._pid = os.getpid()
-        self._loop = None
-        self._session = None
-        self._ssl_context_task = None
-        self.client.after_fork()
+        """A forked child (a DataLoader worker) gets its own loop, session and job id (fsspec would refuse to run)."""
+        if not self.asynchronous:
+            gcsfs_adapter.start_over(self)
+            self.client.after_fork()
 
     async def _set_session(self):
-        """gcsfs's session, counting the sends of requests that ask (`_rm_file`): aiohttp re-sends an
-        idempotent request once, silently, when its kept-alive connection drops before the answer."""
-        return http.count_sends(await super()._set_session())
+        """gcsfs's session, counting requests and bytes (`stats()`) and the sends of requests that ask (deletes):
+        aiohttp re-sends an idempotent request once, silently, when its kept-alive connection drops before the
+        answer."""
+        return http.count_sends(counters.count_on(await super()._set_session(), self._counters))
+
+    def stats(self) -> dict[str, Any]:
+        """Requests by kind, their total, and body bytes read and written by this filesystem in this process
+        since it was made or `reset_stats()`; each forked DataLoader worker counts its own (`gcs/counters.py`)."""
+        return self._counters.snapshot()
+
+    def reset_stats(self) -> None:
+        """Count `stats()` from zero again."""
+        self._counters.reset()
 
     @property
     def job_id(self) -> str:
@@ -283,27 +289,12 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuc
     # -- deletes ----------------------------------------------------------------------------
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
-        """Delete one object through fluxfs's HTTP layer: retried, and a 403/404 names the object.
-
-        A 404 to a DELETE sent before (retried by the retry policy, or re-sent by aiohttp) is success:
-        the earlier send may have deleted the object and lost its answer.
-        """
+        """Delete one object through fluxfs's HTTP layer: retried, a 403/404 names the object, and a 404 to a
+        DELETE sent before (its answer lost) is success (`writes/deletes.py`)."""
         bucket, key, generation = self.split_path(path)
         if not key:
             return await self._rmdir(path)
-        params = {"generation": generation} if generation else None
-        url, what = self.client.json_url("b/{}/o/{}", bucket, key), f"{bucket}/{key}"
-
-        async def attempt(n: int) -> None:
-            sends: list = []
-            try:
-                await http.request_once(self.client, "DELETE", url, what=what, params=params, ok=(200, 204),
-                                        sends=sends)
-            except FileNotFoundError:
-                if n == 0 and len(sends) == 1:
-                    raise
-
-        await self.client.retry_policy("delete").run(attempt, what=f"delete {what}")
+        await deletes.delete_object(self.client, bucket, key, generation)
         await self._rm_file_cache_update(path)
 
     async def _delete_files(self, files: list[str], batchsize: int) -> list:
@@ -311,14 +302,17 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuc
         return await _run_coros_in_chunks([self._rm_file(f) for f in files], return_exceptions=True,
                                           batch_size=32)
 
-    # -- gcsfs's, through composed helpers: HNS folders (zonal/hns.py), zonal copies (writes/copies.py) -------
+    # -- gcsfs's, through composed helpers: HNS folders (zonal/hns.py), buckets (zonal/buckets.py), copies ---
 
     async def _mkdir(self, path, create_parents=False, **kwargs):
-        return await self._folders.mkdir(super()._mkdir, path, create_parents=create_parents, **kwargs)
+        made = functools.partial(self._buckets.mkdir, super()._mkdir, self.default_location)
+        return await self._folders.mkdir(made, path, create_parents=create_parents, **kwargs)
     async def _makedirs(self, path, exist_ok=False):
         return await self._folders.makedirs(path, exist_ok=exist_ok)
     async def _rmdir(self, path):
-        return await self._folders.rmdir(super()._rmdir, path)
+        return await self._folders.rmdir(functools.partial(self._buckets.rmdir, super()._rmdir), path)
+    async def _merge(self, path, paths, acl=None):
+        return await self._buckets.merge(super()._merge, path, paths, acl=acl)
     async def _mv(self, path1, path2, recursive=False, maxdepth=None, **kwargs):
         return await self._folders.mv(super()._mv, path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
     async def _rm(self, path, recursive=False, maxdepth=None, batchsize=100):
@@ -340,12 +334,7 @@ class FluxFileSystem(inherited.GcsfsRequests, counters.CountedRequests, ZonalBuc
         try:
             await super()._get_file(rpath, lpath, callback=callback, **kwargs)
         except Exception as exc:
-            if isinstance(exc, OSError) and exc.errno is not None:  # local I/O
-                if exc.filename is not None:
-                    raise
-                # "No space left on device" alone does not say which disk: name the destination.
-                raise OSError(exc.errno, exc.strerror, lpath) from exc
-            mapped = from_gcsfs(exc, self._strip_protocol(rpath))  # the server's answer: its GET bypasses `_call`
+            mapped = from_download(exc, self._strip_protocol(rpath), lpath)  # local I/O names the file
             if mapped is None:
                 raise
             raise mapped from exc

@@ -220,6 +220,15 @@ def raise_for_status(status: int, body: bytes, what: str, headers=None) -> None:
     raise HttpError(status, detail)
 
 
+def from_download(exc: BaseException, what: str, lpath: str) -> BaseException | None:
+    """What a failed download of `what` to the local `lpath` raises, or None when `exc` is already that: a local
+    I/O error names the file ("No space left on device" alone does not say which disk), and the server's answer
+    (gcsfs's GET bypasses its `_call`) has fluxfs's type, as `from_gcsfs` gives it."""
+    if isinstance(exc, OSError) and exc.errno is not None:  # local I/O
+        return None if exc.filename is not None else OSError(exc.errno, exc.strerror, lpath)
+    return from_gcsfs(exc, what)
+
+
 def from_gcsfs(exc: BaseException, what: str, create_only: bool = False) -> BaseException | None:
     """The exception fluxfs raises for an HTTP error gcsfs raised about `what`, or None when gcsfs's is
     already that one (FileNotFoundError, ValueError). gcsfs answers 403 with a bare OSError("Forbidden"),

@@ -6,6 +6,7 @@ accelerations depend on `fluxfs.gcs.client.Client` only.
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Optional
 
 from .gcs.client import Client, Endpoints
@@ -68,6 +69,15 @@ class GcsfsTransport:
             return None
         creds.maybe_refresh()  # a gcsfs token given as text becomes google-auth credentials once refreshed
         return creds.credentials
+
+
+def start_over(fs: "GCSFileSystem") -> None:
+    """In a forked child the parent's loop thread and sockets do not exist: gcsfs's loop, session and SSL context
+    dropped, made again on first use (fsspec refuses to run a filesystem forked after its loop started)."""
+    fs._pid = os.getpid()  # fsspec's own record, whose check (its `loop`) FluxFileSystem replaces: kept true
+    fs._loop = None
+    fs._session = None
+    fs._ssl_context_task = None
 
 
 def build_client(fs: "GCSFileSystem", options: "FluxOptions") -> Client:

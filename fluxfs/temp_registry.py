@@ -51,7 +51,7 @@ class TempRegistry:
         self.live = {}
 
     def add(self, path: str, generation: Optional[str] = None) -> None:
-        if _hooked_pid != os.getpid():
+        if not _HOOKED.exit:
             _hook_exit()
         with self._lock:
             self.live[path] = generation
@@ -227,7 +227,19 @@ def delete_at_exit() -> int:
     return delete_all_blocking()
 
 
-_hooked_pid: Optional[int] = None
+class _Hooked:
+    """What this process has hooked: the exit cleanup (at its first temporary) and the SIGTERM handler. A forked
+    child (a DataLoader worker) hooks its own (`gcs/fork.py` resets these in it)."""
+
+    exit = False
+    sigterm = False
+
+    def _after_fork(self) -> None:
+        self.exit = self.sigterm = False
+
+
+_HOOKED = _Hooked()
+fork.reset_in_child(_HOOKED)
 
 
 def _hook_exit() -> None:
@@ -235,8 +247,7 @@ def _hook_exit() -> None:
     atexit hook registered, so it runs first, while gcsfs's sessions (closed by an earlier hook) still work;
     in a multiprocessing child (a DataLoader worker), which ends with os._exit and runs no atexit hook, as a
     multiprocessing finalizer too."""
-    global _hooked_pid
-    _hooked_pid = os.getpid()
+    _HOOKED.exit = True
     atexit.unregister(delete_at_exit)
     atexit.register(delete_at_exit)
     import multiprocessing
@@ -247,9 +258,6 @@ def _hook_exit() -> None:
 
 
 atexit.register(delete_at_exit)
-
-
-_sigterm_pid: Optional[int] = None
 
 
 def clean_up_on_sigterm() -> None:
@@ -264,11 +272,9 @@ def clean_up_on_sigterm() -> None:
     outside Python (PyTorch sets one in DataLoader workers, which exits quietly when the main process
     terminates them) is followed by exiting with status 0 in a multiprocessing child, as that one does.
     """
-    global _sigterm_pid
-    pid = os.getpid()
-    if _sigterm_pid == pid or threading.current_thread() is not threading.main_thread():
+    if _HOOKED.sigterm or threading.current_thread() is not threading.main_thread():
         return
-    _sigterm_pid = pid
+    _HOOKED.sigterm = True
     before = signal.getsignal(signal.SIGTERM)
     if before is signal.SIG_IGN:
         return

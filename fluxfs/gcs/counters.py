@@ -10,7 +10,6 @@ blocking deletes at interpreter exit, and reads the node-local cache answers (no
 from __future__ import annotations
 
 import collections
-import functools
 from typing import Any
 from urllib.parse import unquote
 
@@ -115,24 +114,3 @@ def count_on(session: aiohttp.ClientSession, counters: Counters) -> aiohttp.Clie
     if config not in session.trace_configs:
         session.trace_configs.append(config)
     return session
-
-
-class CountedRequests:
-    """`stats()` and `reset_stats()` for a filesystem (a base of FluxFileSystem, before gcsfs's class): its
-    session, made by gcsfs's `_set_session`, counts into `self._counters`."""
-
-    @functools.cached_property
-    def _counters(self) -> Counters:
-        return Counters()
-
-    async def _set_session(self) -> Any:
-        return count_on(await super()._set_session(), self._counters)  # type: ignore[misc]
-
-    def stats(self) -> dict[str, Any]:
-        """Requests by kind, their total, and body bytes read and written by this filesystem in this process
-        since it was made or `reset_stats()`; each forked DataLoader worker counts its own."""
-        return self._counters.snapshot()
-
-    def reset_stats(self) -> None:
-        """Count `stats()` from zero again."""
-        self._counters.reset()

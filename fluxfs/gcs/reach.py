@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 
 import aiohttp
@@ -83,22 +84,33 @@ def check_resolvable(url: str, timeout: float = 2.0) -> None:
 
     Without an endpoint or a token, gcsfs looks for credentials first, and with no network the
     metadata-server retries alone take half a minute before any request fails. A lookup that is
-    merely slow (longer than `timeout`) is let through.
+    merely slow (longer than `timeout`) is let through. It runs on a daemon thread of its own, not in a pool:
+    a lookup that never answers then neither holds a shared worker nor delays the interpreter's exit
+    (concurrent.futures joins its workers, the event loop's default executor's too, at exit).
     """
-    import concurrent.futures
     import socket
     from urllib.parse import urlsplit
 
     host = urlsplit(url).hostname
     if not host:
         return
-    pool = concurrent.futures.ThreadPoolExecutor(1)
-    try:
-        pool.submit(socket.getaddrinfo, host, 443).result(timeout)
-    except socket.gaierror as exc:
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def look_up() -> None:
+        try:
+            socket.getaddrinfo(host, 443)
+        except Exception as exc:
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=look_up, name="fluxfs-resolve", daemon=True).start()
+    if not done.wait(timeout) or not failed:
+        return
+    exc = failed[0]
+    if isinstance(exc, socket.gaierror):
         raise ServerUnreachable(f"cannot reach the storage server at {url}: cannot resolve {host} "
                                 f"({exc.strerror}; no network?); {HINT}") from None
-    except (concurrent.futures.TimeoutError, OSError):
-        pass
-    finally:
-        pool.shutdown(wait=False)
+    if not isinstance(exc, OSError):
+        raise exc

@@ -3,8 +3,7 @@ means for reads and writes decided in one place (`transport.py`: HTTP or gRPC, c
 bucket creation (`buckets.py`), HNS folders (`hns.py` over `folders.py`: mkdir, rmdir, mv as one rename, empty
 folders in listings), gRPC reads and appendable writes (`grpc_*.py`), google-cloud-storage's internals reached in
 `gcs_adapter.py` only. Everything else is imported from the module defining it."""
-from . import hns
-from .buckets import ZonalBuckets
+from . import buckets, hns
 from .layout import BucketLayout, layout_sync
 
-__all__ = ["BucketLayout", "ZonalBuckets", "hns", "layout_sync"]
+__all__ = ["BucketLayout", "buckets", "hns", "layout_sync"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -40,7 +39,6 @@ class _Clients:
     close that timed out) reads and writes zonal buckets over HTTP instead, with one warning."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.clients: dict = {}
         self.orphans: list = []  # a parent's clients, in a forked child: never used, never destroyed
         self.live_at_fork = False  # a client stayed open across the fork being made
@@ -68,15 +66,8 @@ class _Clients:
     def _after_fork(self) -> None:
         self.orphans.append(self.clients)
         self.clients = {}
-        self.pid = os.getpid()
         self.grpc_unusable = self.grpc_unusable or self.live_at_fork
         self.live_at_fork = False
-
-    def get(self, key: tuple) -> Any:
-        if self.pid != os.getpid():  # forked without the hook having run (it always runs; belt and braces)
-            self.grpc_unusable = self.grpc_unusable or bool(self.clients)
-            self._after_fork()
-        return self.clients.get(key)
 
 
 def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
@@ -125,7 +116,7 @@ def grpc_client(client: "Client") -> Any:
     endpoint = endpoint_of(client)
     creds = client.grpc_credentials()
     key = (id(loop), endpoint, id(creds) if creds is not None else None)
-    found = _CLIENTS.get(key)
+    found = _CLIENTS.clients.get(key)
     if found is not None and found[0] is loop:
         return found[1]
     options = ClientOptions(api_endpoint=endpoint)
@@ -172,6 +163,5 @@ async def connect(client: "Client") -> Any:
 
 def client_count() -> int:
     """gRPC clients this process built and may use (tests check a forked child starts from none)."""
-    _CLIENTS.get(())
     return len(_CLIENTS.clients)
 

@@ -129,3 +129,25 @@ def test_datasets_and_checkpoints_fail_fast_too(dead_endpoint):
             call()
         assert time.monotonic() - start < FAST, what
         assert_one_clear_line(info.value, f"{what}: cannot reach the storage server at {dead_endpoint}")
+
+
+def test_a_hanging_name_lookup_neither_stalls_the_filesystem_nor_the_exit():
+    # A DNS server that never answers: the lookup before gcsfs's credential chain is let through after its
+    # timeout, and the process then ends at once (a pool's worker still in getaddrinfo was joined at exit).
+    import subprocess
+    import sys
+
+    code = ("import socket, threading, time\n"
+            "socket.getaddrinfo = lambda *a, **k: threading.Event().wait(120)\n"
+            "from fluxfs.gcs import reach\n"
+            "start = time.monotonic()\n"
+            "reach.check_resolvable('https://storage.googleapis.com', timeout=0.5)\n"
+            "print(round(time.monotonic() - start, 1), flush=True)\n")
+    start = time.monotonic()
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the process did not end after its lookup was let through: {exc.stdout!r}")
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) < 0.5 + FAST
+    assert time.monotonic() - start < 20  # importing fluxfs and starting Python, on a busy machine
