@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import google_crc32c
 
 from ..errors import AppendTakenOver, RequestTimeout, ResumeImpossible
+from ..gcs.checksums import crc32c_combine
 from ..gcs.redact import get_logger
 from .gcs_adapter import close_stream_call, detach_stream, drop_stream, extra, forget_position, redirected
 from .grpc_client import grpc_client
@@ -84,10 +85,11 @@ async def persisted_crc(client: "Client", writer: Any) -> Optional[int]:
     return pb.checksums.crc32c if pb.checksums.HasField("crc32c") else None
 
 
-async def append(client: "Client", writer: Any, data: bytes) -> None:
+async def append(client: "Client", writer: Any, data: bytes, crc: Optional[int] = None) -> None:
     """Append `data` at the object's end and flush it; a broken stream is resumed from the persisted size, under
     the write retry policy (`RetryPolicy.run`, as every HTTP request). Raises the last failure once the policy runs
-    out, `ResumeImpossible` if resuming cannot be exact."""
+    out, `ResumeImpossible` if resuming cannot be exact. `crc`, the crc32c of `data` when the caller has it, is
+    combined into the persisted bytes' crc32c instead of hashing `data` again."""
     what = f"{writer.bucket_name}/{writer.object_name}"
     base = int(writer.persisted_size or 0)  # the previous append ended flushed: this is the confirmed size
     end = base + len(data)
@@ -112,7 +114,9 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
             if persisted != end:
                 raise ResumeImpossible(f"the write of {what} cannot go on: GCS holds {persisted} bytes of it after "
                                        f"appending bytes {base}..{end} (another writer appended to it?)")
-            state.crc = None if state.crc is None else google_crc32c.extend(state.crc, data)
+            if state.crc is not None:
+                state.crc = (google_crc32c.extend(state.crc, data) if crc is None
+                             else crc32c_combine(state.crc, crc, len(data)))
         except Exception as exc:
             if taken_over(exc):  # what our stream confirmed persisted is ours; nothing after it is
                 if int(writer.persisted_size or 0) >= end:
