@@ -27,6 +27,7 @@ from .gcs_adapter import bidi_read_call, bidi_read_types
 from .grpc_client import connect
 from .grpc_errors import reraise
 from .grpc_pool import CHUNK, Got, pool_of, read_pooled
+from .grpc_wire import ReadAnswer
 from .stalls import bounded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,7 +141,7 @@ async def read_whole(client: "Client", bucket: str, key: str, generation: Option
     return got
 
 
-_REQUEST, _RESPONSE = bidi_read_types()
+_REQUEST = bidi_read_types()[0]
 
 
 async def _one_shot(client: "Client", bucket: str, key: str, generation: Optional[str], start: int,
@@ -171,20 +172,20 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
     async def receive(stream: Any) -> None:
         await stream.write(request)
         await stream.done_writing()
-        async for pb in stream:
+        async for answer in stream:  # a ReadAnswer: the data pieces sliced out once, the rest protobuf
             clock.moved()
-            if pb.HasField("metadata"):
-                meta = pb.metadata
+            if answer.rest.HasField("metadata"):
+                meta = answer.rest.metadata
                 state["size"], state["gen"] = int(meta.size), str(meta.generation)
                 if meta.HasField("checksums") and meta.checksums.HasField("crc32c") and meta.HasField("finalize_time"):
                     state["crc"] = meta.checksums.crc32c
-            for part in pb.object_data_ranges:
-                data = part.checksummed_data.content
-                if part.read_range.read_offset != state["at"]:
+            for part in answer.pieces:
+                data = part.content
+                if part.offset != state["at"]:
                     raise ChecksumMismatch(f"reading {what} over gRPC: a chunk at offset "
-                                           f"{part.read_range.read_offset}, expected {state['at']}")
+                                           f"{part.offset}, expected {state['at']}")
                 crc = crc32c(data)
-                if part.checksummed_data.HasField("crc32c") and crc != part.checksummed_data.crc32c:
+                if part.crc32c is not None and crc != part.crc32c:
                     raise ChecksumMismatch(f"crc32c mismatch reading {what} over gRPC: bytes corrupted in transit")
                 if data:
                     chunks.append(data)
@@ -197,7 +198,7 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
 
     stream = None
     try:
-        stream = bidi_read_call(grpc, _REQUEST, _RESPONSE)(
+        stream = bidi_read_call(grpc, _REQUEST, ReadAnswer)(
             metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
         try:
             await bounded(receive(stream), client.options.read_timeout, what, "BidiReadObject", clock=clock)
