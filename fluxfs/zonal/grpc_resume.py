@@ -106,10 +106,12 @@ async def append(client: "Client", writer: Any, data: bytes, crc: Optional[int] 
                 await _reopen(client, writer, what)
                 await _check(client, writer, what, data, base)
             done = int(writer.persisted_size or 0) - base
-            view = memoryview(data)
+            # bytes slices, not views: the library wraps each in a BytesIO, which copies a view (and then its read
+            # copies again) but shares a bytes object and hands it back whole: one copy of every byte instead of two
+            whole = data if isinstance(data, bytes) else bytes(data)
             for at in range(done, len(data), SLICE):  # each slice taken within read_timeout, or the stream stalled
-                await within(client, writer.append(view[at:at + SLICE], retry_policy=one_attempt()), what,
-                             writing=True)
+                piece = whole if at == 0 and len(whole) <= SLICE else whole[at:at + SLICE]
+                await within(client, writer.append(piece, retry_policy=one_attempt()), what, writing=True)
             persisted = await within(client, writer.flush(), what, writing=True)
             if persisted != end:
                 raise ResumeImpossible(f"the write of {what} cannot go on: GCS holds {persisted} bytes of it after "
