@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from functools import lru_cache
-from typing import Optional
+from typing import Iterable, Optional, Sequence
 
 import google_crc32c
 
@@ -87,3 +87,13 @@ def crc32c_combine(crc_a: int, crc_b: int, len_b: int) -> int:
     if len_b <= 0:
         return crc_a
     return _multiply(_shift(len_b), crc_a) ^ crc_b
+
+
+def combine_all(pieces: Iterable, crcs: Sequence[int], value: int = 0) -> int:
+    """crc32c of `value`'s bytes followed by `pieces` (sized buffers), each piece's crc32c given in `crcs`."""
+    pieces = list(pieces)
+    if len(pieces) != len(crcs):
+        raise ValueError(f"{len(pieces)} pieces but {len(crcs)} crc32c values")
+    for piece, crc in zip(pieces, crcs):
+        value = crc32c_combine(value, crc, len(piece))
+    return value

@@ -56,6 +56,7 @@ class Streamed:
     size: int                 # the whole object's size
     generation: Optional[str]
     crc32c: Optional[int]
+    crcs: Optional[list] = None  # crc32c of each chunk, when the reader checked them (gRPC): combined, not rehashed
 
 
 # on_head(size, generation, crc32c): called once a GET's headers describe the object.
@@ -210,7 +211,7 @@ async def get_chunks(client: "Client", bucket: str, key: str, start: int, end: i
         got = await grpc_reads.read(client, bucket, key, start, end, generation)
         if on_head is not None:
             on_head(got.size, got.generation, got.crc32c)
-        return Streamed(got.chunks, got.start, got.size, got.generation, got.crc32c)
+        return Streamed(got.chunks, got.start, got.size, got.generation, got.crc32c, got.crcs)
     seen = {"gen": generation}
 
     def head(size: int, gen: Optional[str], crc: Optional[int]) -> None:

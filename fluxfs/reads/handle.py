@@ -12,6 +12,7 @@ import fsspec.caching
 from ..gcs import checksums
 from ..errors import ChecksumMismatch, ObjectChanged
 from ..gcs import bridge
+from ..gcs.checksums import combine_all, crc32c_combine
 from ..gcs.chunks import Chunked
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, Streamed, get_chunks, read_object
 
@@ -80,6 +81,7 @@ class FluxReadFile(io.RawIOBase):
         self._pending: dict[int, concurrent.futures.Future] = {}
         self._crc: Optional[int] = 0   # running crc32c of bytes [0, _crc_pos); None once given up
         self._crc_pos = 0
+        self._block_crcs: dict[int, int] = {}  # block -> its crc32c, from its chunks' (not yet in `_crc`)
         # An fsspec cache the reads go through (None: the prefetching above).
         self.cache: Optional[fsspec.caching.BaseCache] = None
         if cache_type in NATIVE_CACHE_TYPES:
@@ -169,23 +171,31 @@ class FluxReadFile(io.RawIOBase):
                                         got.size, got.generation, got.crc32c))
             return self._blocks[0]
         blk = self._blocks[i] = Chunked(got.chunks)
+        if got.crcs is not None and self._crc is not None:  # its chunks' crc32c, checked by the reader: combined
+            self._block_crcs[i] = combine_all(got.chunks, got.crcs)
         # Feed the running crc while blocks arrive in order.
         while self._crc is not None and self._crc_pos < self.size:
             j = self._crc_pos // self.blocksize
             nxt = self._blocks.get(j)
             if nxt is None:
                 break
-            for c in nxt.chunks:
-                self._crc = checksums.extend(self._crc, c)
+            known = self._block_crcs.pop(j, None)
+            if known is not None:
+                self._crc = crc32c_combine(self._crc, known, len(nxt))
+            else:
+                for c in nxt.chunks:
+                    self._crc = checksums.extend(self._crc, c)
             self._crc_pos += len(nxt)
         if self._crc is not None and self._crc_pos >= self.size and self._crc_expected is not None:
             if self._crc != self._crc_expected:
                 raise ChecksumMismatch(f"crc32c mismatch reading {self.path} (generation {self.generation})")
             self._crc = None  # verified; nothing more to do
+            self._block_crcs.clear()
         # Bounded memory: keep the prefetch window plus as many blocks behind it.
         limit = max(2 * self.prefetch, self._nblocks() if self.size <= self.whole_object_limit else 0)
         while len(self._blocks) > limit:
             old, _ = self._blocks.popitem(last=False)
+            self._block_crcs.pop(old, None)
             if self._crc is not None and old * self.blocksize >= self._crc_pos:
                 self._crc = None  # a block left before being hashed: can no longer verify the whole
         return blk

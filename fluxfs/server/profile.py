@@ -9,6 +9,7 @@ import random
 import time
 from typing import Any, Dict, Iterable, Optional, Tuple
 
+from ..gcs.checksums import crc32c
 from ..gcs.limits import XML_MAX_PARTS
 
 OPS = ("list", "read", "write", "compose", "delete", "copy", "metadata", "bucket")
@@ -52,6 +53,10 @@ DEFAULTS: Dict[str, Any] = {
                                 # client cannot tell whether they happened
     "cut_replies": 0,           # the next N successful answers with a body (of fail_ops) are carried out and
                                 # sent with the body cut in half: a truncated, unparsable answer
+    "corrupt_pieces": 0,        # the next N gRPC read pieces go out with one byte flipped: their crc32c is of the
+                                # bytes as stored (corrupted in transit), or with `corrupt_at_source` of the flipped
+                                # ones (bad bytes at the source: only the whole object's crc32c tells)
+    "corrupt_at_source": False,
     "stall_after": None,        # requests (of fail_ops) stop moving after this many body bytes: the server stops
                                 # reading an upload, or sending an answer, until the setting is cleared or the
                                 # client hangs up (a server stopped with SIGSTOP, a stuck proxy); None = off
@@ -123,7 +128,7 @@ class Profile:
                 v = None if v is None or v == "" else int(v)
                 if v is not None and v < 0:
                     raise ValueError(f"stall_after must not be negative: {v}")
-            elif k in ("min_part_size", "lose_replies", "cut_replies"):
+            elif k in ("min_part_size", "lose_replies", "cut_replies", "corrupt_pieces"):
                 v = int(v)
                 if v < 0:
                     raise ValueError(f"{k} must not be negative: {v}")
@@ -133,7 +138,7 @@ class Profile:
                 v = int(v)
                 if v < 1:
                     raise ValueError(f"{k} must be at least 1: {v}")
-            elif k in ("omit_zero_fields", "xml_multipart"):
+            elif k in ("omit_zero_fields", "xml_multipart", "corrupt_at_source"):
                 v = bool(v)
             elif k == "error_style":
                 if v not in ERROR_STYLES:
@@ -201,6 +206,15 @@ class Profile:
             return False
         self.s["cut_replies"] -= 1
         return True
+
+    def corrupt(self, content: bytes, crc: int) -> Tuple[bytes, int]:
+        """(content, crc32c) of a gRPC read piece as sent: a byte flipped while `corrupt_pieces` lasts."""
+        if not self.s["corrupt_pieces"] or not content:
+            return content, crc
+        self.s["corrupt_pieces"] -= 1
+        bad = bytearray(content)
+        bad[len(bad) // 2] ^= 0xFF
+        return bytes(bad), (crc32c(bytes(bad)) if self.s["corrupt_at_source"] else crc)
 
     def stall_at(self, op: Optional[str]) -> Optional[int]:
         """After how many body bytes a request of `op` stops moving, or None."""

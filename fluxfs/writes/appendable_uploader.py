@@ -53,13 +53,13 @@ class AppendableUploader(BaseUploader):
 
     async def upload_part(self, number: int, data: bytes, crc: int) -> None:
         await self.start()
-        await self._append(data)
+        await self._append(data, crc=crc)
 
-    async def _append(self, data: bytes, size: int | None = None) -> None:
+    async def _append(self, data: bytes, size: int | None = None, crc: int | None = None) -> None:
         """`data` appended; for "ab", a takeover by another writer says how much of the whole handle's append
         persisted (`size`: its length, once known)."""
         try:
-            await grpc_writes.append(self.client, self.writer, data)
+            await grpc_writes.append(self.client, self.writer, data, crc)
         except AppendTakenOver as exc:
             self.lost = True  # the object is the other writer's now: the abort must not delete it
             if not self.appending:
@@ -78,7 +78,7 @@ class AppendableUploader(BaseUploader):
     async def complete(self, results: list, size: int, crc: int, tail: bytes, tail_crc: int) -> dict:
         await self.start()
         if tail:
-            await self._append(tail, size)
+            await self._append(tail, size, tail_crc)
         if not self.appending:
             resource = await grpc_writes.finalize(self.client, self.writer, crc)
         else:

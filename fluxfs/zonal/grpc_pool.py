@@ -44,6 +44,7 @@ class Got:
     generation: Optional[str]
     crc32c: Optional[int]     # the whole object's crc32c, when the server sent it (finalized objects)
     complete: bool = True     # False: a one-shot read that ended early (cut); the chunks are what came
+    crcs: Optional[list] = None  # crc32c of each chunk, checked on receipt (None: not known, as the library's)
 
 
 class _Chunks:

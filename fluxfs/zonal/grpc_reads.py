@@ -17,9 +17,8 @@ import contextlib
 import functools
 from typing import TYPE_CHECKING, Any, Optional
 
-
-from ..gcs import checksums
 from ..errors import ChecksumMismatch, RequestTimeout
+from ..gcs.checksums import crc32c
 from ..gcs.progress import ProgressClock
 from ..gcs.redact import get_logger
 from ..gcs.tasks import gather_all
@@ -28,6 +27,7 @@ from .gcs_adapter import bidi_read_call, bidi_read_types
 from .grpc_client import connect
 from .grpc_errors import reraise
 from .grpc_pool import CHUNK, Got, pool_of, read_pooled
+from .grpc_wire import ReadAnswer
 from .stalls import bounded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,7 +76,7 @@ async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional
     got = sum(map(len, first.chunks))
     if first.crc32c is None:  # unfinalized: its persisted bytes, read by the downloader unless all came at once
         if got < first_end - s:
-            return Got(first.chunks, s, s + got, first.generation, None)
+            return Got(first.chunks, s, s + got, first.generation, None, crcs=first.crcs)
         return await read_pooled(client, bucket, key, s, end, first.generation, chunk)
     size, gen = first.size, first.generation
     if s >= size and s > 0:
@@ -86,7 +86,7 @@ async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional
         raise ConnectionError(f"short read of {what} over gRPC: {got} bytes for range {s}-{first_end}")
     sem = asyncio.Semaphore(max(1, streams))
 
-    async def one(a: int, b: int) -> list:
+    async def one(a: int, b: int) -> Got:
         async with sem, large:
             part = await _one_shot(client, bucket, key, gen, a, b - a)
             if part is None:
@@ -95,13 +95,14 @@ async def _spread(client: "Client", bucket: str, key: str, s: int, end: Optional
             n = sum(map(len, part.chunks))
             if n != b - a:
                 raise ConnectionError(f"short read of {what} over gRPC: {n} bytes for range {a}-{b}")
-            return part.chunks
+            return part
 
-    rest = await gather_all(one(a, min(a + chunk, stop)) for a in range(s + got, stop, chunk))
-    chunks = first.chunks + [c for part in rest for c in part]
+    parts = [first] + await gather_all(one(a, min(a + chunk, stop)) for a in range(s + got, stop, chunk))
+    chunks = [c for part in parts for c in part.chunks]
+    crcs = None if any(p.crcs is None for p in parts) else [v for part in parts for v in part.crcs]
     if s == 0 and stop == size:
-        check_whole(chunks, first.crc32c, what, gen, " over gRPC")
-    return Got(chunks, s, size, gen, first.crc32c)
+        check_whole(chunks, first.crc32c, what, gen, " over gRPC", crcs=crcs)
+    return Got(chunks, s, size, gen, first.crc32c, crcs=crcs)
 
 
 async def _finish(client: "Client", bucket: str, key: str, got: Got, length: int, chunk: int) -> Got:
@@ -117,6 +118,7 @@ async def _finish(client: "Client", bucket: str, key: str, got: Got, length: int
     if n < want:
         rest = await read_pooled(client, bucket, key, got.start + n, got.start + want, got.generation, chunk)
         got.chunks = got.chunks + rest.chunks
+        got.crcs = None  # the downloader's chunks come without their crc32c values
     got.complete = True
     return got
 
@@ -135,18 +137,19 @@ async def read_whole(client: "Client", bucket: str, key: str, generation: Option
     elif n != got.size:
         raise ConnectionError(f"short read of {what} over gRPC: {n} bytes of {got.size}")
     else:
-        check_whole(got.chunks, got.crc32c, what, got.generation, " over gRPC")
+        check_whole(got.chunks, got.crc32c, what, got.generation, " over gRPC", crcs=got.crcs)
     return got
 
 
-_REQUEST, _RESPONSE = bidi_read_types()
+_REQUEST = bidi_read_types()[0]
 
 
 async def _one_shot(client: "Client", bucket: str, key: str, generation: Optional[str], start: int,
                     length: int) -> Optional[Got]:
     """[start, start + length) (length 0: to the end) on a stream of its own, the range sent with the opening
     message and the stream closed once it ends; not `complete` when it ended early (cut, redirected, overloaded),
-    None when it did before the object's metadata came. Chunks at the wrong offset or a wrong crc32c are refused."""
+    None when it did before the object's metadata came. Chunks at the wrong offset or a wrong crc32c are refused;
+    the crc32c of each chunk (computed once, here) is kept in `crcs`: whole-object checks combine them."""
     from google.api_core import exceptions as gexc
     from grpc.aio import AioRpcError
 
@@ -162,29 +165,31 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
     rr.read_offset, rr.read_length, rr.read_id = start, length, 1
 
     chunks: list = []
+    crcs: list = []
     state: dict = {"size": None, "crc": None, "gen": None, "at": start, "done": False}
     clock = ProgressClock(client.options.read_timeout)  # progress is any message: the metadata first, then bytes
 
     async def receive(stream: Any) -> None:
         await stream.write(request)
         await stream.done_writing()
-        async for pb in stream:
+        async for answer in stream:  # a ReadAnswer: the data pieces sliced out once, the rest protobuf
             clock.moved()
-            if pb.HasField("metadata"):
-                meta = pb.metadata
+            if answer.rest.HasField("metadata"):
+                meta = answer.rest.metadata
                 state["size"], state["gen"] = int(meta.size), str(meta.generation)
                 if meta.HasField("checksums") and meta.checksums.HasField("crc32c") and meta.HasField("finalize_time"):
                     state["crc"] = meta.checksums.crc32c
-            for part in pb.object_data_ranges:
-                data = part.checksummed_data.content
-                if part.read_range.read_offset != state["at"]:
+            for part in answer.pieces:
+                data = part.content
+                if part.offset != state["at"]:
                     raise ChecksumMismatch(f"reading {what} over gRPC: a chunk at offset "
-                                           f"{part.read_range.read_offset}, expected {state['at']}")
-                if (part.checksummed_data.HasField("crc32c")
-                        and checksums.crc32c(data) != part.checksummed_data.crc32c):
+                                           f"{part.offset}, expected {state['at']}")
+                crc = crc32c(data)
+                if part.crc32c is not None and crc != part.crc32c:
                     raise ChecksumMismatch(f"crc32c mismatch reading {what} over gRPC: bytes corrupted in transit")
                 if data:
                     chunks.append(data)
+                    crcs.append(crc)
                     state["at"] += len(data)
                     clock.moved(len(data))
                 state["done"] = state["done"] or part.range_end
@@ -193,7 +198,7 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
 
     stream = None
     try:
-        stream = bidi_read_call(grpc, _REQUEST, _RESPONSE)(
+        stream = bidi_read_call(grpc, _REQUEST, ReadAnswer)(
             metadata=(("x-goog-request-params", f"bucket=projects/_/buckets/{bucket}"),))
         try:
             await bounded(receive(stream), client.options.read_timeout, what, "BidiReadObject", clock=clock)
@@ -215,4 +220,4 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
     size, gen, crc, done = state["size"], state["gen"], state["crc"], state["done"]
     if size is None:
         return None
-    return Got(chunks, start, size, gen, crc, complete=done)
+    return Got(chunks, start, size, gen, crc, complete=done, crcs=crcs)

@@ -83,10 +83,11 @@ async def persisted_crc(client: "Client", writer: Any) -> Optional[int]:
     return pb.checksums.crc32c if pb.checksums.HasField("crc32c") else None
 
 
-async def append(client: "Client", writer: Any, data: bytes) -> None:
+async def append(client: "Client", writer: Any, data: bytes, crc: Optional[int] = None) -> None:
     """Append `data` at the object's end and flush it; a broken stream is resumed from the persisted size, under
     the write retry policy (`RetryPolicy.run`, as every HTTP request). Raises the last failure once the policy runs
-    out, `ResumeImpossible` if resuming cannot be exact."""
+    out, `ResumeImpossible` if resuming cannot be exact. `crc`, the crc32c of `data` when the caller has it, is
+    combined into the persisted bytes' crc32c instead of hashing `data` again."""
     what = f"{writer.bucket_name}/{writer.object_name}"
     base = int(writer.persisted_size or 0)  # the previous append ended flushed: this is the confirmed size
     end = base + len(data)
@@ -103,15 +104,19 @@ async def append(client: "Client", writer: Any, data: bytes) -> None:
                 await _reopen(client, writer, what)
                 await _check(client, writer, what, data, base)
             done = int(writer.persisted_size or 0) - base
-            view = memoryview(data)
+            # bytes slices, not views: the library wraps each in a BytesIO, which copies a view (and then its read
+            # copies again) but shares a bytes object and hands it back whole: one copy of every byte instead of two
+            whole = data if isinstance(data, bytes) else bytes(data)
             for at in range(done, len(data), SLICE):  # each slice taken within read_timeout, or the stream stalled
-                await within(client, writer.append(view[at:at + SLICE], retry_policy=one_attempt()), what,
-                             writing=True)
+                piece = whole if at == 0 and len(whole) <= SLICE else whole[at:at + SLICE]
+                await within(client, writer.append(piece, retry_policy=one_attempt()), what, writing=True)
             persisted = await within(client, writer.flush(), what, writing=True)
             if persisted != end:
                 raise ResumeImpossible(f"the write of {what} cannot go on: GCS holds {persisted} bytes of it after "
                                        f"appending bytes {base}..{end} (another writer appended to it?)")
-            state.crc = None if state.crc is None else checksums.extend(state.crc, data)
+            if state.crc is not None:
+                state.crc = (checksums.extend(state.crc, data) if crc is None
+                             else checksums.crc32c_combine(state.crc, crc, len(data)))
         except Exception as exc:
             if taken_over(exc):  # what our stream confirmed persisted is ours; nothing after it is
                 if int(writer.persisted_size or 0) >= end:

@@ -64,11 +64,12 @@ def _raise_named(exc: BaseException, what: str, generation: Optional[int]) -> No
     reraise(exc, what)
 
 
-async def append(client: "Client", writer: Any, data: bytes) -> None:
-    """Append `data` at the writer's end and flush it (sent in 2 MiB messages); a broken stream is resumed
-    from the persisted size (`grpc_resume`), never by the library's retry, which resends the wrong bytes."""
+async def append(client: "Client", writer: Any, data: bytes, crc: Optional[int] = None) -> None:
+    """Append `data` (its crc32c `crc`, when known) at the writer's end and flush it (sent in 2 MiB messages); a
+    broken stream is resumed from the persisted size (`grpc_resume`), never by the library's retry, which resends
+    the wrong bytes."""
     try:
-        await grpc_resume.append(client, writer, data)
+        await grpc_resume.append(client, writer, data, crc)
     except (ResumeImpossible, AppendTakenOver):
         raise
     except Exception as exc:

@@ -134,8 +134,7 @@ async def _serve_range(srv: Any, context: grpc.aio.ServicerContext, where: str, 
                 await asyncio.Event().wait()  # until the client gives up on the stream
         out = BidiReadResponse()
         piece = out.object_data_ranges.add()
-        piece.checksummed_data.content = content
-        piece.checksummed_data.crc32c = crc32c(content)
+        piece.checksummed_data.content, piece.checksummed_data.crc32c = srv.profile.corrupt(content, crc32c(content))
         piece.read_range.read_offset = pos
         piece.read_range.read_length = len(content)
         piece.read_range.read_id = rr.read_id
