@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import functools
 import json
 import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -183,7 +186,11 @@ def run_scenario(
 
 
 def save_report(args: argparse.Namespace, report: dict) -> dict:
-    """Write the report to --json PATH, if given; returns it."""
+    """Write the report to --json PATH, if given, with the machine, the git commit and the UTC date it was
+    made on (what a README row cites); returns it."""
+    report.setdefault("machine", machine_info())
+    report.setdefault("commit", git_commit())
+    report.setdefault("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2))
@@ -213,8 +220,29 @@ def compute_ratios(contenders: dict, headlines: list[str], pairs: Sequence[tuple
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def git_commit() -> str | None:
+    """`git rev-parse --short HEAD` of the checkout bench/ is in (None outside a checkout or without git)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        return None
+
+
 def machine_info() -> dict:
-    info = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    """What the figures were measured on: CPUs (count and model), OS, Python and torch versions."""
+    info = {"cpus": os.cpu_count(), "cpu": _cpu_model() or platform.processor() or None,
+            "os": platform.platform(), "python": platform.python_version()}
     try:
         from importlib.metadata import version
 

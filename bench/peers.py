@@ -9,6 +9,8 @@ The peers users would pick instead of fluxfs, pointed at the embedded server wit
   runai        Run:ai Model Streamer (C++, vLLM's and SGLang's weight loader) with runai-model-streamer-gcs:
                CLOUD_STORAGE_EMULATOR_ENDPOINT, anonymous credentials, RUNAI_STREAMER_CONCURRENCY=N and
                RUNAI_STREAMER_S3_MAX_CONNECTIONS=1 (connections independent of the core count)
+  aiohttp      bare concurrent aiohttp GETs (`alt=media`, body by `await resp.read()`): one ClientSession,
+               concurrency = coroutines at once over a connector of as many connections (always installed)
 A peer whose package is missing (`pip install fluxfs[peers]`) raises `Skipped`: reported, not failed.
 The fluxfs contender of `bench reads` runs here too, so all of them are measured the same way: wall
 and CPU (os.times of the whole process, its native threads included) around the reads only, the
@@ -47,6 +49,7 @@ def concurrency_note(name: str, n: int, chunk: int | None = None) -> str:
         "tensorstore": f'context {{"gcs_request_concurrency": {{"limit": {n}}}}}',
         "runai": f"RUNAI_STREAMER_CONCURRENCY={n}, RUNAI_STREAMER_S3_MAX_CONNECTIONS=1"
                  + (f", RUNAI_STREAMER_CHUNK_BYTESIZE={chunk}" if chunk else ""),
+        "aiohttp": f"{n} GETs awaited at once (coroutines over one ClientSession, TCPConnector(limit={n}))",
     }
     return notes[name]
 
@@ -133,6 +136,38 @@ def _obstore_reads(spec: dict, objects: list) -> dict:
     return {"wall_s": state["wall"], "cpu_s": state["cpu"], "peak_mb": mem.extra_mb}
 
 
+def _aiohttp_reads(spec: dict, objects: list) -> dict:
+    """The bare client: one GET ?alt=media per object, the body by `await resp.read()`, no retries."""
+    import asyncio
+    from urllib.parse import quote
+
+    import aiohttp
+    from yarl import URL
+
+    base = f"{spec['url']}/download/storage/v1/b/{quote(spec['bucket'], safe='')}/o/"
+    state: dict = {}
+
+    async def main() -> None:
+        it = iter(objects)
+        limit = spec["concurrency"]
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit)) as session:
+            clock = _Clock()
+
+            async def worker() -> None:
+                for key, size, crc in it:
+                    async with session.get(URL(f"{base}{quote(key, safe='')}?alt=media", encoded=True)) as resp:
+                        if resp.status != 200:
+                            raise WrongResult(f"GET {key}: HTTP {resp.status}")
+                        body = await resp.read()
+                    clock.check(key, size, crc, body)
+            await asyncio.gather(*(worker() for _ in range(limit)))
+            state["wall"], state["cpu"] = clock.result()
+
+    with PeakMemory() as mem:
+        asyncio.run(main())
+    return {"wall_s": state["wall"], "cpu_s": state["cpu"], "peak_mb": mem.extra_mb}
+
+
 def _tensorstore_reads(spec: dict, objects: list) -> dict:
     import collections
 
@@ -183,7 +218,7 @@ def _fluxfs_reads(spec: dict, objects: list) -> dict:
 
 
 READERS = {"fluxfs": _fluxfs_reads, "fluxfs-readonly": _fluxfs_reads, "obstore": _obstore_reads,
-           "tensorstore": _tensorstore_reads}
+           "tensorstore": _tensorstore_reads, "aiohttp": _aiohttp_reads}
 
 
 def read_objects(spec: dict) -> dict:

@@ -11,6 +11,8 @@ from --objects/--size. Contenders, interleaved on the same server and data:
                     directly (10 KiB and 100 KiB sets; ratio `10KiB:fluxfs-readonly/gcsfs`, ...)
   obstore           one GET per object, --peer-concurrency of them in flight (own process, bench/peers.py)
   tensorstore       one kvstore read per object, gcs_request_concurrency = --peer-concurrency (own process)
+  aiohttp           bare concurrent aiohttp GETs (`alt=media`, `await resp.read()`), --peer-concurrency at once
+                    over one ClientSession (own process): what the bytes cost through the HTTP stack fluxfs uses
   fluxfs-batched    `fs.cat_objects(batch)` per batch of --batch-bytes, like the gcsfs contender
   fluxfs-nocompose  `fluxfs` with compose=False (direct GETs)
   gcsfs             `gcsfs.core.GCSFileSystem.cat(paths)`
@@ -23,6 +25,9 @@ the own-process contenders, as it arrives, its time taken off the clock). --peer
 defaults to fluxfs's read_concurrency.
 Reported: objects/s, MB/s, client CPU seconds (per GB, per object), peak memory above the start of the
 reads (peak_mb: VmHWM, reset before) and server requests per object.
+Ratios, per set, keyed by the set (`2000x1MiB:fluxfs/gcsfs`) and again by object size (`1MiB:fluxfs/gcsfs`):
+throughput `SIZE:A/B` (objects/s, higher is better) and `cpu:SIZE:fluxfs/PEER` for PEER in obstore,
+tensorstore and aiohttp: fluxfs's client CPU per GB over the peer's (lower is better; < 1 = fluxfs spends less).
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ BUCKET = "bench-reads"
 # The bearer token of fluxfs-readonly: the server answers every write it sends 403 (`read_only_token`).
 READ_ONLY_TOKEN = "bench-reads-viewer"
 READ_ONLY_MAX_SIZE = 100 * KIB  # the sets it runs on: small objects, where compose matters
+OWN_PROCESS_PEERS = ("obstore", "tensorstore", "aiohttp")  # each run by bench/peers.py at --peer-concurrency
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +61,8 @@ def add_args(parser: argparse.ArgumentParser) -> None:
                         help="objects given to the sequential `dataflux` contender (it runs ~300 obj/s)")
     parser.add_argument("--dataflux-threads", type=int, default=32, help="threads of dataflux-best")
     parser.add_argument("--peer-concurrency", type=int, default=None,
-                        help="requests in flight for obstore and tensorstore (default: fluxfs's read_concurrency)")
+                        help="requests in flight for obstore, tensorstore and aiohttp "
+                             "(default: fluxfs's read_concurrency)")
     parser.add_argument("--handle-size", type=int, default=0,
                         help="also time fs.open(path, 'rb').read() of one object this big (fluxfs vs gcsfs); 0 = skip")
 
@@ -84,13 +91,23 @@ def _batches(items: list, sizes: List[int], limit: int) -> List[list]:
 
 
 def cpu_ratios(contenders: Dict, rivals) -> Dict[str, float]:
-    """cpu:fluxfs/PEER: fluxfs's client CPU per GB over the peer's (lower is better)."""
+    """cpu:fluxfs/PEER: fluxfs's client CPU per GB over the peer's (lower is better: < 1 = fluxfs spends less)."""
     out = {}
     f = contenders.get("fluxfs", {}).get("median", {}).get("cpu_s_per_gb")
     for peer in rivals:
         p = contenders.get(peer, {}).get("median", {}).get("cpu_s_per_gb")
         if f and p:
             out[f"cpu:fluxfs/{peer}"] = round(f / p, 2)
+    return out
+
+
+def set_ratios(label: str, ratios: Dict[str, float]) -> Dict[str, float]:
+    """A set's ratios keyed by the set (`2000x1MiB:fluxfs/aiohttp`, `cpu:2000x1MiB:...`) and by its object size,
+    as the rows are named (`1MiB:fluxfs/aiohttp`, `cpu:1MiB:fluxfs/aiohttp`)."""
+    out = {}
+    for prefix in (label, label.partition("x")[2]):
+        for k, v in ratios.items():
+            out[f"cpu:{prefix}:{k[4:]}" if k.startswith("cpu:") else f"{prefix}:{k}"] = v
     return out
 
 
@@ -262,6 +279,7 @@ def run(args: argparse.Namespace) -> dict:
                 **({"fluxfs-readonly": process_contender("fluxfs-readonly")} if size <= READ_ONLY_MAX_SIZE else {}),
                 "obstore": process_contender("obstore"),
                 "tensorstore": process_contender("tensorstore"),
+                "aiohttp": process_contender("aiohttp"),
                 "fluxfs-batched": fluxfs_contender(flux),
                 "fluxfs-nocompose": fluxfs_stream_contender(flux_direct),
                 "gcsfs": gcsfs_contender,
@@ -276,9 +294,9 @@ def run(args: argparse.Namespace) -> dict:
                                       "fluxfs-readonly": "as fluxfs, with a read-only token: compose refused (403) "
                                                          "once, then direct reads",
                                       "obstore": peers.concurrency_note("obstore", peer_n),
-                                      "tensorstore": peers.concurrency_note("tensorstore", peer_n)}}
+                                      **{p: peers.concurrency_note(p, peer_n) for p in OWN_PROCESS_PEERS}}}
             report = run_scenario(f"reads {label}", sub_args, params, contenders, "objects_per_s",
-                                  [("fluxfs", "obstore"), ("fluxfs", "tensorstore"),
+                                  [("fluxfs", "obstore"), ("fluxfs", "tensorstore"), ("fluxfs", "aiohttp"),
                                    ("fluxfs", "gcsfs"), ("fluxfs", "dataflux"), ("fluxfs", "dataflux-best"),
                                    ("fluxfs", "limit"), ("fluxfs-batched", "gcsfs"), ("fluxfs-nocompose", "gcsfs"),
                                    ("fluxfs-readonly", "gcsfs"), ("fluxfs-readonly", "obstore"),
@@ -291,11 +309,8 @@ def run(args: argparse.Namespace) -> dict:
                           f"{m.get('cpu_s', 0):>6.2f} cpu-s {m.get('cpu_s_per_gb', 0):>6.2f} cpu-s/GB "
                           f"{m.get('cpu_us_per_object', 0):>6.0f} cpu-us/object {m.get('peak_mb', 0):>6.0f} MiB peak "
                           f"{m.get('requests_per_object', 0):>6.3f} requests/object")
-            report["ratios"].update(cpu_ratios(report["contenders"], ("obstore", "tensorstore")))
-            for k, v in report["ratios"].items():
-                combined["ratios"][f"cpu:{label}:{k[4:]}" if k.startswith("cpu:") else f"{label}:{k}"] = v
-                if k.startswith("fluxfs-readonly/"):  # the row is named by object size: 10KiB:fluxfs-readonly/gcsfs
-                    combined["ratios"][f"{label.partition('x')[2]}:{k}"] = v
+            report["ratios"].update(cpu_ratios(report["contenders"], OWN_PROCESS_PEERS))
+            combined["ratios"].update(set_ratios(label, report["ratios"]))
         if args.handle_size:
             _handle_scenario(args, sub_args, srv, flux, gfs, combined)
     return finish_combined("reads", args, combined)

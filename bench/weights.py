@@ -23,6 +23,9 @@ A peer whose package is missing is reported as skipped (`pip install fluxfs[peer
 Timed: the load or save only. Every load is checked byte for byte (untimed); every save's object
 must have the crc32c of the package's own bytes. Headlines: load and save MB/s; also client CPU
 s/GB and the peak memory above the start (VmHWM, reset after the imports) and above the loaded tensors.
+Ratios: `load:fluxfs/X` and `save:fluxfs/gcsfs` (MB/s, higher is better; gcsfs = its faster load of gcsfs-cat
+and gcsfs-disk), `cpu:load:fluxfs/X` (load CPU per GB, fluxfs over X: lower is better, < 1 = fluxfs spends
+less) for X in limit, runai, obstore, tensorstore; `rss:fluxfs/model` and `tp-bytes:half/full`.
 """
 from __future__ import annotations
 
@@ -339,13 +342,13 @@ def run(args: argparse.Namespace) -> dict:
             ratios["load:fluxfs/gcsfs"] = round(f["load_mb_per_s"] / max(gcs), 2)
         if "limit" in med:
             ratios["load:fluxfs/limit"] = round(f["load_mb_per_s"] / med["limit"]["load_mb_per_s"], 2)
-            ratios["cpu:fluxfs/limit"] = round(f["load_cpu_s_per_gb"] / med["limit"]["load_cpu_s_per_gb"], 2)
+            ratios["cpu:load:fluxfs/limit"] = round(f["load_cpu_s_per_gb"] / med["limit"]["load_cpu_s_per_gb"], 2)
         if "gcsfs-cat" in med and "save_mb_per_s" in med["gcsfs-cat"]:
             ratios["save:fluxfs/gcsfs"] = round(f["save_mb_per_s"] / med["gcsfs-cat"]["save_mb_per_s"], 2)
         for p in PEERS:
             if p in med:
                 ratios[f"load:fluxfs/{p}"] = round(f["load_mb_per_s"] / med[p]["load_mb_per_s"], 2)
-                ratios[f"cpu:fluxfs/{p}"] = round(f["load_cpu_s_per_gb"] / med[p]["load_cpu_s_per_gb"], 2)
+                ratios[f"cpu:load:fluxfs/{p}"] = round(f["load_cpu_s_per_gb"] / med[p]["load_cpu_s_per_gb"], 2)
         ratios["rss:fluxfs/model"] = round(max(0.0, f["rss_above_tensors_mb"]) * MIB / model, 3)
         if "fluxfs-tp-half" in med:
             ratios["tp-bytes:half/full"] = round(med["fluxfs-tp-half"]["bytes_read"] / f["bytes_read"], 3)

@@ -9,6 +9,8 @@ import argparse
 import hashlib
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -39,7 +41,7 @@ def spec(flux_server, bucket, contender: str, objects: list) -> dict:
             "batch_bytes": 64 * 1024, "concurrency": 4, "fluxfs": {}}
 
 
-@pytest.mark.parametrize("contender", ["fluxfs", "obstore", "tensorstore"])
+@pytest.mark.parametrize("contender", ["fluxfs", "obstore", "tensorstore", "aiohttp"])
 def test_reads_contender_reads_every_object(flux_server, bucket, listed, contender):
     needs(contender)
     out = peers.run_worker(spec(flux_server, bucket, contender, listed), timeout=120)
@@ -48,12 +50,28 @@ def test_reads_contender_reads_every_object(flux_server, bucket, listed, contend
     assert out["wall_s"] > 0 and out["cpu_s"] >= 0 and out["peak_mb"] >= 0
 
 
-@pytest.mark.parametrize("contender", ["fluxfs", "obstore", "tensorstore"])
+@pytest.mark.parametrize("contender", ["fluxfs", "obstore", "tensorstore", "aiohttp"])
 def test_reads_contender_refuses_bytes_that_differ(flux_server, bucket, listed, contender):
     needs(contender)
     listed[5][2] = "AAAAAA=="  # not the object's crc32c: the check must fail, naming the object
     with pytest.raises(WrongResult, match=listed[5][0]):
         peers.run_worker(spec(flux_server, bucket, contender, listed), timeout=120)
+
+
+def test_reads_scenario_reports_the_aiohttp_contender_and_its_ratios_by_object_size(tmp_path):
+    """A tiny `python -m bench reads` run: bare aiohttp is timed, and its throughput and CPU-per-GB ratios are keyed
+    by the set and by the object size (`10KiB:fluxfs/aiohttp`), with the machine, commit and date recorded."""
+    out = tmp_path / "reads.json"
+    subprocess.run([sys.executable, "-m", "bench", "reads", "--profile", "local", "--objects", "40", "--size", "10240",
+                    "--repeat", "1", "--only", "fluxfs,aiohttp", "--json", str(out)],
+                   cwd=ROOT, check=True, capture_output=True, timeout=300)
+    report = json.loads(out.read_text())
+    aiohttp = report["sets"]["40x10KiB"]["contenders"]["aiohttp"]["median"]
+    assert aiohttp["objects"] == 40 and aiohttp["bytes"] == 40 * 10240 and aiohttp["cpu_s_per_gb"] > 0
+    for key in ("10KiB:fluxfs/aiohttp", "cpu:10KiB:fluxfs/aiohttp", "40x10KiB:fluxfs/aiohttp",
+                "cpu:40x10KiB:fluxfs/aiohttp"):
+        assert report["ratios"][key] > 0, key
+    assert report["machine"]["cpus"] >= 1 and report["date"].endswith("Z") and "commit" in report
 
 
 def test_readonly_contender_reads_every_object_with_compose_refused(flux_server, bucket, listed):

@@ -1,7 +1,7 @@
 """`python -m bench.report` renders every scenario with the peer columns (shards and weights included)."""
 from __future__ import annotations
 
-from bench.report import PEERS, table
+from bench.report import PEERS, sources, table
 
 
 def med(**values) -> dict:
@@ -48,4 +48,24 @@ def test_shards_and_packing_rows_are_rendered():
     assert (row["fluxfs"], row["webdataset"]) == ("3,601", "448")
     row = cells(md, "shards pack", "obj/s")
     assert (row["fluxfs"], row["gcsfs"]) == ("2,537", "1,604")
-    assert {"obstore", "tensorstore", "runai"} <= set(PEERS)
+    assert {"obstore", "tensorstore", "runai", "aiohttp"} <= set(PEERS)
+
+
+def test_reads_rows_show_the_aiohttp_peer_cpu_per_object_and_the_run_it_came_from():
+    report = {"scenario": "reads", "profile": "cloud", "commit": "abc1234", "date": "2026-12-07T22:00:17Z",
+              "machine": {"cpus": 2, "cpu": "Xeon", "python": "3.11.7", "torch": "2.13.0"},
+              "sets": {"2000x1MiB": {
+                  "contenders": {"fluxfs": med(objects_per_s=1303, cpu_s_per_gb=0.8, peak_mb=180, cpu_s=1.6,
+                                               bytes=2 * 10**9, objects=2000),
+                                 "aiohttp": med(objects_per_s=1200, cpu_s=1.0, bytes=2 * 10**9, objects=2000)},
+                  "ratios": {"fluxfs/aiohttp": 1.09, "cpu:fluxfs/aiohttp": 1.6}}}}
+    md = table([report])
+    row = cells(md, "reads 2000x1MiB", "obj/s")
+    assert (row["fluxfs"], row["aiohttp"], row["ratios (median of runs)"]) == ("1,303", "1,200", "fluxfs/aiohttp 1.09x")
+    cpu = cells(md, "reads 2000x1MiB", "CPU s/GB")  # aiohttp's derived from cpu_s and bytes
+    assert (cpu["fluxfs"], cpu["aiohttp"], cpu["ratios (median of runs)"]) == ("0.8", "0.5", "fluxfs/aiohttp 1.6x")
+    per_object = cells(md, "reads 2000x1MiB", "CPU us/object")
+    assert (per_object["fluxfs"], per_object["aiohttp"], per_object["ratios (median of runs)"]) == ("800", "500", "")
+    assert sources([report], ["reads-cloud.json"]) == (
+        "- `reads-cloud.json`: reads (cloud), commit abc1234, 2026-12-07T22:00:17Z, 2 CPUs (Xeon), Python 3.11.7, "
+        "torch 2.13.0")
