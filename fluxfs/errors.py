@@ -16,7 +16,7 @@ from . import jsontext
 __all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "ObjectChanged", "object_changed",
            "AppendTakenOver",
            "RequestTimeout",
-           "ChecksumMismatch", "ServerUnreachable", "UploadLost", "ResumeImpossible", "ZonalUnsupported",
+           "ChecksumMismatch", "ServerUnreachable", "UploadLost", "ResumeImpossible", "TakenOverWhileResuming", "ZonalUnsupported",
            "FolderRenameTimeout", "UnknownOptionWarning", "raise_for_status"]
 
 
@@ -113,6 +113,12 @@ class ChecksumMismatch(FluxError):
 
 class ResumeImpossible(FluxError):
     """A broken write stream cannot be resumed without writing wrong bytes (the object is not where we left it)."""
+
+
+class TakenOverWhileResuming(AppendTakenOver, ResumeImpossible):
+    """A broken write stream, resumed, found another writer's bytes past its confirmed ones: a takeover whose abort
+    reached this stream as another status (gRPC may report a refused stream as INTERNAL). Handled as the takeover
+    it is (`persisted` counted from this stream's last confirmed size; the object left to that writer)."""
 
 
 class ZonalUnsupported(FluxError, NotImplementedError):

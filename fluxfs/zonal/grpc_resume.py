@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..errors import AppendTakenOver, RequestTimeout, ResumeImpossible
+from ..errors import AppendTakenOver, RequestTimeout, ResumeImpossible, TakenOverWhileResuming
 from ..gcs import checksums
 from ..gcs.redact import get_logger
 from .gcs_adapter import close_stream_call, detach_stream, drop_stream, extra, forget_position, redirected
@@ -100,9 +100,10 @@ async def append(client: "Client", writer: Any, data: bytes, crc: Optional[int] 
     async def attempt(n: int) -> None:
         try:
             if n:
+                confirmed = int(writer.persisted_size or 0)  # the broken stream's last confirmed size
                 _drop_stream(writer, broke[-1])
                 await _reopen(client, writer, what)
-                await _check(client, writer, what, data, base)
+                await _check(client, writer, what, data, base, confirmed)
             done = int(writer.persisted_size or 0) - base
             # bytes slices, not views: the library wraps each in a BytesIO, which copies a view (and then its read
             # copies again) but shares a bytes object and hands it back whole: one copy of every byte instead of two
@@ -150,12 +151,16 @@ async def open_stream(client: "Client", writer: Any, what: str) -> None:
                                            retry_on=lambda exc: retryable(exc) and not isinstance(exc, RequestTimeout))
 
 
-async def _check(client: "Client", writer: Any, what: str, data: bytes, base: int) -> None:
+async def _check(client: "Client", writer: Any, what: str, data: bytes, base: int, confirmed: int) -> None:
     """The taken-over object must hold our confirmed bytes and at most the append in progress, and what it
-    holds past them must be ours (its crc32c, where known)."""
+    holds past them must be ours (its crc32c, where known). Fewer bytes: `ResumeImpossible`; another writer's
+    bytes past ours: `TakenOverWhileResuming`, counting what of this append our stream had confirmed."""
     persisted, end = int(writer.persisted_size or 0), base + len(data)
     why = ""
-    if not base <= persisted <= end:
+    if persisted < base:
+        raise ResumeImpossible(f"cannot resume the write of {what} after its stream broke: GCS holds {persisted} "
+                               f"bytes of it, the write had {base} confirmed; nothing more was written")
+    if persisted > end:
         why = f"GCS holds {persisted} bytes of it, the write had {base} confirmed and was sending up to {end}"
     elif persisted > base and extra(writer).crc is not None:
         expect = checksums.extend(extra(writer).crc, memoryview(data)[:persisted - base].tobytes())
@@ -164,8 +169,12 @@ async def _check(client: "Client", writer: Any, what: str, data: bytes, base: in
             why = (f"the {persisted - base} bytes GCS holds past the {base} confirmed are not the ones sent "
                    f"(crc32c {held}, sent {expect})")
     if why:
-        raise ResumeImpossible(f"cannot resume the write of {what} after its stream broke: {why} (another writer "
-                               f"changed it); nothing more was written")
+        done = max(0, min(len(data), confirmed - base))
+        await release(writer)
+        err = TakenOverWhileResuming(f"cannot resume the write of {what} after its stream broke: {why} (another "
+                                     f"writer changed it); nothing more was written", what, done)
+        err.at = base + done
+        raise err
 
 
 def _drop_stream(writer: Any, exc: BaseException) -> None:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from fluxfs.errors import ResumeImpossible, RetryableError
+from fluxfs.errors import AppendTakenOver, ResumeImpossible, RetryableError, TakenOverWhileResuming
 from tests.zonal.conftest import zonal_fs
 
 MiB = 2**20
@@ -111,16 +111,34 @@ def test_cut_after_the_object_was_deleted_fails_naming_it(zonal):
 
 @pytest.mark.parametrize("appended", [MiB, 9 * MiB])
 def test_cut_after_another_writer_appended_fails_naming_it(zonal, appended):
-    """Another writer took the object over and appended before the stream broke: what GCS holds past the confirmed
-    bytes is not ours (within the part in progress, told by crc32c; beyond it, by size): refused, nothing written."""
+    """Another writer took the object over and appended before the stream broke (its abort reached this stream as
+    a cut, as gRPC may report it): what GCS holds past the confirmed bytes is not ours (within the part in
+    progress, told by crc32c; beyond it, by size). Refused as the takeover it is: nothing more written, and the
+    object, with the other writer's bytes, left to that writer (never deleted)."""
     server, bucket = zonal
-
-    def append_other(path: str) -> None:
-        with zonal_fs(server).open(path, "ab") as other:
-            other.write(os.urandom(appended))
-
-    _refused_after(server, f"{bucket}/shared", append_other,
-                   f"cannot resume the write of {bucket}/shared.*another writer")
+    srv = _embedded(server)
+    fs = zonal_fs(server)
+    path = f"{bucket}/shared"
+    other_bytes = os.urandom(appended)
+    srv.reset_stats()
+    srv.configure(cut_replies=2, fail_ops="write")
+    try:
+        with pytest.raises(AppendTakenOver, match="another writer took the unfinished object over") as caught:
+            with fs.open(path, "wb") as f:
+                f.write(os.urandom(16 * MiB))
+                f.write(b"x")
+                _persisted(server, path, 16 * MiB)  # two parts flushed
+                with zonal_fs(server).open(path, "ab") as other:
+                    other.write(other_bytes)
+                f.write(os.urandom(9 * MiB))
+    finally:
+        srv.configure(cut_replies=0, fail_ops=None)
+    assert isinstance(caught.value.__cause__, TakenOverWhileResuming)
+    assert isinstance(caught.value.__cause__, ResumeImpossible)
+    assert f"cannot resume the write of {path}" in str(caught.value.__cause__)
+    assert "another writer" in str(caught.value.__cause__)
+    fs.invalidate_cache()
+    assert fs.cat_file(path).endswith(other_bytes)  # the other writer's object, its bytes kept
 
 
 def test_cuts_beyond_the_retry_policy_fail_naming_the_object(zonal):
