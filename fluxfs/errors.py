@@ -16,7 +16,8 @@ from . import jsontext
 __all__ = ["FluxError", "HttpError", "RetryableError", "PreconditionFailed", "ObjectChanged", "object_changed",
            "AppendTakenOver",
            "RequestTimeout",
-           "ChecksumMismatch", "ServerUnreachable", "UploadLost", "ResumeImpossible", "TakenOverWhileResuming", "ZonalUnsupported",
+           "ChecksumMismatch", "ServerUnreachable", "UploadLost", "ResumeImpossible",
+           "TakenOverWhileResuming", "ZonalUnsupported",
            "FolderRenameTimeout", "UnknownOptionWarning", "raise_for_status"]
 
 
