@@ -58,11 +58,12 @@ _QUEUED = _Queued()
 fork.reset_in_child(_QUEUED)
 
 
-def _cacheable(fetch: Fetcher, info: Any) -> Optional[Entry]:
-    """(store, bucket, key, generation, size, crc32c) of an info dict that names a generation and a size, else None."""
+def _cacheable(fetch: Fetcher, info: Any, name: str) -> Optional[Entry]:
+    """(store, bucket, key, generation, size, crc32c) of an info dict (`name`: its path stripped) that names a
+    generation and a size, else None."""
     if not isinstance(info, dict) or not info.get("generation") or info.get("size") is None:
         return None
-    bucket, key, _ = fetch.split_path(fetch.strip_protocol(info["name"]))
+    bucket, key, _ = fetch.split_path(name)
     try:
         crc = crc_value(info.get("crc32c"))
     except ValueError:
@@ -177,7 +178,9 @@ def flush() -> None:
 async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: str) -> dict:
     """`fetch.cat_objects(infos, on_error=...)`'s answer, the cached objects served from the cache; the misses
     claimed first (`claims.py`), so objects another process is downloading are waited for, not downloaded again."""
-    entries = [(i, e) for i, e in ((i, _cacheable(fetch, info)) for i, info in enumerate(infos)) if e is not None]
+    names = [fetch.strip_protocol(info["name"] if isinstance(info, dict) else info) for info in infos]  # once each
+    entries = [(i, e) for i, e in ((i, _cacheable(fetch, info, names[i])) for i, info in enumerate(infos))
+               if e is not None]
     if not entries:
         return await fetch.cat_objects(infos, on_error=on_error)
     loop = asyncio.get_running_loop()
@@ -190,7 +193,7 @@ async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: s
     else:
         hits = await loop.run_in_executor(cache.executor(), _hits, cache, entries)
     if len(hits) == len(infos):
-        return {fetch.strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
+        return {names[i]: hits[i] for i in range(len(infos))}
     misses = {i: e for i, e in entries if i not in hits}
     made, theirs, reserved = await _claim(cache, list(misses.values()))
     waited = set(theirs)
@@ -202,8 +205,8 @@ async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: s
             got = await fetch.cat_objects(first, on_error=on_error) if first else {}
             claims.touch(made)
         finally:  # on every path: written, or let go
-            names = {e: fetch.strip_protocol(infos[i]["name"]) for i, e in misses.items()}
-            _write_later(cache, made, {e: got.get(names[e]) for c in made for e in c.entries}, reserved)
+            named = {e: names[i] for i, e in misses.items()}
+            _write_later(cache, made, {e: got.get(named[e]) for c in made for e in c.entries}, reserved)
         if wait is not None:
             await wait
             late = [(i, e) for i, e in misses.items() if e in waited]
@@ -216,8 +219,7 @@ async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: s
         if wait is not None:
             wait.cancel()
     out = {}
-    for i, info in enumerate(infos):  # the order asked, as the uncached read answers
-        name = fetch.strip_protocol(info["name"] if isinstance(info, dict) else info)
+    for i, name in enumerate(names):  # the order asked, as the uncached read answers
         if i in hits:
             out[name] = hits[i]
         elif name in got:
