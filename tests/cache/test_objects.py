@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 
 import pytest
@@ -331,3 +332,30 @@ def test_a_damaged_index_warns_once_and_reads_from_storage_until_cleared(flux_se
     cache_objects.flush()
     flux_server.reset_stats()
     assert epoch(ds) == EXPECTED and flux_server.stats()["data_reads"] == 0
+
+
+SHM_LOCK = textwrap.dedent("""
+    import fcntl, sys
+    with open(sys.argv[1], "r+b") as f:
+        try:
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 128)  # SQLite's "first one here" byte of the -shm
+        except OSError:
+            print("held")
+        else:
+            print("free")
+""")
+
+
+def test_a_second_threads_connection_leaves_the_first_ones_index_locks_held(tmp_path):
+    """Each thread connects to the index; one connecting must not drop the POSIX locks the other's SQLite holds
+    on the -shm (closing any descriptor of a file drops them all): another process would then take itself for
+    the first, reset the -shm, and this one die of SIGBUS (seen as a filler killed by signal 7)."""
+    from fluxfs.cache import index
+
+    index.connect(str(tmp_path)).execute("SELECT count(*) FROM objects").fetchone()
+    other = threading.Thread(target=lambda: index.connect(str(tmp_path)).execute("SELECT 1").fetchone())
+    other.start()
+    other.join()
+    out = subprocess.run([sys.executable, "-c", SHM_LOCK, index.path_of(str(tmp_path)) + "-shm"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout == "held\n", out.stderr
