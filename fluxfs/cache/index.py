@@ -179,16 +179,25 @@ def claim(db: sqlite3.Connection, pack: str, rows: list[tuple[str, str, str, str
                    "complete) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)", [(*r[:4], pack, *r[4:]) for r in rows])
 
 
-def complete(db: sqlite3.Connection, pack: str, dropped: Iterable[tuple[str, str, str, str]] = (),
-             crcs: Iterable[tuple[int, str, str, str, str]] = ()) -> None:
-    """The pack holds its rows' bytes: they are entries now, but the `dropped` ones (store, bucket, key, generation:
-    not written), and with the crc32c of those claimed before it was known (crc32c, store, bucket, key, generation)."""
+def complete(db: sqlite3.Connection, pack: str, done: Iterable[tuple[str, str, str, str]],
+             dropped: Iterable[tuple[str, str, str, str]] = (), crcs: Iterable[tuple[int, str, str, str, str]] = ()
+             ) -> None:
+    """The pack holds the bytes of the `done` rows (store, bucket, key, generation: one claim's; a lookup by key
+    each, not a scan of the pack's rows): they are entries now; the `dropped` ones are removed (not written), with
+    the crc32c of those claimed before it was known (crc32c, store, bucket, key, generation). One transaction."""
     with write(db):
         db.executemany("DELETE FROM objects WHERE store = ? AND bucket = ? AND key = ? AND generation = ? "
                        "AND pack = ?", [(*k, pack) for k in dropped])
         db.executemany("UPDATE objects SET crc32c = ? WHERE store = ? AND bucket = ? AND key = ? AND generation = ? "
                        "AND pack = ?", [(*c, pack) for c in crcs])
-        db.execute("UPDATE objects SET complete = 1 WHERE pack = ?", (pack,))
+        db.executemany("UPDATE objects SET complete = 1 WHERE store = ? AND bucket = ? AND key = ? AND "
+                       "generation = ? AND pack = ?", [(*k, pack) for k in done])
+
+
+def drop_pending(db: sqlite3.Connection, pack: str) -> None:
+    """Remove the pack's rows not complete (its filler is gone)."""
+    with write(db):
+        db.execute("DELETE FROM objects WHERE pack = ? AND complete = 0", (pack,))
 
 
 def drop_pack(db: sqlite3.Connection, pack: str) -> int:

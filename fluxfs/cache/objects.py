@@ -4,15 +4,15 @@ Objects named with their generation (a listing's info dicts) are served from com
 (packs.py: one index query per call, each pack read once) or whole-object ones (store.py), looked up on
 the event loop's thread for a call of at most `INLINE` bytes (a loader's batch: a hop to a thread and
 back cost more, in GIL waits on a busy worker, than the lookup and preads themselves). The misses are
-claimed first (claims.py: rows in the index and a pack held for them, under the directory lock), so
-objects another process is downloading are waited for and read from its pack, not downloaded again; the
-rest are read by the usual batched read, one call for all of them, and the claimed ones written to their
-pack off the read's path by one filler thread per process (no fsync: every read of an entry checks its
-crc32c, so an entry torn by a power loss is read from storage again). Claims hold at most `BACKLOG` bytes
-per process; an object beyond that is not cached this time (it is the next). A process that exits
-finishes its pending fills first (the filler is a non-daemon thread); one killed mid-fill leaves a pack
-whose rows never became complete, removed by the next claim or eviction that meets it (and read from
-storage by those waiting on it). Paths without a generation or size are read from storage as without a cache.
+claimed first (claims.py: rows in the index, in the pack this process holds open for its claims, under
+the directory lock), so objects another process is downloading are waited for and read from its pack, not
+downloaded again; the rest are read by the usual batched read, one call for all of them, and the claimed
+ones written to their pack off the read's path by one filler thread per process (no fsync: every read of
+an entry checks its crc32c, so an entry torn by a power loss is read from storage again). Claims hold at
+most `BACKLOG` bytes per process; an object beyond that is not cached this time (it is the next). A
+process that exits finishes its pending fills first (the filler is a non-daemon thread); one killed mid-fill leaves rows
+that never became complete, removed by the next claim that meets them (and read from storage by those
+waiting on them). Paths without a generation or size are read from storage as without a cache.
 """
 from __future__ import annotations
 
@@ -96,11 +96,12 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
 
 def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
     """Write objects already read to the cache now, as the filler thread writes a call's claims: claimed (those
-    nobody has), written as packs, their rows complete (an object failing its size or crc32c left out)."""
+    nobody has), written as packs of their own, their rows complete (an object failing its size or crc32c left
+    out)."""
     got: dict[Entry, bytes] = {}
     for entry, data in items:
         got.setdefault(entry, data)
-    made, _ = claims.claim(cache, list(got), sum(e[4] for e in got), _most(cache))
+    made, _ = claims.claim(cache, list(got), sum(e[4] for e in got), _most(cache), share=False)
     for c in made:
         claims.write(cache, c, got)
 
