@@ -1,13 +1,15 @@
 """`python -m bench.cache_cpu`: client CPU per object of a cold epoch through `fs.cat_objects`, cache off and on.
 
-What a loader pays for turning the node-local cache on, measured in CPU (not wall time), so that a busy
-shared machine does not decide it: N objects of 10-100 KB (bench/training.py's sizes) read once each, in
-shuffled batches of 16 and 64, with and without `cache_dir` (a fresh directory per cached run, so every
-read is cold), against the embedded server in another process. Client CPU is this process's user+sys
-(`resource.getrusage(RUSAGE_SELF)`, the server is not counted), the cache's filler thread included (the
-epoch ends when its fills are written). Runs alternate (nocache, cache, nocache, cache ...); the median
-of the repeats is quoted, with min and max, and the packs one cached epoch leaves (count and sizes).
-`--profile-cached FILE`: the cached runs are also profiled (cProfile) into FILE, for `pstats`.
+What a loader pays for turning the node-local cache on, measured in CPU, not wall time (less at the mercy
+of a busy shared machine, though its caches and clocks still add noise: compare medians of several rounds):
+N objects of 10-100 KB (bench/training.py's sizes) read once each, in shuffled batches of 16 and 64, with
+and without `cache_dir` (a fresh directory per cached run, so every read is cold), against the embedded
+server in another process. Client CPU is this process's user+sys (`resource.getrusage(RUSAGE_SELF)`, the
+server is not counted), the cache's filler thread included (the epoch ends when its fills are written).
+Runs alternate (nocache, cache, nocache, cache ...); the median of the repeats is quoted, with min and
+max, and the packs one cached epoch leaves (count and sizes).
+`--profile-cached FILE`: one more cached epoch, every thread of this process profiled (cProfile with each
+thread's CPU clock) into FILE, for `pstats`.
 """
 from __future__ import annotations
 
