@@ -1,13 +1,15 @@
 """Claims: each small object downloaded once per node, also when processes start together on an empty cache.
 
 Before `cat_objects` reads its misses from storage it claims them (`claim`, under the directory lock): the
-objects nobody has claimed get rows in the index, not complete yet, in a new pack this process holds (its
-exclusive flock) with their room counted in; objects another process claimed are not downloaded again but
-waited for (`wait_for`) and read from its pack once complete. The wait is bounded: once the claimer lets go of
-its pack without completing it (it died, its read failed) or the pack made no progress (its size and mtime: the
-claimer touches it when its read returns, then writes it) for `stall` seconds, the objects are read from storage.
-The claimer writes its packs off the read's path (`write`, on the filler thread): an object its read did not
-return, or whose bytes fail the listing's size or crc32c, has its row dropped; the rest become complete at once.
+objects nobody has claimed get rows in the index, not complete yet, in the pack this process holds open for
+its claims (packs.py: one pack takes the claims of many calls, a new one once it holds 64 MiB), with their
+room counted in; objects another process claimed are not downloaded again but waited for (`wait_for`) and
+read from its pack once complete. The wait is bounded: once the claimer is gone with their rows not complete
+(it died) or its pack made no progress (its size and mtime: the claimer touches it when its read returns,
+then writes it) for `stall` seconds, the objects are read from storage. The claimer writes its claims off the
+read's path (`write`, on the filler thread, one `pwrite` run per claim): an object its read did not return,
+or whose bytes fail the listing's size, has its row dropped; the rest become complete at once (their crc32c is
+the one the read checked).
 """
 from __future__ import annotations
 
@@ -16,12 +18,13 @@ import dataclasses
 import logging
 import os
 import sqlite3
+import threading
 from typing import Any
 
 from ..errors import ChecksumMismatch
-from ..gcs import checksums
+from ..gcs import checksums, fork
 from . import body, evict, index, packs
-from .entry import Meta, crc_value, entry_id
+from .entry import Meta
 from .lock import Stall
 from .store import UNWRITABLE, NodeCache
 
@@ -30,67 +33,127 @@ log = logging.getLogger("fluxfs.cache")
 Entry = tuple[str, str, str, str, int, Any]  # store, bucket, key, generation, size, crc32c
 
 
-@dataclasses.dataclass
-class Claim:
-    """A pack this process holds for the objects it claimed: `entries` end to end from offset 0."""
+@dataclasses.dataclass(eq=False)
+class Open:
+    """A pack this process holds for its claims, and how many of them are not written yet; `retired` once full
+    (closed when the last is written)."""
 
     pack: packs.NewPack
+    pending: int = 0
+    retired: bool = False
+
+
+class _Opened:
+    """This process's open pack per cache directory (where packs.SHAREABLE), and the lock over the `Open`s."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, Open] = {}
+        self.guard = threading.Lock()
+
+    def _after_fork(self) -> None:  # the one fork hook: a forked child writes none of its parent's claims
+        for op in self.current.values():
+            op.pack.forget()  # its copies of the files only: the parent still holds the pack
+        self.current = {}
+        self.guard = threading.Lock()
+
+
+_OPENED = _Opened()
+fork.reset_in_child(_OPENED)
+
+
+@dataclasses.dataclass
+class Claim:
+    """Objects this process claimed: `entries` end to end from offset `start` of their pack."""
+
+    open: Open
     entries: list[Entry]
+    start: int = 0
+
+    @property
+    def pack(self) -> packs.NewPack:
+        return self.open.pack
 
     @property
     def size(self) -> int:
         return sum(e[4] for e in self.entries)
 
 
-def _split(entries: list[Entry], most: int) -> list[list[Entry]]:
-    """The entries cut into packs of at most `most` bytes (an object larger than that alone)."""
-    out: list[list[Entry]] = [[]]
-    size = 0
-    for e in entries:
-        if out[-1] and size + e[4] > most:
-            out.append([])
-            size = 0
-        out[-1].append(e)
-        size += e[4]
-    return out
+def _place(cache: NodeCache, todo: list[Entry], most: int, fresh: list[Open], share: bool) -> list[Claim]:
+    """The entries as claims: appended to this process's open pack while it holds at most `most` bytes, then in
+    new ones (`fresh` gets them; an object larger than `most` alone). Call under the directory lock."""
+    made: list[Claim] = []
+    op = _OPENED.current.get(cache.directory) if share else None
+    if op is not None and os.fstat(op.pack.fd).st_nlink == 0:
+        op.pack.end = most  # removed by hand meanwhile: full
+    for e in todo:
+        if op is None or op.pack.end and op.pack.end + e[4] > most:
+            op = Open(packs.NewPack(cache.directory))
+            fresh.append(op)
+        if not made or made[-1].open is not op:
+            made.append(Claim(op, [], op.pack.end))
+        made[-1].entries.append(e)
+        op.pack.end += e[4]
+    return made
 
 
-def claim(cache: NodeCache, wanted: list[Entry], room: int, most: int) -> tuple[list[Claim], list[Entry]]:
+def _retire(cache: NodeCache, op: Open) -> None:
+    """No more claims in this pack: closed now, or by the write of its last claim."""
+    with _OPENED.guard:
+        op.retired = True
+        idle = op.pending == 0
+    if idle:
+        op.pack.close()
+
+
+def claim(cache: NodeCache, wanted: list[Entry], room: int, most: int, share: bool = True
+          ) -> tuple[list[Claim], list[Entry]]:
     """(this process's claims: the wanted objects nobody has or is filling, at most `room` bytes in all and `most`
     a pack; the wanted objects another process claimed or completed meanwhile: `wait_for` them). Nothing claimed on
-    a full or unwritable disk, a damaged index or no room under the limit: then every miss is read from storage."""
+    a full or unwritable disk, a damaged index or no room under the limit: then every miss is read from storage.
+    `share=False`: in packs of their own, closed once written."""
+    share = share and packs.SHAREABLE
     unique = list(dict.fromkeys(wanted))
     made: list[Claim] = []
+    fresh: list[Open] = []
     try:
         with cache.dir_locked():
             db = index.connect(cache.directory)
             have = index.lookup(db, [e[:4] for e in unique], complete=False)
             for dead in {row[0] for row, done in have.values() if not done}:  # claimed by a fill: alive?
-                if packs.remove(cache.directory, db, dead, only_if_dead=True) is not None:
-                    have = {k: v for k, v in have.items() if v[0][0] != dead}
+                if packs.held_stamp(cache.directory, dead) is None:  # nobody fills it: a killed filler's claims
+                    index.drop_pending(db, dead)
+                    packs.remove(cache.directory, db, dead, only_if_dead=True)  # and its file, if nothing is done
+                    have = {k: v for k, v in have.items() if v[1] or v[0][0] != dead}
             theirs = [e for e in unique if e[:4] in have and have[e[:4]][0][2] == e[4]]
             todo, total = [], 0
-            for e in unique:
-                if e[:4] not in have and total + e[4] <= room \
-                        and not os.path.exists(cache.path_of(entry_id(*e[1:4], e[0]), "data")):
+            for e in unique:  # (the caller looked for whole-object entries of them just before)
+                if e[:4] not in have and total + e[4] <= room:
                     todo.append(e)
                     total += e[4]
             if not todo or not evict.make_room(cache.directory, total, cache.limit):
                 return [], theirs
-            for group in _split(todo, most):
-                made.append(Claim(packs.NewPack(cache.directory), group))
-                made[-1].pack.allocate(made[-1].size)
+            made = _place(cache, todo, most, fresh, share)
+            for c in made:
+                c.pack.allocate(c.start, c.size)
             with index.write(db):
                 for c in made:
-                    rows, at = [], 0
+                    rows, at = [], c.start
                     for store, bucket, key, generation, size, crc in c.entries:
                         rows.append((store, bucket, key, generation, at, size, -1 if crc is None else crc))
                         at += size
                     index.claim(db, c.pack.name, rows)
+            with _OPENED.guard:
+                for c in made:
+                    c.open.pending += 1
+                full = _OPENED.current.get(cache.directory) if share and fresh else None
+                if share and fresh:
+                    _OPENED.current[cache.directory] = fresh[-1]  # the last made takes the next calls' claims
+            for op in ([full] if full else []) + (fresh[:-1] if share else fresh):
+                _retire(cache, op)  # full (or one call's only): closed once its claims are written
             return made, theirs
     except (OSError, sqlite3.Error) as exc:
-        for c in made:
-            c.pack.close()  # not done: removed (its rows were never committed)
+        for op in fresh:
+            op.pack.close()  # not done: removed (its rows were never committed)
         if isinstance(exc, sqlite3.Error):
             cache.warns.index(exc)
         elif exc.errno in UNWRITABLE:
@@ -134,27 +197,26 @@ def write(cache: NodeCache, claim: Claim, got: dict[Entry, Any]) -> None:
     parts, dropped, crcs = [], [], []
     for e in claim.entries:
         data = got.get(e)
-        meta = Meta(e[1], e[2], e[3], e[4], crc_value(e[5]), False, e[0])
         if isinstance(data, (bytes, bytearray, memoryview)):
-            value = checksums.crc32c(data) if meta.crc32c is None else meta.crc32c
+            if len(data) == e[4]:  # its crc32c was checked by the read (the caller's, or computed here if unknown)
+                parts.append(data)
+                if e[5] is None:
+                    crcs.append((checksums.crc32c(data), *e[:4]))
+                continue
             try:
-                body.check_sums(len(data), value, meta)
+                body.check_sums(len(data), 0, Meta(e[1], e[2], e[3], e[4], None, False, e[0]))
             except ChecksumMismatch as exc:
                 log.warning("fluxfs node-local cache: %s", exc)
-            else:
-                parts.append(data)
-                if meta.crc32c is None:
-                    crcs.append((value, *e[:4]))
-                continue
         parts.append(bytes(e[4]))
         dropped.append(e[:4])
-    pack = claim.pack
+    pack, done = claim.pack, False
     try:
         db = index.connect(cache.directory)
         if len(dropped) < len(claim.entries):
-            pack.write(parts)
-            index.complete(db, pack.name, dropped, crcs)
-            pack.done = True
+            pack.write(parts, claim.start)
+            gone = set(dropped)
+            index.complete(db, pack.name, [e[:4] for e in claim.entries if e[:4] not in gone], dropped, crcs)
+            done = pack.done = True
     except OSError as exc:
         if exc.errno not in UNWRITABLE:
             raise
@@ -163,9 +225,13 @@ def write(cache: NodeCache, claim: Claim, got: dict[Entry, Any]) -> None:
         cache.warns.index(exc)
     finally:
         try:
-            if not pack.done:
+            if not done:
                 with cache.dir_locked():
-                    index.drop_pack(index.connect(cache.directory), pack.name)
+                    index.drop_rows(index.connect(cache.directory), [(*e[:4], pack.name) for e in claim.entries])
         except (OSError, sqlite3.Error):
-            pass  # a sweep removes the rows of a pack nobody holds
-        pack.close()
+            pass  # rows of a pack nobody fills are removed by the claim that meets them
+        with _OPENED.guard:
+            claim.open.pending -= 1
+            idle = claim.open.retired and claim.open.pending == 0
+        if idle:
+            pack.close()

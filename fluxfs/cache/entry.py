@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -66,6 +67,7 @@ def check_directory(directory: str, shared: bool) -> None:
         "docs/scaling.md)")
 
 
+@functools.lru_cache(maxsize=4096)  # a `cat_objects` call asks twice per miss (the lookup, then the claim)
 def entry_id(bucket: str, key: str, generation: Union[str, int], store: str = "") -> str:
     """The entry's name: sha256 of (store, bucket, key, generation) (keys may be 1 KiB of any UTF-8; names
     must be short and safe)."""

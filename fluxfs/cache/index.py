@@ -33,6 +33,8 @@ CREATE INDEX IF NOT EXISTS objects_by_pack ON objects (pack);"""
 Row = tuple[str, int, int, int]  # pack, offset, size, crc32c
 
 _inherited: list = []  # a parent's connections in a forked child: kept, never used nor closed (SQLite's rule)
+_KEPT: list[int] = []  # descriptors `_own_files` opened: kept open (see there)
+_WRITABLE: set[str] = set()  # indexes this process opened for writing
 
 
 class _Connections:
@@ -106,21 +108,30 @@ def _own_files(path: str) -> bool:
     ask it not to): a link raises sqlite3.OperationalError naming it. True: the directory is read-only (the
     index is then opened immutable, if there is one)."""
     for suffix in ("", "-wal", "-shm"):
+        try:  # already there: told without opening it (closing a descriptor of a file drops every POSIX lock
+            # this process holds on it, SQLite's of another thread's connection included: another process then
+            # takes itself for the first, truncates the -shm, and this one dies of SIGBUS on its mapping)
+            if stat.S_ISREG(os.lstat(path + suffix).st_mode):
+                if suffix or path in _WRITABLE:
+                    continue
+        except FileNotFoundError:
+            pass
         try:
             fd = open_fixed(path + suffix, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and suffix == "":
                 try:
-                    os.close(open_fixed(path))  # there, and not a link
+                    os.close(open_fixed(path))  # there, and not a link (immutable: SQLite takes no lock on it)
                 except OSError as exc2:
                     raise sqlite3.OperationalError(f"{path}: {exc2.strerror}") from exc2
                 return True
             raise sqlite3.OperationalError(f"{path + suffix}: {exc.strerror}") from exc
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise sqlite3.OperationalError(f"{path + suffix}: not a regular file")
-        finally:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
+            raise sqlite3.OperationalError(f"{path + suffix}: not a regular file")
+        _KEPT.append(fd)  # never closed (see above)
+        if not suffix:
+            _WRITABLE.add(path)
     return False
 
 
@@ -168,16 +179,25 @@ def claim(db: sqlite3.Connection, pack: str, rows: list[tuple[str, str, str, str
                    "complete) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)", [(*r[:4], pack, *r[4:]) for r in rows])
 
 
-def complete(db: sqlite3.Connection, pack: str, dropped: Iterable[tuple[str, str, str, str]] = (),
-             crcs: Iterable[tuple[int, str, str, str, str]] = ()) -> None:
-    """The pack holds its rows' bytes: they are entries now, but the `dropped` ones (store, bucket, key, generation:
-    not written), and with the crc32c of those claimed before it was known (crc32c, store, bucket, key, generation)."""
+def complete(db: sqlite3.Connection, pack: str, done: Iterable[tuple[str, str, str, str]],
+             dropped: Iterable[tuple[str, str, str, str]] = (), crcs: Iterable[tuple[int, str, str, str, str]] = ()
+             ) -> None:
+    """The pack holds the bytes of the `done` rows (store, bucket, key, generation: one claim's; a lookup by key
+    each, not a scan of the pack's rows): they are entries now; the `dropped` ones are removed (not written), with
+    the crc32c of those claimed before it was known (crc32c, store, bucket, key, generation). One transaction."""
     with write(db):
         db.executemany("DELETE FROM objects WHERE store = ? AND bucket = ? AND key = ? AND generation = ? "
                        "AND pack = ?", [(*k, pack) for k in dropped])
         db.executemany("UPDATE objects SET crc32c = ? WHERE store = ? AND bucket = ? AND key = ? AND generation = ? "
                        "AND pack = ?", [(*c, pack) for c in crcs])
-        db.execute("UPDATE objects SET complete = 1 WHERE pack = ?", (pack,))
+        db.executemany("UPDATE objects SET complete = 1 WHERE store = ? AND bucket = ? AND key = ? AND "
+                       "generation = ? AND pack = ?", [(*k, pack) for k in done])
+
+
+def drop_pending(db: sqlite3.Connection, pack: str) -> None:
+    """Remove the pack's rows not complete (its filler is gone)."""
+    with write(db):
+        db.execute("DELETE FROM objects WHERE pack = ? AND complete = 0", (pack,))
 
 
 def drop_pack(db: sqlite3.Connection, pack: str) -> int:

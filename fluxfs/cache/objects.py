@@ -4,15 +4,15 @@ Objects named with their generation (a listing's info dicts) are served from com
 (packs.py: one index query per call, each pack read once) or whole-object ones (store.py), looked up on
 the event loop's thread for a call of at most `INLINE` bytes (a loader's batch: a hop to a thread and
 back cost more, in GIL waits on a busy worker, than the lookup and preads themselves). The misses are
-claimed first (claims.py: rows in the index and a pack held for them, under the directory lock), so
-objects another process is downloading are waited for and read from its pack, not downloaded again; the
-rest are read by the usual batched read, one call for all of them, and the claimed ones written to their
-pack off the read's path by one filler thread per process (no fsync: every read of an entry checks its
-crc32c, so an entry torn by a power loss is read from storage again). Claims hold at most `BACKLOG` bytes
-per process; an object beyond that is not cached this time (it is the next). A process that exits
-finishes its pending fills first (the filler is a non-daemon thread); one killed mid-fill leaves a pack
-whose rows never became complete, removed by the next claim or eviction that meets it (and read from
-storage by those waiting on it). Paths without a generation or size are read from storage as without a cache.
+claimed first (claims.py: rows in the index, in the pack this process holds open for its claims, under
+the directory lock), so objects another process is downloading are waited for and read from its pack, not
+downloaded again; the rest are read by the usual batched read, one call for all of them, and the claimed
+ones written to their pack off the read's path by one filler thread per process (no fsync: every read of
+an entry checks its crc32c, so an entry torn by a power loss is read from storage again). Claims hold at
+most `BACKLOG` bytes per process; an object beyond that is not cached this time (it is the next). A
+process that exits finishes its pending fills first (the filler is a non-daemon thread); one killed mid-fill leaves rows
+that never became complete, removed by the next claim that meets them (and read from storage by those
+waiting on them). Paths without a generation or size are read from storage as without a cache.
 """
 from __future__ import annotations
 
@@ -58,11 +58,12 @@ _QUEUED = _Queued()
 fork.reset_in_child(_QUEUED)
 
 
-def _cacheable(fetch: Fetcher, info: Any) -> Optional[Entry]:
-    """(store, bucket, key, generation, size, crc32c) of an info dict that names a generation and a size, else None."""
+def _cacheable(fetch: Fetcher, info: Any, name: str) -> Optional[Entry]:
+    """(store, bucket, key, generation, size, crc32c) of an info dict (`name`: its path stripped) that names a
+    generation and a size, else None."""
     if not isinstance(info, dict) or not info.get("generation") or info.get("size") is None:
         return None
-    bucket, key, _ = fetch.split_path(fetch.strip_protocol(info["name"]))
+    bucket, key, _ = fetch.split_path(name)
     try:
         crc = crc_value(info.get("crc32c"))
     except ValueError:
@@ -95,11 +96,12 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
 
 def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
     """Write objects already read to the cache now, as the filler thread writes a call's claims: claimed (those
-    nobody has), written as packs, their rows complete (an object failing its size or crc32c left out)."""
+    nobody has), written as packs of their own, their rows complete (an object failing its size or crc32c left
+    out)."""
     got: dict[Entry, bytes] = {}
     for entry, data in items:
         got.setdefault(entry, data)
-    made, _ = claims.claim(cache, list(got), sum(e[4] for e in got), _most(cache))
+    made, _ = claims.claim(cache, list(got), sum(e[4] for e in got), _most(cache), share=False)
     for c in made:
         claims.write(cache, c, got)
 
@@ -177,7 +179,9 @@ def flush() -> None:
 async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: str) -> dict:
     """`fetch.cat_objects(infos, on_error=...)`'s answer, the cached objects served from the cache; the misses
     claimed first (`claims.py`), so objects another process is downloading are waited for, not downloaded again."""
-    entries = [(i, e) for i, e in ((i, _cacheable(fetch, info)) for i, info in enumerate(infos)) if e is not None]
+    names = [fetch.strip_protocol(info["name"] if isinstance(info, dict) else info) for info in infos]  # once each
+    entries = [(i, e) for i, e in ((i, _cacheable(fetch, info, names[i])) for i, info in enumerate(infos))
+               if e is not None]
     if not entries:
         return await fetch.cat_objects(infos, on_error=on_error)
     loop = asyncio.get_running_loop()
@@ -190,7 +194,7 @@ async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: s
     else:
         hits = await loop.run_in_executor(cache.executor(), _hits, cache, entries)
     if len(hits) == len(infos):
-        return {fetch.strip_protocol(infos[i]["name"]): hits[i] for i in range(len(infos))}
+        return {names[i]: hits[i] for i in range(len(infos))}
     misses = {i: e for i, e in entries if i not in hits}
     made, theirs, reserved = await _claim(cache, list(misses.values()))
     waited = set(theirs)
@@ -202,8 +206,8 @@ async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: s
             got = await fetch.cat_objects(first, on_error=on_error) if first else {}
             claims.touch(made)
         finally:  # on every path: written, or let go
-            names = {e: fetch.strip_protocol(infos[i]["name"]) for i, e in misses.items()}
-            _write_later(cache, made, {e: got.get(names[e]) for c in made for e in c.entries}, reserved)
+            named = {e: names[i] for i, e in misses.items()}
+            _write_later(cache, made, {e: got.get(named[e]) for c in made for e in c.entries}, reserved)
         if wait is not None:
             await wait
             late = [(i, e) for i, e in misses.items() if e in waited]
@@ -216,8 +220,7 @@ async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: s
         if wait is not None:
             wait.cancel()
     out = {}
-    for i, info in enumerate(infos):  # the order asked, as the uncached read answers
-        name = fetch.strip_protocol(info["name"] if isinstance(info, dict) else info)
+    for i, name in enumerate(names):  # the order asked, as the uncached read answers
         if i in hits:
             out[name] = hits[i]
         elif name in got:

@@ -1,10 +1,14 @@
 """Pack files: many small object entries in one file, written once by one fill and read with `pread`.
 
-`<24 hex>.pack` holds the bytes of a fill batch end to end; the index (index.py) says where each object lies
-and its crc32c. Its filler holds an exclusive `flock` on the pack from its creation until its rows are
-complete; readers hold a shared one while they read it, and eviction takes it exclusively without waiting,
-so a pack being filled or read is never removed, and a filler killed mid-fill (the kernel drops its lock)
-leaves a pack that nobody holds and whose rows never became complete: `remove_if_unused` sweeps it.
+`<24 hex>.pack` holds the bytes of fill batches end to end; the index (index.py) says where each object lies
+and its crc32c. Its filler holds it from its creation until it closes it: a shared `flock` (in use, as a
+reader's while it reads: eviction takes it exclusively without waiting, so a pack being filled or read is
+never removed) and, where the platform has open-file-description locks (Linux), a write lock on one byte
+past any pack's end, which tells the processes waiting on its rows that the filler is alive (`held_stamp`):
+one pack then takes a process's claims of many calls, up to its size. Elsewhere the filler holds an exclusive
+`flock` instead, and a pack takes one call's claims. A filler killed mid-fill (the kernel drops its locks)
+leaves rows that never became complete, removed by the next claim that meets them (and a pack with nothing
+complete in it, which sweeps remove).
 Packs are not fsynced: every read checks each object's crc32c and a torn one is read from storage again.
 A pack's recency for LRU eviction is its mtime, which every read touches.
 """
@@ -15,6 +19,7 @@ import fcntl
 import os
 import re
 import sqlite3
+import struct
 from typing import Optional
 
 
@@ -37,18 +42,32 @@ def parse_pack(name: str) -> Optional[str]:
     return m.group("id") if m else None
 
 
+FILLING = 2**62  # the byte a filler's open-file-description lock covers (past any pack's end): "being filled"
+SHAREABLE = hasattr(fcntl, "F_OFD_SETLK")  # a pack can take claims of many calls (see the module docstring)
+_FLOCK = "hhqqi4x"  # struct flock: type, whence, start, len, pid
+
+
+def _filling_lock(fd: int, cmd: int, kind: int) -> int:
+    """The open-file-description lock `cmd` of `kind` on the FILLING byte of `fd`; the lock type it answers."""
+    got = fcntl.fcntl(fd, cmd, struct.pack(_FLOCK, kind, os.SEEK_SET, FILLING, 1, 0))
+    return struct.unpack(_FLOCK, got)[0]
+
+
 class NewPack:
-    """A pack being filled: created (never an existing name) and locked exclusively until `close`."""
+    """A pack being filled: created (never an existing name) and held (see the module docstring) until `close`.
+    `end`: the bytes claimed in it so far."""
 
     def __init__(self, directory: str):
-        self.directory, self.done, self.direct = directory, False, None
+        self.directory, self.done, self.direct, self.end = directory, False, None, 0
         while True:
             self.name = os.urandom(12).hex()
             self.path = path_of(directory, self.name)
             self.fd = open_fixed(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(self.fd, (fcntl.LOCK_SH if SHAREABLE else fcntl.LOCK_EX) | fcntl.LOCK_NB)
                 if os.fstat(self.fd).st_nlink:
+                    if SHAREABLE:
+                        _filling_lock(self.fd, fcntl.F_OFD_SETLK, fcntl.F_WRLCK)
                     self.direct = direct.open_direct(self.path)  # O_DIRECT where allowed: `direct.py`
                     return
             except BlockingIOError:  # a sweep saw it before we locked it: it removes it, we take another name
@@ -58,36 +77,41 @@ class NewPack:
                 raise
             os.close(self.fd)
 
-    def allocate(self, n: int) -> None:
-        """Take `n` bytes of disk now, as the accounting counted them (ENOSPC raised here, not mid-write)."""
+    def allocate(self, at: int, n: int) -> None:
+        """Take bytes `at` to `at + n` of disk now, as the accounting counted them (ENOSPC raised here, not
+        mid-write)."""
         try:
-            os.posix_fallocate(self.fd, 0, n)
+            os.posix_fallocate(self.fd, at, n)
         except OSError as exc:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                 raise
-            os.ftruncate(self.fd, n)
+            if os.fstat(self.fd).st_size < at + n:
+                os.ftruncate(self.fd, at + n)
 
-    def write(self, parts: list[bytes]) -> None:
-        """The objects' bytes end to end from offset 0: with O_DIRECT (`direct.py`; the padded tail cut off
-        again), else without joining them first (`pwritev`)."""
+    def write(self, parts: list[bytes], at: int = 0) -> None:
+        """The objects' bytes end to end from offset `at`: the whole blocks with O_DIRECT (`direct.py`), the
+        partial blocks at either end (shared with the claims before and after in the pack) through the page
+        cache, as is everything where the filesystem refuses the direct write."""
         if self.direct is not None:
-            try:
-                os.ftruncate(self.fd, direct.write(self.direct, parts, 0))
-                return
-            except OSError as exc:
-                if exc.errno not in direct.REFUSED:
-                    raise  # through the page cache only where the filesystem refuses the direct write
-        at = 0
-        for first in range(0, len(parts), 512):  # below any IOV_MAX
-            group = parts[first:first + 512]
-            size = sum(map(len, group))
-            done = os.pwritev(self.fd, group, at)
-            if done < size:  # a short write: the rest one by one
-                body.write_all(self.fd, b"".join(group)[done:], at + done)
-            at += size
+            end = at + sum(map(len, parts))
+            lo, hi = -(-at // direct.BLOCK) * direct.BLOCK, end // direct.BLOCK * direct.BLOCK
+            if lo < hi:
+                head, middle, tail = _cut(parts, lo - at, hi - at)
+                try:
+                    direct.write(self.direct, middle, lo)
+                except OSError as exc:
+                    if exc.errno not in direct.REFUSED:
+                        raise  # through the page cache only where the filesystem refuses the direct write
+                    os.close(self.direct)
+                    self.direct = None  # and for the pack's next claims
+                else:
+                    _pwritev(self.fd, head, at)
+                    _pwritev(self.fd, tail, hi)
+                    return
+        _pwritev(self.fd, parts, at)
 
     def close(self) -> None:
-        """Let go; a pack whose rows never became complete (`done` unset) is removed first."""
+        """Let go; a pack with no complete row (`done` unset) is removed first."""
         if self.fd < 0:
             return
         try:
@@ -97,21 +121,55 @@ class NewPack:
                 except FileNotFoundError:
                     pass
         finally:
-            fd, self.fd = self.fd, -1
+            self.forget()
+
+    def forget(self) -> None:
+        """Close the pack's files as they are (a forked child's copies: its parent still holds the pack)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
             os.close(fd)
-            if self.direct is not None:
-                os.close(self.direct)
-                self.direct = None
+        if self.direct is not None:
+            os.close(self.direct)
+            self.direct = None
+
+
+def _cut(parts: list, a: int, b: int) -> tuple[list, list, list]:
+    """`parts` (end to end) cut at byte positions a <= b: views of bytes [0, a), [a, b) and [b, end)."""
+    out: tuple[list, list, list] = ([], [], [])
+    at = 0
+    for part in parts:
+        view = memoryview(part).cast("B")
+        n = len(view)
+        for k, (lo, hi) in enumerate(((0, a), (a, b), (b, at + n))):
+            x, y = max(lo, at), min(hi, at + n)
+            if x < y:
+                out[k].append(view[x - at:y - at])
+        at += n
+    return out
+
+
+def _pwritev(fd: int, parts: list, at: int) -> None:
+    """`parts` end to end at `at` through the page cache, without joining them first."""
+    for first in range(0, len(parts), 512):  # below any IOV_MAX
+        group = parts[first:first + 512]
+        size = sum(map(len, group))
+        done = os.pwritev(fd, group, at) if group else 0
+        if done < size:  # a short write: the rest one by one
+            body.write_all(fd, b"".join(group)[done:], at + done)
+        at += size
 
 
 def held_stamp(directory: str, pack: str) -> Optional[tuple[int, int]]:
-    """The pack's `stamp` (size, mtime) while its filler holds it (its exclusive lock), None once nobody does (the
-    filler completed it, gave up or died)."""
+    """The pack's `stamp` (size, mtime) while its filler holds it (see the module docstring), None once nobody
+    does (the filler closed it, gave up or died)."""
     try:
         fd = open_fixed(path_of(directory, pack))
     except FileNotFoundError:
         return None
     try:
+        if SHAREABLE:
+            held = _filling_lock(fd, fcntl.F_OFD_GETLK, fcntl.F_RDLCK) != fcntl.F_UNLCK
+            return stamp(fd) if held else None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 
 import pytest
@@ -179,6 +180,26 @@ def test_a_miss_makes_no_file_in_the_cache_directory(flux_server, objects, tmp_p
     assert left == []
 
 
+def test_an_epoch_of_small_calls_fills_one_pack_not_one_per_call(flux_server, objects, tmp_path):
+    """A loader's batches each claim their misses; one process's claims share its open pack (a file per call would
+    make an epoch of millions of objects millions of files), and a read of one batch already written is served
+    from it while later batches are still claimed in it."""
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "cache"))
+    infos = sorted(fs.find(objects, detail=True).values(), key=lambda i: i["name"])
+    for at in range(0, N, 8):
+        got = fs.cat_objects(infos[at:at + 8])
+        assert [got[i["name"]] for i in infos[at:at + 8]] == [body(j) for j in range(at, min(N, at + 8))]
+        if at == 64:
+            cache_objects.flush()
+            flux_server.reset_stats()
+            assert list(fs.cat_objects(infos[:8]).values()) == [body(j) for j in range(8)]
+            assert flux_server.stats()["data_reads"] == 0
+    cache_objects.flush()
+    assert len(glob.glob(os.path.join(str(tmp_path / "cache"), "*.pack"))) == 1
+    assert len(NodeCache(tmp_path / "cache").entries()) == N
+    assert NodeCache(tmp_path / "cache").usage() == sum(len(body(i)) for i in range(N))
+
+
 KILLED_FILLER = textwrap.dedent("""
     import os, sys, time
     from fluxfs import FluxFileSystem
@@ -189,8 +210,8 @@ KILLED_FILLER = textwrap.dedent("""
     fs.cat_objects(infos[:60])
     objects.flush()  # the first half: complete entries
 
-    def stalled(self, parts):  # the second pack: half written, then killed
-        os.pwrite(self.fd, b"".join(parts[:len(parts) // 2]), 0)
+    def stalled(self, parts, at=0):  # the second claim: half written, then killed
+        os.pwrite(self.fd, b"".join(parts[:len(parts) // 2]), at)
         print("writing", flush=True)
         time.sleep(60)
 
@@ -202,8 +223,8 @@ KILLED_FILLER = textwrap.dedent("""
 
 def test_a_filler_killed_mid_pack_leaves_nothing_complete_and_the_next_run_reuses_the_rest(
         flux_server, bucket, objects, tmp_path):
-    """A real SIGKILL while a pack is half written: its objects do not look cached, the first half's entries are
-    reused (no GET for them), the dead pack and its claims are removed by the fill that meets them."""
+    """A real SIGKILL while a claim is half written: its objects do not look cached, the first half's entries are
+    reused (no GET for them), the dead claims are removed by the fill that meets them."""
     cache_dir = str(tmp_path / "cache")
     proc = subprocess.Popen([sys.executable, "-c", KILLED_FILLER, flux_server.url, cache_dir, bucket],
                             stdout=subprocess.PIPE, text=True)
@@ -215,7 +236,7 @@ def test_a_filler_killed_mid_pack_leaves_nothing_complete_and_the_next_run_reuse
         proc.kill()
     cache = NodeCache(cache_dir)
     assert sorted(m.key for m, _ in cache.entries()) == [f"o/{i:04d}" for i in range(60)]
-    assert len(glob.glob(os.path.join(cache_dir, "*.pack"))) == 2  # the complete one and the dead one
+    assert len(glob.glob(os.path.join(cache_dir, "*.pack"))) == 1  # one pack took both calls' claims
     ds = FluxMapDataset.from_prefix(objects, storage_options=opts(flux_server, tmp_path), transform=key_and_bytes)
     flux_server.reset_stats()
     assert epoch(ds) == EXPECTED
@@ -224,7 +245,8 @@ def test_a_filler_killed_mid_pack_leaves_nothing_complete_and_the_next_run_reuse
     assert len(cache.entries()) == N
     assert sorted(packed(cache_dir).values()) == sorted(packed(cache_dir).values())
     assert {p for p, _, _ in packed(cache_dir).values()} == set(glob.glob(os.path.join(cache_dir, "*.pack")))
-    assert cache.usage() == sum(len(body(i)) for i in range(N))  # the dead pack's bytes are gone
+    dead = sum(len(body(i)) for i in range(60, N))  # the killed claim's room: freed with its pack (evicted whole)
+    assert cache.usage() == sum(len(body(i)) for i in range(N)) + dead
 
 
 TWO_FILLERS = textwrap.dedent("""
@@ -331,3 +353,30 @@ def test_a_damaged_index_warns_once_and_reads_from_storage_until_cleared(flux_se
     cache_objects.flush()
     flux_server.reset_stats()
     assert epoch(ds) == EXPECTED and flux_server.stats()["data_reads"] == 0
+
+
+SHM_LOCK = textwrap.dedent("""
+    import fcntl, sys
+    with open(sys.argv[1], "r+b") as f:
+        try:
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 128)  # SQLite's "first one here" byte of the -shm
+        except OSError:
+            print("held")
+        else:
+            print("free")
+""")
+
+
+def test_a_second_threads_connection_leaves_the_first_ones_index_locks_held(tmp_path):
+    """Each thread connects to the index; one connecting must not drop the POSIX locks the other's SQLite holds
+    on the -shm (closing any descriptor of a file drops them all): another process would then take itself for
+    the first, reset the -shm, and this one die of SIGBUS (seen as a filler killed by signal 7)."""
+    from fluxfs.cache import index
+
+    index.connect(str(tmp_path)).execute("SELECT count(*) FROM objects").fetchone()
+    other = threading.Thread(target=lambda: index.connect(str(tmp_path)).execute("SELECT 1").fetchone())
+    other.start()
+    other.join()
+    out = subprocess.run([sys.executable, "-c", SHM_LOCK, index.path_of(str(tmp_path)) + "-shm"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout == "held\n", out.stderr
