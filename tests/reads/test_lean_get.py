@@ -1,0 +1,241 @@
+"""The lean ranged GET (gcs/lean_get.py): bodies received straight into the caller's buffers, and every answer
+it does not handle (200, chunked, gzip, errors, a proxy) left to aiohttp, parsed exactly as before."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import os
+import threading
+
+import psutil
+import pytest
+from aiohttp import web
+
+from fluxfs.errors import ChecksumMismatch, RequestTimeout
+from fluxfs.gcs import bridge, lean_get
+from fluxfs.gcs.checksums import crc32c
+from fluxfs.reads import into
+from fluxfs.server import objects as server_objects
+from tests.conftest import make_fs, wait_for
+
+MiB = 2**20
+DATA = os.urandom(3 * MiB + 12345)
+QUICK = {"max_attempts": 2, "initial": 0.01, "maximum": 0.02}
+
+
+def idle(fs) -> int:
+    """Kept-alive lean connections of the filesystem's session."""
+    pool = lean_get._POOLS.get(fs._session) if fs._session is not None else None
+    return len(pool.idle) if pool is not None else 0
+
+
+def open_connections(port: int) -> set:
+    """This process's open connections to `port` (their local ports)."""
+    return {c.laddr.port for c in psutil.Process().net_connections("tcp")
+            if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED}
+
+
+@pytest.mark.parametrize("server", ["flux_server", "fake_gcs"])
+def test_many_ranges_and_gaps_land_exactly(request, server):
+    srv = request.getfixturevalue(server)
+    bucket = f"lean{os.urandom(4).hex()}"
+    srv.create_bucket(bucket)
+    fs = make_fs(srv)
+    fs.pipe_file(f"{bucket}/o", DATA)
+    buf = bytearray(len(DATA))
+    got = fs.read_into(f"{bucket}/o", [(0, buf)], range_size=256 * 1024)
+    assert buf == DATA and got.verified and got.requests == 13
+    assert idle(fs) >= 1   # the lean path's connections, kept alive
+    cuts = [(10, 100), (5000, 7000), (MiB + 3, 2 * MiB), (3 * MiB, len(DATA))]
+    bufs = [bytearray(b - a) for a, b in cuts]
+    before = fs.stats()["requests"]["read"]
+    fs.read_into(f"{bucket}/o", [(a, b) for (a, _), b in zip(cuts, bufs)], range_size=MiB, max_gap=4096)
+    assert [bytes(b) for b in bufs] == [DATA[a:b] for a, b in cuts]
+    assert fs.stats()["requests"]["read"] - before == 4   # counted as aiohttp's requests are
+
+
+def test_a_corrupted_body_is_still_caught(stored, monkeypatch):
+    fs, path = stored
+    real = server_objects.Obj.crc32c
+    monkeypatch.setattr(server_objects.Obj, "crc32c", property(lambda self: "AAAAAA==" if self.name == "o"
+                                                                else real.fget(self)))
+    with pytest.raises(ChecksumMismatch, match="crc32c mismatch reading .*/o"):
+        fs.read_into(path, [(0, bytearray(len(DATA)))], range_size=MiB)
+    assert idle(fs) >= 1
+
+
+def test_resets_mid_body_are_retried_and_exact(flux_server, stored):
+    fs, path = stored
+    fs.read_into(path, [(0, bytearray(10))])
+    flux_server.configure(reset_rate=0.3, fail_ops="read", seed=5)
+    buf = bytearray(len(DATA))
+    assert fs.read_into(path, [(0, buf)], range_size=128 * 1024).verified
+    assert buf == DATA
+
+
+def test_a_stalled_answer_times_out_within_the_bound(flux_server, bucket):
+    fs = make_fs(flux_server, read_timeout=1, retry=QUICK)
+    fs.pipe_file(f"{bucket}/big", DATA)
+    fs.read_into(f"{bucket}/big", [(0, bytearray(10))])
+    assert idle(fs) == 1
+    flux_server.configure(stall_after=MiB, fail_ops={"read"})
+    try:
+        with pytest.raises(RequestTimeout, match=f"{bucket}/big: timed out: the answer stalled for 1 s"):
+            fs.read_into(f"{bucket}/big", [(0, bytearray(2 * MiB))])
+    finally:
+        flux_server.configure(stall_after=None)
+
+
+def test_a_cancelled_read_leaves_no_connection_open(flux_server, bucket):
+    fs = make_fs(flux_server)
+    fs.pipe_file(f"{bucket}/big", DATA)
+    port = int(flux_server.url.rsplit(":", 1)[1])
+    before = open_connections(port)   # aiohttp's, kept alive since the upload
+    flux_server.configure(stall_after=MiB, fail_ops={"read"})
+    try:
+        async def cancelled():
+            task = asyncio.ensure_future(into.read_into(fs.client, bucket, "big", [(0, bytearray(2 * MiB))]))
+            while not open_connections(port) - before:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        bridge.run(fs, cancelled)
+        wait_for(lambda: not open_connections(port) - before, "the cancelled read's connection closed")
+        assert idle(fs) == 0
+    finally:
+        flux_server.configure(stall_after=None)
+
+
+def test_a_forked_child_reads_on_connections_of_its_own(stored):
+    fs, path = stored
+    fs.read_into(path, [(0, bytearray(10))])
+    assert idle(fs) == 1
+    parents = lean_get._POOLS[fs._session]
+    pid = os.fork()
+    if pid == 0:  # a DataLoader worker: the parent's connections forgotten, reads on its own
+        ok = False
+        try:
+            buf = bytearray(len(DATA))
+            ok = not parents.idle and fs.read_into(path, [(0, buf)]).verified and buf == DATA and idle(fs) == 1
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    buf = bytearray(100)
+    fs.read_into(path, [(5, buf)])
+    assert buf == DATA[5:105]
+
+
+def test_a_proxy_is_left_to_aiohttp(flux_server, stored, monkeypatch):
+    fs, path = stored
+    proxied = make_fs(flux_server, session_kwargs={"trust_env": True})
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")   # nothing listens: were it used, the read would fail
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    buf = bytearray(len(DATA))
+    proxied.read_into(path, [(0, buf)])
+    assert buf == DATA and idle(proxied) == 0
+    fs.read_into(path, [(0, buf)])
+    assert idle(fs) == 1    # without trust_env, aiohttp ignores the environment: so does the lean path
+
+
+class Scripted:
+    """A server on 127.0.0.1 that answers an object's ranged GETs the way `mode` says."""
+
+    def __init__(self) -> None:
+        self.mode, self.seen = "206", []
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        threading.Thread(target=self._serve, args=(started,), daemon=True).start()
+        started.wait(10)
+
+    def _serve(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        app = web.Application()
+        app.router.add_get("/download/storage/v1/b/{bucket}/o/{key}", self.get)
+        self.runner = web.AppRunner(app)
+        self.loop.run_until_complete(self.runner.setup())
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(site.start())
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        started.set()
+        self.loop.run_forever()
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        self.seen.append(dict(request.headers))
+        a, b = (int(x) for x in request.headers["Range"].split("=")[1].split("-"))
+        body = DATA[a:b + 1]
+        goog = {"x-goog-generation": "7", "x-goog-hash": "crc32c=" + base64.b64encode(
+            crc32c(DATA).to_bytes(4, "big")).decode()}
+        ranged = {**goog, "Content-Range": f"bytes {a}-{b}/{len(DATA)}"}
+        mode = self.mode
+        if mode in ("404", "412", "503"):
+            return web.json_response({"error": {"code": int(mode), "message": f"scripted {mode}"}}, status=int(mode))
+        if mode == "200":
+            return web.Response(body=DATA, headers=goog)
+        if mode == "gzip":
+            return web.Response(body=gzip.compress(body), status=206,
+                                headers={**ranged, "Content-Encoding": "gzip"})
+        if mode == "chunked":
+            resp = web.StreamResponse(status=206, headers=ranged)
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            for i in range(0, len(body), 65536):
+                await resp.write(body[i:i + 65536])
+            await resp.write_eof()
+            return resp
+        headers = {**ranged, "Connection": "close"} if mode == "close" else ranged
+        return web.Response(body=body, status=206, headers=headers)
+
+
+@pytest.fixture(scope="module")
+def scripted():
+    srv = Scripted()
+    yield srv
+    srv.close()
+
+
+def read(fs, start: int, end: int):
+    buf = bytearray(end - start)
+    fs.read_into("b/o", [(start, buf)], range_size=MiB)
+    return buf
+
+
+def outcome(fs, start: int, end: int):
+    try:
+        return bytes(read(fs, start, end))
+    except Exception as exc:  # compared between the two paths
+        return type(exc), str(exc)
+
+
+@pytest.mark.parametrize("mode", ["206", "close", "200", "chunked", "gzip", "404", "412", "503"])
+def test_every_answer_reads_as_through_aiohttp(scripted, monkeypatch, mode):
+    fs = make_fs(scripted, retry=QUICK)
+    scripted.mode = mode
+    start, end = (0, 2 * MiB + 5) if mode == "200" else (1000, 2 * MiB + 5)
+    lean = outcome(fs, start, end)
+    assert idle(fs) == (1 if mode == "206" else 0)
+    monkeypatch.setattr(lean_get, "usable", lambda session, url: False)
+    assert outcome(make_fs(scripted, retry=QUICK), start, end) == lean
+    if mode in ("206", "close", "chunked", "gzip"):
+        assert lean == DATA[start:end]
+    ua = {h["User-Agent"] for h in scripted.seen}
+    assert len(ua) == 1 and ua.pop().startswith("python-gcsfs/")
+    scripted.seen.clear()
+
+
+def test_a_kept_alive_connection_lost_before_the_answer_is_tried_again(flux_server, bucket):
+    fs = make_fs(flux_server, retry={"max_attempts": 1})   # no retry but the lean path's own
+    fs.pipe_file(f"{bucket}/o", DATA)
+    fs.read_into(f"{bucket}/o", [(0, bytearray(10))])
+    assert idle(fs) == 1
+    flux_server.configure(lose_replies=1, fail_ops="read")
+    before = fs.stats()["requests"]["read"]
+    buf = bytearray(len(DATA))
+    assert fs.read_into(f"{bucket}/o", [(0, buf)]).verified and buf == DATA
+    assert fs.stats()["requests"]["read"] - before == 2 and idle(fs) == 1
