@@ -6,17 +6,20 @@ receives each slice of the body where it goes, with the crc32c run over it while
 handles only the answer it expects (206, identity body, Content-Length and Content-Range those of the range);
 anything else (an error, 200, chunked, gzip, a refused connection) raises `Fallback`, after which the caller
 sends the request again through aiohttp, so every other answer is parsed as it always was. Used only for
-http:// endpoints the session reaches without a proxy or middlewares of the caller's (`usable`).
+endpoints the session reaches without a proxy or middlewares of the caller's, over TLS (asyncio's SSL transport)
+with the SSL context aiohttp's connector would use (`usable`).
 """
 from __future__ import annotations
 
 import asyncio
+import ssl
 import urllib.request
 import weakref
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import aiohttp
+import aiohttp.connector
 from multidict import CIMultiDict
 
 from ..errors import RequestTimeout
@@ -33,17 +36,30 @@ class Fallback(Exception):
 
 
 def usable(session: aiohttp.ClientSession, url: str) -> bool:
-    """Whether `url` may go the lean way on `session`: http://, no proxy (the session's or, when it trusts the
-    environment, HTTP_PROXY), no middleware but fluxfs's FailFast, a plain TCP connector."""
-    if not url.startswith("http://") or not url.isascii() or session.closed:
+    """Whether `url` may go the lean way on `session`: http://, or https:// with a verifying SSL context, no proxy
+    (the session's or, when it trusts the environment, HTTP(S)_PROXY), no middleware but fluxfs's FailFast, a plain
+    TCP connector."""
+    scheme = url.partition("://")[0]
+    if scheme not in ("http", "https") or not url.isascii() or session.closed:
         return False
     if session._default_proxy is not None or type(session.connector) is not aiohttp.TCPConnector:
         return False
     if any(not isinstance(m, reach.FailFast) for m in session._middlewares or ()):
         return False
-    if session.trust_env and urllib.request.getproxies().get("http"):
+    if scheme == "https" and _ssl_context(session) is None:
+        return False
+    if session.trust_env and urllib.request.getproxies().get(scheme):
         return False  # NO_PROXY may exempt the host, but aiohttp decides that: the proxy path stays aiohttp's
     return True
+
+
+def _ssl_context(session: aiohttp.ClientSession) -> Optional[ssl.SSLContext]:
+    """The SSL context aiohttp's connector verifies servers with (its own, or aiohttp's default); None when it
+    does not verify or pins a fingerprint: left to aiohttp."""
+    given = session.connector._ssl  # type: ignore[union-attr]
+    if isinstance(given, ssl.SSLContext):
+        return given
+    return aiohttp.connector._SSL_CONTEXT_VERIFIED if given is True else None
 
 
 class _Receiver(asyncio.BufferedProtocol):
@@ -228,7 +244,8 @@ async def get_into(session: aiohttp.ClientSession, url: str, headers: dict, star
         pool.close()
         raise Fallback("session closed")
     parts = urlsplit(url)
-    host, port = parts.hostname or "", parts.port or 80
+    tls = _ssl_context(session) if parts.scheme == "https" else None
+    host, port = parts.hostname or "", parts.port or (443 if tls is not None else 80)
     lines = [f"GET {parts.path}?{parts.query} HTTP/1.1", f"Host: {parts.netloc}", "Accept: */*",
              "Accept-Encoding: gzip, deflate"]
     sent = {**session.headers, **headers}
@@ -241,8 +258,10 @@ async def get_into(session: aiohttp.ClientSession, url: str, headers: dict, star
         if proto is None:
             try:
                 _, proto = await asyncio.wait_for(
-                    asyncio.get_running_loop().create_connection(_Receiver, host, port), timeout.sock_connect)
-            except (OSError, asyncio.TimeoutError) as exc:
+                    asyncio.get_running_loop().create_connection(
+                        _Receiver, host, port, ssl=tls, server_hostname=host.rstrip(".") if tls else None),
+                    timeout.sock_connect)
+            except (OSError, asyncio.TimeoutError) as exc:  # a certificate refused too: aiohttp words it
                 raise Fallback(f"cannot connect: {exc}") from None
         limit = timeout.sock_read
         clock = ProgressClock(limit)
