@@ -40,7 +40,7 @@ def usable(session: aiohttp.ClientSession, url: str) -> bool:
     (the session's or, when it trusts the environment, HTTP(S)_PROXY), no middleware but fluxfs's FailFast, a plain
     TCP connector."""
     scheme = url.partition("://")[0]
-    if scheme not in ("http", "https") or not url.isascii() or session.closed:
+    if scheme not in ("http", "https") or not url.isascii() or "@" in url.split("/")[2] or session.closed:
         return False
     if session._default_proxy is not None or type(session.connector) is not aiohttp.TCPConnector:
         return False
@@ -200,6 +200,13 @@ class Pool:
             if proto.transport is not None:
                 proto.transport.abort()
 
+    def close_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        """`close` on the pool's loop (a session may be let go from any thread); nothing once that loop is closed."""
+        try:
+            loop.call_soon_threadsafe(self.close)
+        except RuntimeError:  # the loop is closed: its sockets go with the process
+            pass
+
     def take(self) -> Optional[_Receiver]:
         while self.idle:
             proto = self.idle.pop()
@@ -222,7 +229,7 @@ def pool_of(session: aiohttp.ClientSession) -> Pool:
     pool = _POOLS.get(session)
     if pool is None:
         pool = _POOLS[session] = Pool()
-        weakref.finalize(session, pool.close)
+        weakref.finalize(session, pool.close_soon, asyncio.get_running_loop())
     return pool
 
 

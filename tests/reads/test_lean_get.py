@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import gzip
 import os
 import threading
@@ -110,6 +111,24 @@ def test_a_cancelled_read_leaves_no_connection_open(flux_server, bucket):
         assert idle(fs) == 0
     finally:
         flux_server.configure(stall_after=None)
+
+
+def test_the_connections_go_with_the_filesystem(flux_server, bucket):
+    fs = make_fs(flux_server)
+    fs.pipe_file(f"{bucket}/o", DATA)
+    port = int(flux_server.url.rsplit(":", 1)[1])
+    before = open_connections(port)
+    fs.read_into(f"{bucket}/o", [(0, bytearray(len(DATA)))], range_size=MiB)
+    lean = open_connections(port) - before
+    assert lean and idle(fs) == len(lean)
+    loop = fs.loop
+    del fs   # gcsfs closes the session of a filesystem let go; the lean pool goes with the session
+
+    def closed() -> bool:
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result()  # gcsfs's close waits for the loop
+        gc.collect()
+        return not lean & open_connections(port)
+    wait_for(closed, "the lean connections closed", timeout=10)   # not the server's idle timeout
 
 
 def test_a_forked_child_reads_on_connections_of_its_own(stored):
