@@ -36,15 +36,20 @@ class Fallback(Exception):
 
 
 def usable(session: aiohttp.ClientSession, url: str) -> bool:
-    """Whether `url` may go the lean way on `session`: http://, or https:// with a verifying SSL context, no proxy
-    (the session's or, when it trusts the environment, HTTP(S)_PROXY), no middleware but fluxfs's FailFast, a plain
-    TCP connector."""
+    """Whether `url` may go the lean way on `session`: http://, or https:// with a verifying SSL context; no proxy
+    (the session's or, when it trusts the environment, HTTP(S)_PROXY), default auth, cookies or middleware but
+    fluxfs's FailFast; a plain TCP connector, HTTP/1.1. What this aiohttp does not say (a private attribute
+    gone) is taken as a no."""
     scheme = url.partition("://")[0]
     if scheme not in ("http", "https") or not url.isascii() or "@" in url.split("/")[2] or session.closed:
         return False
-    if session._default_proxy is not None or type(session.connector) is not aiohttp.TCPConnector:
+    if type(session.connector) is not aiohttp.TCPConnector or len(session.cookie_jar):
         return False
-    if any(not isinstance(m, reach.FailFast) for m in session._middlewares or ()):
+    if any(getattr(session, name, _UNKNOWN) is not None for name in ("_default_proxy", "_default_auth")):
+        return False
+    if getattr(session, "_version", None) != aiohttp.HttpVersion11:
+        return False
+    if any(not isinstance(m, reach.FailFast) for m in getattr(session, "_middlewares", [None]) or ()):
         return False
     if scheme == "https" and _ssl_context(session) is None:
         return False
@@ -53,13 +58,16 @@ def usable(session: aiohttp.ClientSession, url: str) -> bool:
     return True
 
 
+_UNKNOWN = object()
+
+
 def _ssl_context(session: aiohttp.ClientSession) -> Optional[ssl.SSLContext]:
     """The SSL context aiohttp's connector verifies servers with (its own, or aiohttp's default); None when it
     does not verify or pins a fingerprint: left to aiohttp."""
-    given = session.connector._ssl  # type: ignore[union-attr]
+    given = getattr(session.connector, "_ssl", None)
     if isinstance(given, ssl.SSLContext):
         return given
-    return aiohttp.connector._SSL_CONTEXT_VERIFIED if given is True else None
+    return getattr(aiohttp.connector, "_SSL_CONTEXT_VERIFIED", None) if given is True else None
 
 
 class _Receiver(asyncio.BufferedProtocol):

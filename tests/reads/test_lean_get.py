@@ -17,7 +17,7 @@ import psutil
 import pytest
 from aiohttp import web
 
-from fluxfs.errors import RequestTimeout
+from fluxfs.errors import RequestTimeout, ServerUnreachable
 from fluxfs.gcs import bridge, lean_get
 from fluxfs.gcs.checksums import crc32c
 from fluxfs.reads import into
@@ -145,6 +145,10 @@ def test_a_proxy_is_left_to_aiohttp(flux_server, stored, monkeypatch):
     assert buf == DATA and idle(proxied) == 0
     fs.read_into(path, [(0, buf)])
     assert idle(fs) == 1    # without trust_env, aiohttp ignores the environment: so does the lean path
+    through = make_fs(flux_server, session_kwargs={"proxy": "http://127.0.0.1:9"}, connect_timeout=0.2, retry=QUICK)
+    with pytest.raises(ServerUnreachable, match=r"'127.0.0.1', 9\)"):   # the proxy was asked, as aiohttp does
+        through.read_into(path, [(0, buf)])
+    assert idle(through) == 0
 
 
 class Scripted:
