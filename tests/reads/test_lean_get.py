@@ -185,6 +185,8 @@ class Scripted:
             crc32c(DATA).to_bytes(4, "big")).decode()}
         ranged = {**goog, "Content-Range": f"bytes {a}-{b}/{len(DATA)}"}
         mode = self.mode
+        if mode == "302" and "moved" not in request.query:
+            raise web.HTTPFound(location=str(request.rel_url.update_query(moved="1")))
         if mode in ("404", "412", "503"):
             return web.json_response({"error": {"code": int(mode), "message": f"scripted {mode}"}}, status=int(mode))
         if mode == "200":
@@ -224,7 +226,7 @@ def outcome(fs, start: int, end: int):
         return type(exc), str(exc)
 
 
-@pytest.mark.parametrize("mode", ["206", "close", "200", "chunked", "gzip", "404", "412", "503"])
+@pytest.mark.parametrize("mode", ["206", "close", "200", "302", "chunked", "gzip", "404", "412", "503"])
 def test_every_answer_reads_as_through_aiohttp(scripted, monkeypatch, mode):
     fs = make_fs(scripted, retry=QUICK)
     scripted.mode = mode
@@ -233,7 +235,7 @@ def test_every_answer_reads_as_through_aiohttp(scripted, monkeypatch, mode):
     assert (idle(fs) > 0) == (mode == "206")
     monkeypatch.setattr(lean_get, "usable", lambda session, url: False)
     assert outcome(make_fs(scripted, retry=QUICK), start, end) == lean
-    if mode in ("206", "close", "chunked", "gzip"):
+    if mode in ("206", "close", "302", "chunked", "gzip"):
         assert lean == DATA[start:end]
     ua = {h["User-Agent"] for h in scripted.seen}
     assert len(ua) == 1 and ua.pop().startswith("python-gcsfs/")
