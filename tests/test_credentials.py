@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from fluxfs import FluxFileSystem
+from fluxfs.gcs import lean_get
 
 PART = 5 * 2**20
 
@@ -83,6 +84,9 @@ def exercise(fs: FluxFileSystem, bucket: str) -> None:
         f.write(big)
     with fs.open(f"{bucket}/auth-big", "rb") as f:                    # parallel ranged reads
         assert f.read() == big
+    buf = bytearray(len(big))
+    fs.read_into(f"{bucket}/auth-big", [(0, buf)], range_size=2**20)   # the lean GET (gcs/lean_get.py): a 401
+    assert buf == big and lean_get._POOLS[fs._session].idle           # would have gone to aiohttp, keeping none
     assert fs.ls(bucket, detail=False)                                # gcsfs's own request path
     fs.rm(f"{bucket}/auth-big")
 

@@ -27,8 +27,15 @@ if _fast is not None:
     def extend(value: int, data: bytes) -> int:
         """crc32c of the bytes so far (crc `value`) followed by `data`: the one running-crc step of every reader."""
         return _fast.crc32c(data, value)
+
+    extend_view = extend
 else:
     extend = google_crc32c.extend
+
+    def extend_view(value: int, data: memoryview) -> int:  # type: ignore[misc]
+        """`extend` over a view of writable memory: google_crc32c takes bytes only, so the slice is copied
+        (hot in cache, just received into)."""
+        return google_crc32c.extend(value, bytes(data))
 
 
 def crc32c(data: bytes) -> int:

@@ -102,6 +102,7 @@ class Counters:
         config.on_request_headers_sent.append(sent_headers)
         config.on_request_chunk_sent.append(sent_chunk)
         config.on_request_end.append(answered)
+        config.fluxfs_counters = self  # type: ignore[attr-defined]  # found by requests sent past aiohttp (lean_get)
         config.freeze()
         return config
 

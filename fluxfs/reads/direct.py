@@ -91,13 +91,20 @@ def media_get(session: aiohttp.ClientSession, client: "Client", bucket: str, key
               start: int, end: Optional[int]) -> Any:
     """The ranged GET of an object's bytes [start, end), as aiohttp's request context manager. Its URL is
     handed over built and encoded: given a query dict, aiohttp would parse, requote and extend it per request."""
+    url, params = media_request(client, bucket, key, generation)
+    return session.get(yarl.URL(url, encoded=True) if params is None else url, params=params,
+                       headers=client.headers(_range_header(start, end)), timeout=client.options.http_timeout)
+
+
+def media_request(client: "Client", bucket: str, key: str, generation: Optional[str]) -> tuple[str, Optional[dict]]:
+    """(URL, None) with the query built and encoded, or (URL, query dict) for an endpoint with a non-ASCII host,
+    left to yarl's IDNA."""
     params = client.params(_media_params(generation))
-    url: Any = client.media_url(bucket, key)
-    if url.isascii():  # percent-encoded already (an endpoint with a non-ASCII host is left to yarl's IDNA)
-        query = "alt=media" if len(params) == 1 else urlencode(params, quote_via=quote)
-        url, params = yarl.URL(f"{url}?{query}", encoded=True), None
-    return session.get(url, params=params, headers=client.headers(_range_header(start, end)),
-                       timeout=client.options.http_timeout)
+    url = client.media_url(bucket, key)
+    if not url.isascii():
+        return url, params
+    query = "alt=media" if len(params) == 1 else urlencode(params, quote_via=quote)
+    return f"{url}?{query}", None
 
 
 def _object_headers(headers: Mapping[str, str]) -> tuple[Optional[str], Optional[int]]:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 import aiohttp
 
 from ..errors import ChecksumMismatch, ObjectChanged, PreconditionFailed, object_changed
-from ..gcs import checksums, http
+from ..gcs import checksums, http, lean_get
 from ..gcs.tasks import gather_all
 from ..gcs.checksums import crc32c_combine
 from ..zonal import grpc_reads, transport
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _object_headers, check_ranged_answer
-from .direct import media_get, named
+from .direct import _range_header, media_get, media_request, named
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client
@@ -116,6 +116,9 @@ async def _fetch_once(client, bucket, key, req: Request, generation,
         req.crc32c = running
         return got.size, got.generation, got.crc32c
     session = await client.session()
+    got = await _lean_once(session, client, bucket, key, req, generation, verify, what)
+    if got is not None:
+        return got
     async with http.timeouts_named(client, what), \
             media_get(session, client, bucket, key, generation, req.start, req.end) as r:
         await check_ranged_answer(r, req.start, req.end, what, f"bytes {req.start}-{req.end - 1} lie past the end "
@@ -140,6 +143,23 @@ async def _fetch_once(client, bucket, key, req: Request, generation,
         raise aiohttp.ClientPayloadError(f"short body reading {what}: {pos} bytes for range {req.start}-{req.end}")
     req.crc32c = running
     return size, gen, crc
+
+
+async def _lean_once(session, client, bucket, key, req: Request, generation, verify: bool,
+                     what: str) -> Optional[tuple[int, Optional[str], Optional[int]]]:
+    """`_fetch_once` received straight into the pieces (gcs/lean_get.py); None when it falls back to aiohttp."""
+    url, params = media_request(client, bucket, key, generation)
+    if params is not None or not lean_get.usable(session, url):
+        return None
+    try:
+        headers, running = await lean_get.get_into(
+            session, url, client.headers(_range_header(req.start, req.end)), req.start, req.end, req.pieces,
+            verify, client.options.http_timeout, what)
+    except lean_get.Fallback:
+        return None
+    gen, crc = _object_headers(headers)
+    req.crc32c = running
+    return _content_range(headers["Content-Range"])[1], gen, crc
 
 
 async def read_into(client: "Client", bucket: str, key: str, segments: Sequence[tuple[int, Any]], *,
