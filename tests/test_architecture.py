@@ -195,12 +195,15 @@ def test_google_cloud_storage_and_grpc_internals_are_reached_in_their_adapter_on
 
 
 def test_the_adapter_says_what_it_was_checked_against():
-    """The adapter names the versions it was checked against: constraints.txt's pins, which setup.cfg bounds."""
+    """The adapters (google-cloud-storage's and grpc's; aiohttp's) name the versions they were checked against:
+    constraints.txt's pins, which setup.cfg bounds."""
+    from fluxfs.gcs.aiohttp_adapter import CHECKED_AGAINST as AIOHTTP
     from fluxfs.zonal.gcs_adapter import CHECKED_AGAINST
     pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line)
-    assert {name: pins.get(name) for name in CHECKED_AGAINST} == CHECKED_AGAINST
+    for checked in (CHECKED_AGAINST, AIOHTTP):
+        assert {name: pins.get(name) for name in checked} == checked
     cfg = (ROOT / "setup.cfg").read_text()
-    for name in ("google-cloud-storage[grpc]", "grpcio"):
+    for name in ("google-cloud-storage[grpc]", "grpcio", "aiohttp"):
         assert any(line.strip().startswith(name + ">=") and ",<" in line for line in cfg.splitlines()), name
 
 

@@ -12,18 +12,16 @@ with the SSL context aiohttp's connector would use (`usable`).
 from __future__ import annotations
 
 import asyncio
-import ssl
 import urllib.request
 import weakref
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import aiohttp
-import aiohttp.connector
 from multidict import CIMultiDict
 
 from ..errors import RequestTimeout
-from . import checksums, fork, reach
+from . import aiohttp_adapter, checksums, fork, reach
 from .progress import ProgressClock
 
 HEAD_MAX = 1 << 16      # an answer's headers longer than this: left to aiohttp
@@ -45,29 +43,13 @@ def usable(session: aiohttp.ClientSession, url: str) -> bool:
         return False
     if type(session.connector) is not aiohttp.TCPConnector or len(session.cookie_jar):
         return False
-    if any(getattr(session, name, _UNKNOWN) is not None for name in ("_default_proxy", "_default_auth")):
+    if not aiohttp_adapter.plain_session(session, reach.FailFast):
         return False
-    if getattr(session, "_version", None) != aiohttp.HttpVersion11:
-        return False
-    if any(not isinstance(m, reach.FailFast) for m in getattr(session, "_middlewares", [None]) or ()):
-        return False
-    if scheme == "https" and _ssl_context(session) is None:
+    if scheme == "https" and aiohttp_adapter.verifying_ssl_context(session) is None:
         return False
     if session.trust_env and urllib.request.getproxies().get(scheme):
         return False  # NO_PROXY may exempt the host, but aiohttp decides that: the proxy path stays aiohttp's
     return True
-
-
-_UNKNOWN = object()
-
-
-def _ssl_context(session: aiohttp.ClientSession) -> Optional[ssl.SSLContext]:
-    """The SSL context aiohttp's connector verifies servers with (its own, or aiohttp's default); None when it
-    does not verify or pins a fingerprint: left to aiohttp."""
-    given = getattr(session.connector, "_ssl", None)
-    if isinstance(given, ssl.SSLContext):
-        return given
-    return getattr(aiohttp.connector, "_SSL_CONTEXT_VERIFIED", None) if given is True else None
 
 
 class _Receiver(asyncio.BufferedProtocol):
@@ -259,7 +241,7 @@ async def get_into(session: aiohttp.ClientSession, url: str, headers: dict, star
         pool.close()
         raise Fallback("session closed")
     parts = urlsplit(url)
-    tls = _ssl_context(session) if parts.scheme == "https" else None
+    tls = aiohttp_adapter.verifying_ssl_context(session) if parts.scheme == "https" else None
     host, port = parts.hostname or "", parts.port or (443 if tls is not None else 80)
     lines = [f"GET {parts.path}?{parts.query} HTTP/1.1", f"Host: {parts.netloc}", "Accept: */*",
              "Accept-Encoding: gzip, deflate"]
