@@ -96,11 +96,14 @@ async def append(client: "Client", writer: Any, data: bytes, crc: Optional[int] 
         await release(writer)
         raise _taken(what, writer, base, len(data), None)
     broke: list = []  # what broke the stream last: the next attempt drops that stream, keeping a redirect's token
+    confirmed = base  # the most our streams confirmed (a failed takeover forgets the writer's size: kept here)
 
     async def attempt(n: int) -> None:
+        nonlocal confirmed
         try:
             if n:
-                confirmed = int(writer.persisted_size or 0)  # the broken stream's last confirmed size
+                if writer.persisted_size is not None:  # the broken stream's last confirmed size
+                    confirmed = max(confirmed, int(writer.persisted_size))
                 _drop_stream(writer, broke[-1])
                 await _reopen(client, writer, what)
                 await _check(client, writer, what, data, base, confirmed)

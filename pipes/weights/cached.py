@@ -37,7 +37,10 @@ async def open_unfilled(fs: FluxFileSystem, path: str, where: str) -> Opened:
 
 
 def _holds(fs: FluxFileSystem, bucket: str, key: str, generation: str, size: int, crc32c: Any) -> bool:
-    held = fs.cache.lookup(bucket, key, generation, size, store=fs.cache_fetcher.store, crc32c=crc32c)  # type: ignore[union-attr]
+    # checked_by_caller: the cached read that follows checks its bytes; a first-use check here would hash the
+    # whole entry (gigabytes for a shard) on the event loop, up to three times per file
+    held = fs.cache.lookup(bucket, key, generation, size, checked_by_caller=True,  # type: ignore[union-attr]
+                           store=fs.cache_fetcher.store, crc32c=crc32c)
     if held is None:
         return False
     held.release()
