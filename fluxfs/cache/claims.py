@@ -126,10 +126,9 @@ def claim(cache: NodeCache, wanted: list[Entry], room: int, most: int, share: bo
     unique = list(dict.fromkeys(wanted))
     made: list[Claim] = []
     fresh: list[Open] = []
-    current = _OPENED.current.get(cache.directory) if share else None
-    end, committed = (current.pack.end if current else 0), False
+    committed = False
     try:
-        with cache.dir_locked():
+        with cache.dir_locked():  # (claims of this process's threads one at a time too)
             db = index.connect(cache.directory)
             have = index.lookup(db, [e[:4] for e in unique], complete=False)
             for dead in {row[0] for row, done in have.values() if not done}:  # claimed by a fill: alive?
@@ -145,16 +144,23 @@ def claim(cache: NodeCache, wanted: list[Entry], room: int, most: int, share: bo
                     total += e[4]
             if not todo or not evict.make_room(cache.directory, total, cache.limit):
                 return [], theirs
-            made = _place(cache, todo, most, fresh, share)
-            for c in made:
-                c.pack.allocate(c.start, c.size)
-            with index.write(db):
+            current = _OPENED.current.get(cache.directory) if share else None
+            end = current.pack.end if current else 0
+            try:
+                made = _place(cache, todo, most, fresh, share)
                 for c in made:
-                    rows, at = [], c.start
-                    for store, bucket, key, generation, size, crc in c.entries:
-                        rows.append((store, bucket, key, generation, at, size, -1 if crc is None else crc))
-                        at += size
-                    index.claim(db, c.pack.name, rows)
+                    c.pack.allocate(c.start, c.size)
+                with index.write(db):
+                    for c in made:
+                        rows, at = [], c.start
+                        for store, bucket, key, generation, size, crc in c.entries:
+                            rows.append((store, bucket, key, generation, at, size, -1 if crc is None else crc))
+                            at += size
+                        index.claim(db, c.pack.name, rows)
+            except BaseException:
+                if current is not None:
+                    current.pack.end = end  # its claims' room given back (the next claim allocates it again)
+                raise
             committed = True
             with _OPENED.guard:
                 for c in made:
@@ -169,8 +175,6 @@ def claim(cache: NodeCache, wanted: list[Entry], room: int, most: int, share: bo
         if committed:  # only letting go of a full pack failed: its file is swept; the claims stand
             log.warning("fluxfs node-local cache: %s", exc)
             return made, theirs
-        if current is not None:
-            current.pack.end = end  # its claims' room given back (the next claim allocates it again)
         for op in fresh:
             op.pack.close()  # not done: removed (its rows were never committed), and never the current one
         if isinstance(exc, sqlite3.Error):
