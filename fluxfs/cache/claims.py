@@ -81,6 +81,17 @@ class Claim:
         return sum(e[4] for e in self.entries)
 
 
+def _hold(op: Open) -> None:
+    """Take back the shared `flock` of a pack let go while idle (call under `_OPENED.guard`); one being removed
+    meanwhile (`clear`) is `gone`."""
+    if not op.held:
+        try:
+            fcntl.flock(op.pack.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            op.held = True
+        except BlockingIOError:
+            op.gone = True
+
+
 def _place(cache: NodeCache, todo: list[Entry], most: int, fresh: list[Open], share: bool) -> list[Claim]:
     """The entries as claims: appended to this process's open pack while it holds at most `most` bytes, then in
     new ones (`fresh` gets them; an object larger than `most` alone). Call under the directory lock."""
@@ -88,12 +99,7 @@ def _place(cache: NodeCache, todo: list[Entry], most: int, fresh: list[Open], sh
     op = _OPENED.current.get(cache.directory) if share else None
     if op is not None:
         with _OPENED.guard:
-            if not op.held:  # idle since its last write: held again before it takes claims
-                try:
-                    fcntl.flock(op.pack.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    op.held = True
-                except BlockingIOError:
-                    op.gone = True  # being removed (`clear`)
+            _hold(op)  # idle since its last write: held again before it takes claims
         if os.fstat(op.pack.fd).st_nlink == 0:
             op.gone = True  # evicted while idle, or removed by hand
     for e in todo:
@@ -165,6 +171,7 @@ def claim(cache: NodeCache, wanted: list[Entry], room: int, most: int, share: bo
             with _OPENED.guard:
                 for c in made:
                     c.open.pending += 1
+                    _hold(c.open)  # (its last write may have let it go since `_place`)
                 full = _OPENED.current.get(cache.directory) if share and fresh else None
                 if share and fresh:
                     _OPENED.current[cache.directory] = fresh[-1]  # the last made takes the next calls' claims
