@@ -5,26 +5,26 @@ objects nobody has claimed get rows in the index, not complete yet, in the pack 
 its claims (packs.py: one pack takes the claims of many calls, a new one once it holds 64 MiB), with their
 room counted in; objects another process claimed are not downloaded again but waited for (`wait_for`) and
 read from its pack once complete. The wait is bounded: once the claimer is gone with their rows not complete
-(it died) or its pack made no progress (its size and mtime: the claimer touches it when its read returns,
-then writes it) for `stall` seconds, the objects are read from storage. The claimer writes its claims off the
-read's path (`write`, on the filler thread, one `pwrite` run per claim): an object its read did not return,
-or whose bytes fail the listing's size, has its row dropped; the rest become complete at once (their crc32c is
-the one the read checked).
+(it died) or none of them became complete (or dropped) for `stall` seconds, the objects are read from storage
+(the rows tell, not the pack's size or mtime: a pack takes the claimer's other calls' claims, and every read of
+its complete entries touches it). The claimer writes its claims off the read's path (`write`, on the filler
+thread, one `pwrite` run per run of objects read): an object its read did not return, or whose bytes are not
+the listing's size, has its row dropped; the rest become complete at once (their crc32c is the one the read
+checked).
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fcntl
 import logging
 import os
 import sqlite3
 import threading
-from typing import Any
+from typing import Any, Optional
 
-from ..errors import ChecksumMismatch
 from ..gcs import checksums, fork
-from . import body, evict, index, packs
-from .entry import Meta
+from . import evict, index, packs
 from .lock import Stall
 from .store import UNWRITABLE, NodeCache
 
@@ -36,11 +36,14 @@ Entry = tuple[str, str, str, str, int, Any]  # store, bucket, key, generation, s
 @dataclasses.dataclass(eq=False)
 class Open:
     """A pack this process holds for its claims, and how many of them are not written yet; `retired` once full
-    (closed when the last is written)."""
+    (closed when the last is written). `held`: its shared `flock`, let go while nothing is pending (eviction may
+    take the pack then, as any other: a process's open pack is never pinned) and taken back by its next claim."""
 
     pack: packs.NewPack
     pending: int = 0
     retired: bool = False
+    held: bool = True
+    gone: bool = False  # evicted or removed while idle: takes no more claims
 
 
 class _Opened:
@@ -78,15 +81,29 @@ class Claim:
         return sum(e[4] for e in self.entries)
 
 
+def _hold(op: Open) -> None:
+    """Take back the shared `flock` of a pack let go while idle (call under `_OPENED.guard`); one being removed
+    meanwhile (`clear`) is `gone`."""
+    if not op.held:
+        try:
+            fcntl.flock(op.pack.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            op.held = True
+        except BlockingIOError:
+            op.gone = True
+
+
 def _place(cache: NodeCache, todo: list[Entry], most: int, fresh: list[Open], share: bool) -> list[Claim]:
     """The entries as claims: appended to this process's open pack while it holds at most `most` bytes, then in
     new ones (`fresh` gets them; an object larger than `most` alone). Call under the directory lock."""
     made: list[Claim] = []
     op = _OPENED.current.get(cache.directory) if share else None
-    if op is not None and os.fstat(op.pack.fd).st_nlink == 0:
-        op.pack.end = most  # removed by hand meanwhile: full
+    if op is not None:
+        with _OPENED.guard:
+            _hold(op)  # idle since its last write: held again before it takes claims
+        if os.fstat(op.pack.fd).st_nlink == 0:
+            op.gone = True  # evicted while idle, or removed by hand
     for e in todo:
-        if op is None or op.pack.end and op.pack.end + e[4] > most:
+        if op is None or op.gone or op.pack.end and op.pack.end + e[4] > most:
             op = Open(packs.NewPack(cache.directory))
             fresh.append(op)
         if not made or made[-1].open is not op:
@@ -115,12 +132,13 @@ def claim(cache: NodeCache, wanted: list[Entry], room: int, most: int, share: bo
     unique = list(dict.fromkeys(wanted))
     made: list[Claim] = []
     fresh: list[Open] = []
+    committed = False
     try:
-        with cache.dir_locked():
+        with cache.dir_locked():  # (claims of this process's threads one at a time too)
             db = index.connect(cache.directory)
             have = index.lookup(db, [e[:4] for e in unique], complete=False)
             for dead in {row[0] for row, done in have.values() if not done}:  # claimed by a fill: alive?
-                if packs.held_stamp(cache.directory, dead) is None:  # nobody fills it: a killed filler's claims
+                if not packs.held(cache.directory, dead):  # nobody fills it: a killed filler's claims
                     index.drop_pending(db, dead)
                     packs.remove(cache.directory, db, dead, only_if_dead=True)  # and its file, if nothing is done
                     have = {k: v for k, v in have.items() if v[1] or v[0][0] != dead}
@@ -132,19 +150,28 @@ def claim(cache: NodeCache, wanted: list[Entry], room: int, most: int, share: bo
                     total += e[4]
             if not todo or not evict.make_room(cache.directory, total, cache.limit):
                 return [], theirs
-            made = _place(cache, todo, most, fresh, share)
-            for c in made:
-                c.pack.allocate(c.start, c.size)
-            with index.write(db):
+            current = _OPENED.current.get(cache.directory) if share else None
+            end = current.pack.end if current else 0
+            try:
+                made = _place(cache, todo, most, fresh, share)
                 for c in made:
-                    rows, at = [], c.start
-                    for store, bucket, key, generation, size, crc in c.entries:
-                        rows.append((store, bucket, key, generation, at, size, -1 if crc is None else crc))
-                        at += size
-                    index.claim(db, c.pack.name, rows)
+                    c.pack.allocate(c.start, c.size)
+                with index.write(db):
+                    for c in made:
+                        rows, at = [], c.start
+                        for store, bucket, key, generation, size, crc in c.entries:
+                            rows.append((store, bucket, key, generation, at, size, -1 if crc is None else crc))
+                            at += size
+                        index.claim(db, c.pack.name, rows)
+            except BaseException:
+                if current is not None:
+                    current.pack.end = end  # its claims' room given back (the next claim allocates it again)
+                raise
+            committed = True
             with _OPENED.guard:
                 for c in made:
                     c.open.pending += 1
+                    _hold(c.open)  # (its last write may have let it go since `_place`)
                 full = _OPENED.current.get(cache.directory) if share and fresh else None
                 if share and fresh:
                     _OPENED.current[cache.directory] = fresh[-1]  # the last made takes the next calls' claims
@@ -152,8 +179,11 @@ def claim(cache: NodeCache, wanted: list[Entry], room: int, most: int, share: bo
                 _retire(cache, op)  # full (or one call's only): closed once its claims are written
             return made, theirs
     except (OSError, sqlite3.Error) as exc:
+        if committed:  # only letting go of a full pack failed: its file is swept; the claims stand
+            log.warning("fluxfs node-local cache: %s", exc)
+            return made, theirs
         for op in fresh:
-            op.pack.close()  # not done: removed (its rows were never committed)
+            op.pack.close()  # not done: removed (its rows were never committed), and never the current one
         if isinstance(exc, sqlite3.Error):
             cache.warns.index(exc)
         elif exc.errno in UNWRITABLE:
@@ -163,57 +193,62 @@ def claim(cache: NodeCache, wanted: list[Entry], room: int, most: int, share: bo
         return [], []
 
 
-def touch(claims: list[Claim]) -> None:
-    """Progress, for the processes waiting on these claims: the read of their objects returned."""
-    for c in claims:
-        try:
-            os.utime(c.pack.fd)
-        except OSError:
-            pass
+def _look(cache: NodeCache, keys: list[tuple[str, str, str, str]]) -> Optional[frozenset]:
+    """The waited objects' rows not complete yet (pack, object): the claimers' progress, which only their writes
+    change (reads of a pack's complete entries touch it, so its size and mtime are not); None once there are none
+    or a claimer let go of its pack unfinished (or the index cannot be read): stop waiting."""
+    try:
+        rows = index.lookup(index.connect(cache.directory), keys, complete=False)
+    except sqlite3.Error:
+        return None
+    pending = frozenset((row[0], k) for k, (row, done) in rows.items() if not done)
+    if not pending or not all(packs.held(cache.directory, p) for p in {p for p, _ in pending}):
+        return None
+    return pending
 
 
 async def wait_for(cache: NodeCache, theirs: list[Entry]) -> None:
     """Until the objects other processes claimed are complete (or dropped), or a claimer let go of its pack
-    unfinished or made no progress for `cache.stall` seconds (`lock.Stall`). Cancelled at once (Ctrl-C)."""
+    unfinished or completed none of them for `cache.stall` seconds (`lock.Stall`). Each look on a cache thread,
+    off the event loop. Cancelled at once (Ctrl-C)."""
     keys = [e[:4] for e in theirs]
     bound = Stall(cache.stall, first=0.002, most=0.05)
+    loop = asyncio.get_running_loop()
     while True:
-        try:
-            rows = index.lookup(index.connect(cache.directory), keys, complete=False)
-        except sqlite3.Error:
-            return
-        pending = sorted({row[0] for row, done in rows.values() if not done})
-        if not pending:
-            return
-        marks = [packs.held_stamp(cache.directory, p) for p in pending]
-        if any(m is None for m in marks) or bound.stalled(marks):
-            return  # a claimer let go unfinished, or stalled: storage
+        mark = await loop.run_in_executor(cache.executor(), _look, cache, keys)
+        if mark is None or bound.stalled(mark):
+            return  # done, or a claimer let go unfinished or stalled: storage
         await asyncio.sleep(bound.pause())
 
 
 def write(cache: NodeCache, claim: Claim, got: dict[Entry, Any]) -> None:
-    """The claim's pack written with the bytes read (`got`), its rows complete, but those of objects not read or
-    failing their listing's size or crc32c (dropped: read from storage next time); then let go."""
-    parts, dropped, crcs = [], [], []
+    """The claim's pack written with the bytes read (`got`: one `pwrite` run per run of objects read), their rows
+    complete; the rows of objects not read, or whose bytes are not the listing's size, dropped (read from storage
+    next time). The crc32c of the bytes is the one the read checked (computed here where the listing had none)."""
+    runs: list[tuple[int, list]] = []  # (offset, bytes end to end) of the objects read
+    dropped, crcs, at, after = [], [], claim.start, None
     for e in claim.entries:
         data = got.get(e)
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            if len(data) == e[4]:  # its crc32c was checked by the read (the caller's, or computed here if unknown)
-                parts.append(data)
-                if e[5] is None:
-                    crcs.append((checksums.crc32c(data), *e[:4]))
-                continue
-            try:
-                body.check_sums(len(data), 0, Meta(e[1], e[2], e[3], e[4], None, False, e[0]))
-            except ChecksumMismatch as exc:
-                log.warning("fluxfs node-local cache: %s", exc)
-        parts.append(bytes(e[4]))
-        dropped.append(e[:4])
+        read = isinstance(data, (bytes, bytearray, memoryview))
+        if read and len(data) == e[4]:
+            if after != at:
+                runs.append((at, []))
+            runs[-1][1].append(data)
+            after = at + e[4]
+            if e[5] is None:
+                crcs.append((checksums.crc32c(data), *e[:4]))
+        else:
+            if read:
+                log.warning("fluxfs node-local cache: %s/%s (generation %s): %d bytes read, the listing says %d; "
+                            "not cached", e[1], e[2], e[3], len(data), e[4])
+            dropped.append(e[:4])
+        at += e[4]
     pack, done = claim.pack, False
     try:
         db = index.connect(cache.directory)
         if len(dropped) < len(claim.entries):
-            pack.write(parts, claim.start)
+            for start, parts in runs:
+                pack.write(parts, start)
             gone = set(dropped)
             index.complete(db, pack.name, [e[:4] for e in claim.entries if e[:4] not in gone], dropped, crcs)
             done = pack.done = True
@@ -231,7 +266,11 @@ def write(cache: NodeCache, claim: Claim, got: dict[Entry, Any]) -> None:
         except (OSError, sqlite3.Error):
             pass  # rows of a pack nobody fills are removed by the claim that meets them
         with _OPENED.guard:
-            claim.open.pending -= 1
-            idle = claim.open.retired and claim.open.pending == 0
+            op = claim.open
+            op.pending -= 1
+            idle = op.retired and op.pending == 0
+            if op.pending == 0 and not op.retired and op.held and pack.fd >= 0:
+                fcntl.flock(pack.fd, fcntl.LOCK_UN)  # nothing pending: evictable until its next claim
+                op.held = False
         if idle:
             pack.close()

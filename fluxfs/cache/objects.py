@@ -96,8 +96,8 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
 
 def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
     """Write objects already read to the cache now, as the filler thread writes a call's claims: claimed (those
-    nobody has), written as packs of their own, their rows complete (an object failing its size or crc32c left
-    out)."""
+    nobody has), written as packs of their own, their rows complete (an object whose bytes are not its size left
+    out; the caller checked their crc32c)."""
     got: dict[Entry, bytes] = {}
     for entry, data in items:
         got.setdefault(entry, data)
@@ -204,7 +204,6 @@ async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: s
     try:
         try:
             got = await fetch.cat_objects(first, on_error=on_error) if first else {}
-            claims.touch(made)
         finally:  # on every path: written, or let go
             named = {e: names[i] for i, e in misses.items()}
             _write_later(cache, made, {e: got.get(named[e]) for c in made for e in c.entries}, reserved)

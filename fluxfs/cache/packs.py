@@ -3,12 +3,12 @@
 `<24 hex>.pack` holds the bytes of fill batches end to end; the index (index.py) says where each object lies
 and its crc32c. Its filler holds it from its creation until it closes it: a shared `flock` (in use, as a
 reader's while it reads: eviction takes it exclusively without waiting, so a pack being filled or read is
-never removed) and, where the platform has open-file-description locks (Linux), a write lock on one byte
-past any pack's end, which tells the processes waiting on its rows that the filler is alive (`held_stamp`):
-one pack then takes a process's claims of many calls, up to its size. Elsewhere the filler holds an exclusive
-`flock` instead, and a pack takes one call's claims. A filler killed mid-fill (the kernel drops its locks)
-leaves rows that never became complete, removed by the next claim that meets them (and a pack with nothing
-complete in it, which sweeps remove).
+never removed; claims.py lets it go while none of its claims are pending) and, where the platform has
+open-file-description locks (Linux), a write lock on one byte past any pack's end, which tells the processes
+waiting on its rows that the filler is alive (`held`): one pack then takes a process's claims of many calls,
+up to its size. Elsewhere the filler holds an exclusive `flock` instead, and a pack takes one call's claims.
+A filler killed mid-fill (the kernel drops its locks) leaves rows that never became complete, removed by the
+next claim that meets them (and a pack with nothing complete in it, which sweeps remove).
 Packs are not fsynced: every read checks each object's crc32c and a torn one is read from storage again.
 A pack's recency for LRU eviction is its mtime, which every read touches.
 """
@@ -26,7 +26,7 @@ from typing import Optional
 from ..gcs import checksums
 from . import body, direct, index
 from .entry import open_fixed
-from .lock import flock_within, stamp
+from .lock import flock_within
 
 PACK = re.compile(r"^(?P<id>[0-9a-f]{24})\.pack$")
 Wanted = tuple[str, str, str, str, int, Optional[int]]  # store, bucket, key, generation, size, crc32c (None: unknown)
@@ -159,23 +159,22 @@ def _pwritev(fd: int, parts: list, at: int) -> None:
         at += size
 
 
-def held_stamp(directory: str, pack: str) -> Optional[tuple[int, int]]:
-    """The pack's `stamp` (size, mtime) while its filler holds it (see the module docstring), None once nobody
-    does (the filler closed it, gave up or died)."""
+def held(directory: str, pack: str) -> bool:
+    """True while the pack's filler holds it (see the module docstring), False once nobody does (the filler closed
+    it, gave up or died)."""
     try:
         fd = open_fixed(path_of(directory, pack))
     except FileNotFoundError:
-        return None
+        return False
     try:
         if SHAREABLE:
-            held = _filling_lock(fd, fcntl.F_OFD_GETLK, fcntl.F_RDLCK) != fcntl.F_UNLCK
-            return stamp(fd) if held else None
+            return _filling_lock(fd, fcntl.F_OFD_GETLK, fcntl.F_RDLCK) != fcntl.F_UNLCK
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return stamp(fd)
+            return True
         fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
+        return False
     finally:
         os.close(fd)
 

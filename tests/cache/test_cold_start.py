@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -118,9 +119,12 @@ def test_processes_starting_together_download_a_shard_once(flux_server, bucket, 
 CLAIMER = textwrap.dedent("""
     import json, sys
     from fluxfs import FluxFileSystem
-    url, cache_dir, listing = sys.argv[1:4]
+    from fluxfs.cache import objects
+    url, cache_dir, *listings = sys.argv[1:]
     fs = FluxFileSystem(endpoint_url=url, token="anon", cache_dir=cache_dir, skip_instance_cache=True)
-    fs.cat_objects(json.load(open(listing)))
+    for listing in listings:  # each call's claims in the one pack this process holds for them
+        fs.cat_objects(json.load(open(listing)))
+        objects.flush()
 """)
 
 
@@ -138,31 +142,46 @@ def _claimed(cache_dir) -> int:
         db.close()
 
 
-@pytest.mark.parametrize("how", ["stopped", "killed"])
+@pytest.mark.parametrize("how", ["stopped", "killed", "stopped, its pack read meanwhile"])
 def test_objects_claimed_by_a_stopped_or_killed_process_are_read_from_storage(flux_server, bucket, tmp_path, how):
     """The wait for another process's claims is bounded: a claimer stopped mid-read (SIGSTOP) makes no progress
-    for `read_timeout` and one killed lets go of its pack: the objects are read from storage, right."""
+    for `read_timeout` and one killed lets go of its pack: the objects are read from storage, right. Also while
+    others keep reading the entries its earlier call completed in the same pack (was: their reads touched the
+    pack, which the wait took for the claimer's progress, and it waited for ever)."""
     fs = make_fs(flux_server, cache_dir=str(tmp_path / "cache"), read_timeout=1)
     data = {f"{bucket}/s/{i:02d}": os.urandom(64 * 1024) for i in range(8)}
-    fs.pipe(data)
-    infos = [{k: v for k, v in fs.info(name).items() if k in ("name", "size", "generation", "crc32c")}
-             for name in sorted(data)]
-    listing = tmp_path / "infos.json"
+    warm = {f"{bucket}/w/{i:02d}": os.urandom(1024) for i in range(2)}
+    fs.pipe({**data, **warm})
+
+    def listed(names) -> list:
+        return [{k: v for k, v in fs.info(name).items() if k in ("name", "size", "generation", "crc32c")}
+                for name in sorted(names)]
+
+    infos, warm_infos = listed(data), listed(warm)
+    listing, warm_listing = tmp_path / "infos.json", tmp_path / "warm.json"
     listing.write_text(json.dumps(infos))
+    warm_listing.write_text(json.dumps(warm_infos))
     flux_server.configure(bandwidth_mbps=0.5)  # ~8 s to read them all: the claimer is caught mid-read
+    first = [str(warm_listing)] if "read" in how else []
     claimer = subprocess.Popen([sys.executable, "-c", CLAIMER, flux_server.url, str(tmp_path / "cache"),
-                                str(listing)], stderr=subprocess.PIPE)
+                                *first, str(listing)], stderr=subprocess.PIPE)
     try:
         wait_for(lambda: _claimed(tmp_path / "cache") == len(infos), "the claimer's claims")
-        claimer.send_signal(signal.SIGSTOP if how == "stopped" else signal.SIGKILL)
+        claimer.send_signal(signal.SIGKILL if how == "killed" else signal.SIGSTOP)
         flux_server.configure(profile="local")
         got = []
         reading = threading.Thread(target=lambda: got.append(fs.cat_objects(infos)), daemon=True)
         reading.start()
+        if first:  # another reader of the claimer's pack meanwhile, for at most 20 times the bound
+            assert fs.cat_objects(warm_infos) == warm
+            until = time.monotonic() + 20
+            while reading.is_alive() and time.monotonic() < until:
+                assert fs.cat_objects(warm_infos) == warm
+            assert not reading.is_alive(), "still waiting on a stopped claimer whose pack others read"
         reading.join(timeout=60)  # from storage once the claimer is dead, or 1 s after it stopped moving
         assert got == [data]
     finally:
-        if how == "stopped":
+        if how != "killed":
             claimer.send_signal(signal.SIGCONT)
         reap(claimer)
 

@@ -309,6 +309,25 @@ def test_eviction_never_removes_a_pack_in_use(flux_server, bucket, objects, tmp_
     assert not os.path.exists(held)
 
 
+def test_the_pack_a_process_holds_open_for_its_claims_is_evicted_once_idle(flux_server, bucket, tmp_path):
+    """The pack a process appends its claims to is evicted as any other once nothing is pending in it (was: its
+    filler held it for the process's life, eviction skipped it, and the next call that needed its room cached
+    nothing)."""
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "cache"), cache_limit=100_000)  # packs of 10 kB at most
+    first = {f"{bucket}/first": os.urandom(1_500)}
+    more = {f"{bucket}/more/{i:02d}": os.urandom(9_000) for i in range(11)}  # with the first: past the limit
+    fs.pipe({**first, **more})
+    infos = [fs.info(name) for name in [*first, *sorted(more)]]
+    assert fs.cat_objects(infos[:1]) == first
+    cache_objects.flush()
+    assert fs.cat_objects(infos[1:]) == more
+    cache_objects.flush()
+    assert fs.cache.usage() <= 100_000
+    flux_server.reset_stats()
+    assert fs.cat_objects(infos[1:]) == more
+    assert flux_server.stats()["data_reads"] == 0  # all cached: the first's pack made room
+
+
 def test_a_full_disk_warns_once_and_reads_from_storage(flux_server, bucket, small_disk):
     """A 1 MiB disk and 3 MB of objects: one warning, every object's bytes right, what fits still served."""
     fs = make_fs(flux_server)
