@@ -57,6 +57,16 @@ def wait_while_moving(attempt: Callable[[], bool], progress: Callable[[], Any], 
     return True
 
 
+def lock_free(fd: int) -> bool:
+    """Nobody holds `fd`'s file exclusively: a shared flock taken without waiting, and let go at once."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return True
+
+
 def flock_within(fd: int, op: int, stall: float) -> bool:
     """`fcntl.flock(fd, op)`, waiting while the holder makes progress (the file's size and mtime change) and
     False once it made none for `stall` seconds."""

@@ -26,7 +26,7 @@ from typing import Optional
 from ..gcs import checksums
 from . import body, direct, index
 from .entry import open_fixed
-from .lock import flock_within
+from .lock import flock_within, lock_free
 
 PACK = re.compile(r"^(?P<id>[0-9a-f]{24})\.pack$")
 Wanted = tuple[str, str, str, str, int, Optional[int]]  # store, bucket, key, generation, size, crc32c (None: unknown)
@@ -169,12 +169,7 @@ def held(directory: str, pack: str) -> bool:
     try:
         if SHAREABLE:
             return _filling_lock(fd, fcntl.F_OFD_GETLK, fcntl.F_RDLCK) != fcntl.F_UNLCK
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
+        return not lock_free(fd)
     finally:
         os.close(fd)
 

@@ -13,13 +13,12 @@ it is one of this entry's fill names, and opened without following links.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
 import re
 from typing import Any, Optional, Sequence
 
 from .entry import open_fixed
-from .lock import Stall, stamp
+from .lock import Stall, lock_free, stamp
 from .spans import read_fd
 
 MAGIC = b"fluxfs-fill "
@@ -34,16 +33,6 @@ ENDED = object()  # the fill ended (completed or abandoned): look for the entry 
 def header(tmp_name: str, part: int, count: int, size: int, crc: Optional[int]) -> bytes:
     """What the filler writes at the start of the lock file once its temporary file is reserved."""
     return MAGIC + b"%s %d %d %d %d\n" % (tmp_name.encode(), part, count, size, -1 if crc is None else crc)
-
-
-def _ended(fd: int) -> bool:
-    """The filler let go of the lock (done, abandoned, dead): a shared lock is free now."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    return True
 
 
 async def read(directory: str, eid: str, spans: Sequence[tuple[int, int]], into: Optional[list],
@@ -65,7 +54,7 @@ async def _wait_and_read(fd: int, directory: str, eid: str, spans: Sequence[tupl
                          into: Optional[list], stall: float) -> Any:
     bound = Stall(stall, first=POLL, most=POLL_MAX)  # the same bound as every wait on another process (lock.py)
     while True:
-        if _ended(fd):
+        if lock_free(fd):  # the filler let go (done, abandoned, dead)
             return ENDED
         if bound.stalled(stamp(fd)):
             return None  # the filler stopped making progress: storage
