@@ -94,18 +94,6 @@ def _hits(cache: NodeCache, wanted: list[tuple[int, Entry]]) -> dict[int, bytes]
     return out
 
 
-def fill(cache: NodeCache, items: list[tuple[Entry, bytes]]) -> None:
-    """Write objects already read to the cache now, as the filler thread writes a call's claims: claimed (those
-    nobody has), written as packs of their own, their rows complete (an object whose bytes are not its size left
-    out; the caller checked their crc32c)."""
-    got: dict[Entry, bytes] = {}
-    for entry, data in items:
-        got.setdefault(entry, data)
-    made, _ = claims.claim(cache, list(got), sum(e[4] for e in got), _most(cache), share=False)
-    for c in made:
-        claims.write(cache, c, got)
-
-
 def _most(cache: NodeCache) -> int:
     """A pack's most bytes: PACK_MAX, and a tenth of the limit (eviction frees whole packs, so a pack must be small
     beside the limit)."""

@@ -10,6 +10,7 @@ import pytest
 
 from fluxfs.cache import NodeCache
 from fluxfs.cache.entry import entry_id
+from tests.cache.conftest import write_pack
 from tests.cli.test_cli import assert_clean_failure, cli  # noqa: F401 - the fixture
 
 
@@ -52,10 +53,8 @@ def test_a_directory_that_is_not_a_cache_is_refused(cli, tmp_path):  # noqa: F81
 
 def pack(cache: NodeCache, keys: list[str], data: bytes) -> str:
     """Pack those objects (as `fs.cat_objects` fills do): the new pack file's path."""
-    from fluxfs.cache import objects
-
     before = set(glob.glob(os.path.join(cache.directory, "*.pack")))
-    objects.fill(cache, [(("", "bkt", k, "7", len(data), google_crc32c.value(data)), data) for k in keys])
+    write_pack(cache, [(("", "bkt", k, "7", len(data), google_crc32c.value(data)), data) for k in keys])
     (made,) = set(glob.glob(os.path.join(cache.directory, "*.pack"))) - before
     return made
 

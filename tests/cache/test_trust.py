@@ -11,6 +11,7 @@ import pytest
 from fluxfs.cache.entry import crc_value
 from fluxfs.support import cached_cat
 from fluxfs.server import run
+from tests.cache.conftest import write_pack
 from tests.conftest import make_fs, new_bucket_name
 
 
@@ -81,7 +82,7 @@ def test_the_callers_crc32c_wins_over_an_entry_or_a_pack_row(flux_server, bucket
     whole, packed = _info(fs, f"{bucket}/whole"), _info(fs, f"{bucket}/packed")
     store, crc = fs.cache_fetcher.store, google_crc32c.value(other)
     fs.cache.get(bucket, "whole", whole["generation"], len(other), crc, lambda: other, store=store)
-    objects.fill(fs.cache, [((store, bucket, "packed", packed["generation"], len(other), crc), other)])
+    write_pack(fs.cache, [((store, bucket, "packed", packed["generation"], len(other), crc), other)])
     assert fs.cat_objects([packed]) == {f"{bucket}/packed": real}
     assert cached_cat(fs, whole) == real
     assert fs.cat_file(f"{bucket}/whole") == real
@@ -416,14 +417,12 @@ def test_a_pack_held_by_a_stopped_process_is_read_from_storage(flux_server, buck
     import subprocess
     import sys
 
-    from fluxfs.cache import objects
-
     fs = make_fs(flux_server, cache_dir=str(tmp_path), read_timeout=1)
     fs.pipe({f"{bucket}/p/{i}": b"object %d" % i for i in range(3)})
     infos = [_info(fs, f"{bucket}/p/{i}") for i in range(3)]
     want = {f"{bucket}/p/{i}": b"object %d" % i for i in range(3)}
     store = fs.cache_fetcher.store
-    objects.fill(fs.cache, [((store, bucket, f"p/{i}", info["generation"], info["size"], crc_value(info["crc32c"])),
+    write_pack(fs.cache, [((store, bucket, f"p/{i}", info["generation"], info["size"], crc_value(info["crc32c"])),
                              want[f"{bucket}/p/{i}"]) for i, info in enumerate(infos)])  # a pack nobody fills now
     (pack,) = tmp_path.glob("*.pack")
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(pack)], stdout=subprocess.PIPE)
