@@ -11,6 +11,7 @@ import functools
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from ..gcs import http
+from ..gcs.urls import named
 from .entry import store_id
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ class Fetcher:
     async def head(self, bucket: str, key: str, generation: Optional[str] = None) -> dict:
         """Live metadata of the object (or of `generation`) from the server, not a listing cache that may be stale."""
         params = {"generation": str(generation)} if generation else None
-        what = f"{bucket}/{key}#{generation}" if generation else f"{bucket}/{key}"
         resp = await http.request(self.client, "GET", self.client.json_url("b/{}/o/{}", bucket, key), op="metadata",
-                                  what=what, params=params)
+                                  what=named(bucket, key, generation), params=params)
         return resp.json()

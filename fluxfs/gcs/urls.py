@@ -66,3 +66,9 @@ def parse_url(url: str, default_protocol: str = DEFAULT_PROTOCOL) -> ObjectURL:
     rest = url if protocol is None else url[len(protocol) + 3:]
     bucket, _, key = rest.partition("/")
     return ObjectURL(default_protocol if protocol is None else protocol, bucket, key)
+
+
+def named(bucket: str, key: str, generation: Optional[str] = None) -> str:
+    """"bucket/key", or "bucket/key#generation" when one generation is read: an error about a deleted
+    generation must not read as if the live object were missing."""
+    return f"{bucket}/{key}#{generation}" if generation else f"{bucket}/{key}"

@@ -20,6 +20,7 @@ from ..errors import raise_for_status
 from ..gcs import http
 from ..gcs.checksums import crc_from_b64
 from ..gcs.tasks import gather_all
+from ..gcs.urls import named
 from ..gcs.verify import check_whole
 from ..zonal import grpc_reads, transport
 
@@ -61,17 +62,6 @@ class Streamed:
 
 # on_head(size, generation, crc32c): called once a GET's headers describe the object.
 Head = Callable[[int, Optional[str], Optional[int]], None]
-
-
-def media_url(client: "Client", bucket: str, key: str) -> str:
-    """The JSON API download URL of an object."""
-    return client.media_url(bucket, key)
-
-
-def named(bucket: str, key: str, generation: Optional[str] = None) -> str:
-    """"bucket/key", or "bucket/key#generation" when one generation is read: an error about a deleted
-    generation must not read as if the live object were missing."""
-    return f"{bucket}/{key}#{generation}" if generation else f"{bucket}/{key}"
 
 
 # -- what both GET paths send and read back --------------------------------------------------
@@ -140,7 +130,7 @@ async def check_ranged_answer(r: aiohttp.ClientResponse, start: int, end: int, w
 async def _get_once(client, bucket, key, start, end, generation, check) -> Fetched:
     """One GET (optionally ranged [start, end)), verified against x-goog-hash when it covers the object."""
     what = f"{bucket}/{key}"
-    resp = await http.request_once(client, "GET", media_url(client, bucket, key), what=what,
+    resp = await http.request_once(client, "GET", client.media_url(bucket, key), what=what,
                                    params=_media_params(generation),
                                    headers=_range_header(start, end) if start is not None else {},
                                    ok=(200, 206, 404, 416))

@@ -16,10 +16,11 @@ import aiohttp
 from ..errors import ChecksumMismatch, ObjectChanged, PreconditionFailed, object_changed
 from ..gcs import checksums, http, lean_get
 from ..gcs.tasks import gather_all
+from ..gcs.urls import named
 from ..gcs.checksums import crc32c_combine
 from ..zonal import grpc_reads, transport
 from .direct import DEFAULT_CHUNK, DEFAULT_RANGE_CONCURRENCY, _content_range, _object_headers, check_ranged_answer
-from .direct import _range_header, media_get, media_request, named
+from .direct import _range_header, media_get, media_request
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gcs.client import Client

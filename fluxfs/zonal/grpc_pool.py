@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..errors import RequestTimeout
 from ..gcs.progress import ProgressClock
 from ..gcs.redact import get_logger
+from ..gcs.urls import named
 from ..gcs.verify import check_whole
 from .gcs_adapter import extra, quiet_read_stream_closes
 from .grpc_client import connect
@@ -153,7 +154,7 @@ async def _quiet_close(mrd: Any) -> None:
 async def _open(client: "Client", bucket: str, key: str, generation: Optional[str]) -> Any:
     from google.cloud.storage.asyncio.async_multi_range_downloader import AsyncMultiRangeDownloader
 
-    what = f"{bucket}/{key}#{generation}" if generation else f"{bucket}/{key}"
+    what = named(bucket, key, generation)
     try:
         opening = AsyncMultiRangeDownloader.create_mrd(await connect(client), bucket, key,
                                                        generation=int(generation) if generation else None,
@@ -198,7 +199,6 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
     A range past the end comes back short; one starting at or past a non-empty object's end is a ValueError,
     as the HTTP reads answer a 416. FileNotFoundError names the object (and the generation asked for)."""
     what = f"{bucket}/{key}"
-    named = f"{what}#{generation}" if generation else what
     pool = await pool_of(client)
     mrd, reused = await pool.acquire(client, bucket, key, generation)
     broken = True
@@ -216,7 +216,7 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
             raise
         except Exception as exc:
             if not reused:
-                reraise(exc, named)
+                reraise(exc, named(bucket, key, generation))
             # A pooled stream the server closed meanwhile: once more on a new one.
             pool.release(mrd, broken=True)
             mrd, reused = await pool.acquire(client, bucket, key, gen, fresh=True)
@@ -225,7 +225,7 @@ async def read_pooled(client: "Client", bucket: str, key: str, start: Optional[i
             except asyncio.CancelledError:
                 raise
             except Exception as again:
-                reraise(again, named)
+                reraise(again, named(bucket, key, generation))
         chunks = [c for buf in bufs for c in buf.chunks]
         for (a, b), buf in zip(spans, bufs):
             if buf.n != b - a:

@@ -22,6 +22,7 @@ from ..gcs.checksums import crc32c
 from ..gcs.progress import ProgressClock
 from ..gcs.redact import get_logger
 from ..gcs.tasks import gather_all
+from ..gcs.urls import named
 from ..gcs.verify import check_whole
 from .gcs_adapter import bidi_read_call, bidi_read_types
 from .grpc_client import connect
@@ -154,7 +155,6 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
     from grpc.aio import AioRpcError
 
     what = f"{bucket}/{key}"
-    named = f"{what}#{generation}" if generation else what
     grpc = await connect(client)
     request = _REQUEST()
     request.read_object_spec.bucket = f"projects/_/buckets/{bucket}"
@@ -210,7 +210,7 @@ async def _one_shot(client: "Client", bucket: str, key: str, generation: Optiona
         raise
     except (gexc.NotFound, gexc.PermissionDenied, gexc.Unauthenticated, gexc.FailedPrecondition,
             gexc.OutOfRange, gexc.InvalidArgument) as exc:
-        reraise(exc, named)
+        reraise(exc, named(bucket, key, generation))
     except Exception as exc:  # cut, redirected, overloaded: the downloader resumes
         logger.debug("one-shot gRPC read of %s failed (%s); reading it with the multi-range downloader", what, exc)
         state["done"] = False
