@@ -2,16 +2,17 @@
 
 The sync bridge (`run`: Ctrl-C cancels the coroutine and waits for its cleanup), the fork hook
 (`reset_in_child`), temporaries deleted on SIGTERM (`clean_up_on_sigterm`), `gather_all`, `Chunked` bodies, the one
-gap-coalescing rule (`coalesce`), redacting loggers, the one object-URL parser, the whole-object crc32c check
-(`check_whole`), manifests and `cached_cat` (a listing's object through the node-local cache). Everything else under
-`fluxfs.gcs`, `fluxfs.reads`, `fluxfs.writes` and `fluxfs.listing` is internal: `.importlinter` keeps `fluxfs.pipes`
-to this module, `fluxfs`, `fluxfs.errors` and `fluxfs.options`.
+gap-coalescing rule (`coalesce`), redacting loggers, the one object-URL parser, the one crc32c helper (`crc32c`,
+`crc_from_b64`) and the whole-object check (`check_whole`), manifests and `cached_cat` (a listing's object through
+the node-local cache). Everything else under `fluxfs.gcs`, `fluxfs.reads`, `fluxfs.writes` and `fluxfs.listing` is
+internal: `.importlinter` keeps `fluxfs.pipes` to this module, `fluxfs`, `fluxfs.errors` and `fluxfs.options`.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from .gcs.bridge import run, submit
+from .gcs.checksums import crc32c, crc_from_b64
 from .gcs.chunks import Chunked
 from .gcs.fork import reset_in_child
 from .gcs.redact import get_logger
@@ -22,8 +23,8 @@ from .reads.ranges import Group, coalesce
 from .temp_registry import clean_up_on_sigterm
 
 __all__ = ["DEFAULT_PROTOCOL", "OBJECT_PROTOCOLS", "Chunked", "Group", "ObjectURL", "acached_cat", "cached_cat",
-           "check_whole", "clean_up_on_sigterm", "coalesce", "gather_all", "get_logger", "manifest_line",
-           "parse_url", "read_manifest", "reset_in_child", "run", "submit", "url_protocol"]
+           "check_whole", "clean_up_on_sigterm", "coalesce", "crc32c", "crc_from_b64", "gather_all", "get_logger",
+           "manifest_line", "parse_url", "read_manifest", "reset_in_child", "run", "submit", "url_protocol"]
 
 
 def cached_cat(fs: Any, info: dict, cache: Any = None) -> bytes:

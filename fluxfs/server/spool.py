@@ -12,8 +12,7 @@ import os
 import tempfile
 from typing import Any, Iterable, Iterator, Optional
 
-import google_crc32c
-
+from ..gcs.checksums import extend_view
 from .diskerr import INSUFFICIENT_STORAGE, disk_error, is_disk_error
 from .errors import ServerError
 
@@ -21,6 +20,7 @@ _STEP = 1024 * 1024
 
 
 def unlink_quietly(path: str) -> None:
+    """Remove `path`; one already gone is fine."""
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -38,7 +38,7 @@ class Spooled:
     def add(self, chunk) -> None:
         """Account for `chunk`, just written to the file."""
         self.size += len(chunk)
-        self.crc = google_crc32c.extend(self.crc, bytes(chunk) if chunk.__class__ is memoryview else chunk)
+        self.crc = extend_view(self.crc, chunk)
         if self.md5 is not None:
             self.md5.update(chunk)
 

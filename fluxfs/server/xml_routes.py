@@ -12,11 +12,10 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 from urllib.parse import unquote
 from xml.sax.saxutils import escape
 
-import google_crc32c
 
 from aiohttp import web
 
-from ..gcs.checksums import crc32c_combine, crc_to_b64
+from ..gcs.checksums import crc32c_combine, crc_to_b64, extend
 from ..gcs.chunks import Chunked
 from .copies import put_copy
 from .diskerr import disk_writes
@@ -235,7 +234,7 @@ def _part_hashes(chunks: list):
     md5, crc = hashlib.md5(), 0
     for c in chunks:
         md5.update(c)
-        crc = google_crc32c.extend(crc, c)
+        crc = extend(crc, c)
     return md5.digest(), crc
 
 

@@ -13,7 +13,6 @@ changed since it was listed is a `SourceChangedError`, never packed.
 """
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import hashlib
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,9 +20,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
-import google_crc32c
-
 from fluxfs.handle import accelerated
+from fluxfs.support import crc32c, crc_from_b64
 
 from .errors import SourceChangedError
 from .index import ShardIndex, index_path
@@ -275,6 +273,6 @@ def changed(info: dict, blob: bytes) -> Optional[str]:
     if len(blob) != size:
         return f"{len(blob)} bytes, listed {size}"
     crc = info.get("crc32c")
-    if crc and google_crc32c.value(blob) != int.from_bytes(base64.b64decode(crc), "big"):
+    if crc and crc32c(blob) != crc_from_b64(crc):
         return "other bytes of the same size: its crc32c differs from the listed one"
     return None

@@ -14,12 +14,11 @@ import asyncio
 import hashlib
 from typing import Any, Callable, Optional, Sequence
 
-import google_crc32c
 import torch
 
 from fluxfs import FluxFileSystem
 from fluxfs import support
-from fluxfs.support import Chunked, gather_all, submit
+from fluxfs.support import Chunked, crc32c, gather_all, submit
 
 from fluxfs.errors import ObjectChanged
 
@@ -37,7 +36,7 @@ def compact(opened: Opened) -> Opened:
     """`opened` with only its header's bytes kept: what rank 0 sends the others."""
     head = bytes(opened.head.slice(0, opened.header.data_start))
     return Opened(opened.path, opened.where, opened.header, opened.generation, Chunked([head]),
-                  google_crc32c.value(head), opened.crc32c)
+                  crc32c(head), opened.crc32c)
 
 
 def request(fs: FluxFileSystem, url: str, tensors: Any = None) -> dict[str, Any]:

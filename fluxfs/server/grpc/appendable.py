@@ -16,10 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-import google_crc32c
 import grpc
 
-from ...gcs.checksums import crc_to_b64
+from ...gcs.checksums import crc_to_b64, extend
 from ...gcs.chunks import Chunked
 from ..diskerr import disk_writes
 from ..objects import Obj, b64
@@ -86,7 +85,7 @@ class Unflushed:
             self.file = open(obj.path, "r+b")
 
     def add(self, data: bytes) -> None:
-        self.crc = google_crc32c.extend(self.crc, data)
+        self.crc = extend(self.crc, data)
         self.md5.update(data)
         if self.file is not None:
             with disk_writes(f"{self.rec.bucket}/{self.rec.name}"):
