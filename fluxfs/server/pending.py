@@ -17,15 +17,9 @@ import time
 from typing import Any, Dict, Iterable, Tuple
 
 from .persist import atomic_write, fsync_dir
+from .spool import unlink_quietly
 
 RESUMABLE_TTL_S = 7 * 24 * 3600.0   # GCS: a resumable session URI expires one week after it is started
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 class PendingUploads:
@@ -51,15 +45,15 @@ class PendingUploads:
         return self._r(uid, "data")
 
     def drop_resumable(self, uid: str) -> None:
-        _unlink(self._r(uid, "json"))
-        _unlink(self._r(uid, "data"))
+        unlink_quietly(self._r(uid, "json"))
+        unlink_quietly(self._r(uid, "data"))
 
     def load_resumable(self, ttl: float = RESUMABLE_TTL_S) -> Iterable[Tuple[str, Dict[str, Any], str]]:
         """(uid, session, file of its bytes so far) of every saved session; expired ones are deleted instead."""
         now = time.time()
         for fn in sorted(os.listdir(self.resumable_dir)):
             if fn.startswith(".tmp-"):
-                _unlink(os.path.join(self.resumable_dir, fn))
+                unlink_quietly(os.path.join(self.resumable_dir, fn))
                 continue
             if not fn.endswith(".json"):
                 continue
@@ -99,8 +93,8 @@ class PendingUploads:
             fsync_dir(self._m(uid))
             atomic_write(self._m(uid, f"{number}.json"), json.dumps(part).encode())
         except BaseException:
-            _unlink(self._m(uid, f"{number}.json"))
-            _unlink(path)
+            unlink_quietly(self._m(uid, f"{number}.json"))
+            unlink_quietly(path)
             raise
         return path
 

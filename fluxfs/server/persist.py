@@ -24,6 +24,7 @@ from typing import Dict, Iterable, Optional, Set, Tuple
 
 from .buckets import Bucket
 from .objects import Obj, SynthBatch
+from .spool import unlink_quietly
 
 
 _SUBDIRS = ("objects", "data", "synthetic", "versions")
@@ -62,16 +63,6 @@ def atomic_write(path: str, data: bytes) -> None:
     fsync_dir(d)
 
 
-_atomic_write = atomic_write
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
 class Persistence:
     """Writes every change of a Store under ``root`` (atomically) and reads it all back on start."""
 
@@ -92,14 +83,14 @@ class Persistence:
     def save_bucket(self, b: Bucket) -> None:
         for sub in _SUBDIRS:
             os.makedirs(self._bdir(b.name, sub), exist_ok=True)
-        _atomic_write(self._bdir(b.name, "bucket.json"),
+        atomic_write(self._bdir(b.name, "bucket.json"),
                       json.dumps({"name": b.name, "created": b.created, "labels": b.labels,
                                   "versioning": b.versioning, "layout": b.layout}).encode())
         self.files.setdefault(b.name, set())
 
     def save_folders(self, b: Bucket) -> None:
         """The bucket's HNS folders (name -> record), in one file rewritten atomically."""
-        _atomic_write(self._bdir(b.name, "folders.json"), json.dumps(dict(b.folders)).encode())
+        atomic_write(self._bdir(b.name, "folders.json"), json.dumps(dict(b.folders)).encode())
 
     def delete_bucket(self, name: str) -> None:
         shutil.rmtree(self._bdir(name), ignore_errors=True)
@@ -127,25 +118,25 @@ class Persistence:
                 os.replace(path, spooled.path)
                 raise
         else:
-            _atomic_write(path, obj.data)
+            atomic_write(path, obj.data)
         try:
             self.save_meta(bucket, obj, path)
         except BaseException:
             if spooled is not None:
                 os.replace(path, spooled.path)
             else:
-                _unlink(path)
+                unlink_quietly(path)
             raise
         obj.path, obj.data = path, None
         if old is not None and old.path and old.path != path:
-            _unlink(old.path)
+            unlink_quietly(old.path)
 
     def save_meta(self, bucket: str, obj: Obj, path: Optional[str] = None) -> None:
         """The object's metadata file (`path`: its body file, when not yet ``obj.path``)."""
         meta = self._meta(obj)
         if path is not None:
             meta["data"] = os.path.basename(path)
-        _atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"), json.dumps(meta).encode())
+        atomic_write(self._bdir(bucket, "objects", _h(obj.name) + ".json"), json.dumps(meta).encode())
         self.files.setdefault(bucket, set()).add(obj.name)
 
     def delete_object(self, bucket: str, obj: Obj, keep_data: bool = False) -> None:
@@ -153,16 +144,16 @@ class Persistence:
         # batch needs none, and an unlink frees space: deleting still works on a full disk.
         mpath = self._bdir(bucket, "objects", _h(obj.name) + ".json")
         try:
-            _atomic_write(mpath, json.dumps({"name": obj.name, "deleted": True}).encode())
+            atomic_write(mpath, json.dumps({"name": obj.name, "deleted": True}).encode())
             self.files.setdefault(bucket, set()).add(obj.name)
         except OSError:
             if os.listdir(self._bdir(bucket, "synthetic")):
                 raise
-            _unlink(mpath)
+            unlink_quietly(mpath)
             fsync_dir(os.path.dirname(mpath))
             self.files.get(bucket, set()).discard(obj.name)
         if obj.path and not keep_data:  # kept: the body of a generation that stays noncurrent
-            _unlink(obj.path)
+            unlink_quietly(obj.path)
 
     def _version_path(self, bucket: str, obj: Obj) -> str:
         return self._bdir(bucket, "versions", f"{_h(obj.name)}-{obj.generation}.json")
@@ -171,16 +162,16 @@ class Persistence:
         """Record a noncurrent generation (its body file, if any, is already under data/); `deleted`:
         when it becomes noncurrent, if ``obj.deleted`` is not set yet."""
         meta = {**self._meta(obj), "time_deleted": obj.deleted if deleted is None else deleted}
-        _atomic_write(self._version_path(bucket, obj), json.dumps(meta).encode())
+        atomic_write(self._version_path(bucket, obj), json.dumps(meta).encode())
 
     def delete_noncurrent(self, bucket: str, obj: Obj, keep_data: bool = False) -> None:
-        _unlink(self._version_path(bucket, obj))
+        unlink_quietly(self._version_path(bucket, obj))
         if obj.path and not keep_data:
-            _unlink(obj.path)
+            unlink_quietly(obj.path)
 
     def save_batch(self, bucket: str, gen: int, count: int, size, prefix: str, seed: int, created: float,
                    overwritten: Iterable[str]) -> None:
-        _atomic_write(self._bdir(bucket, "synthetic", f"{gen}.json"),
+        atomic_write(self._bdir(bucket, "synthetic", f"{gen}.json"),
                       json.dumps({"generation": gen, "count": count, "size": size, "prefix": prefix,
                                   "seed": seed, "created": created}).encode())
         have = self.files.get(bucket, set())
@@ -197,10 +188,10 @@ class Persistence:
             with open(mpath, "rb") as f:
                 meta = json.load(f)
             if meta.get("data"):
-                _unlink(self._bdir(bucket, "data", meta["data"]))
+                unlink_quietly(self._bdir(bucket, "data", meta["data"]))
         except (FileNotFoundError, ValueError):
             pass
-        _unlink(mpath)
+        unlink_quietly(mpath)
         self.files.get(bucket, set()).discard(name)
 
     # -- startup --
@@ -263,7 +254,7 @@ class Persistence:
                 gens.sort(key=lambda o: o.generation)
             for fn in os.listdir(self._bdir(bname, "data")):
                 if fn.startswith(".tmp-"):
-                    _unlink(self._bdir(bname, "data", fn))
+                    unlink_quietly(self._bdir(bname, "data", fn))
         return buckets, last_gen
 
     def _obj(self, bname: str, m: Dict) -> Obj:
