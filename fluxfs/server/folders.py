@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote, unquote
 
 from aiohttp import web
@@ -18,7 +18,7 @@ from .replies import Reply, json_reply
 from .timestamps import rfc3339
 
 _OPERATION_IDS = itertools.count(1)
-_MAX_PAGE = 1000
+MAX_PAGE = 1000
 
 
 def folder_route(method: str, bucket: str, rest: List[str]) -> Tuple[str, Any, Dict[str, Any]]:
@@ -68,22 +68,28 @@ async def folder_get(srv, request: web.Request, q: Dict[str, str], bucket: str, 
     return json_reply(resource(base_url(request), bucket, folder_store.folder_name(name), rec))
 
 
-async def folder_list(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
-    """folders.list: every folder whose name starts with `prefix`, in name order, paged."""
-    b = folder_store.hns_bucket(srv.store, bucket)
-    prefix, after = q.get("prefix", ""), q.get("pageToken", "")
-    size = int_param(q, "pageSize") or _MAX_PAGE
-    base, items, nxt = base_url(request), [], None
-    for name in b.folders.irange(minimum=max(prefix, after), inclusive=(after == "", True)):
+def page(folders: Any, prefix: str, after: str, size: int) -> Tuple[List[str], Optional[str]]:
+    """One page of a folder listing (JSON and gRPC): up to `size` names starting with `prefix` after the token
+    `after`, in name order, and the next page's token (the last name) when more follow, else None."""
+    names: List[str] = []
+    for name in folders.irange(minimum=max(prefix, after), inclusive=(after == "", True)):
         if not name.startswith(prefix):
             break
         if name == after:
             continue
-        if len(items) >= min(size, _MAX_PAGE):
-            nxt = items[-1]["name"]
-            break
-        items.append(resource(base, bucket, name, b.folders[name]))
-    out: Dict[str, Any] = {"kind": "storage#folders", "items": items}
+        if len(names) >= size:
+            return names, names[-1]
+        names.append(name)
+    return names, None
+
+
+async def folder_list(srv, request: web.Request, q: Dict[str, str], bucket: str) -> Reply:
+    """folders.list: every folder whose name starts with `prefix`, in name order, paged."""
+    b = folder_store.hns_bucket(srv.store, bucket)
+    prefix, after = q.get("prefix", ""), q.get("pageToken", "")
+    names, nxt = page(b.folders, prefix, after, min(int_param(q, "pageSize") or MAX_PAGE, MAX_PAGE))
+    base = base_url(request)
+    out: Dict[str, Any] = {"kind": "storage#folders", "items": [resource(base, bucket, n, b.folders[n]) for n in names]}
     if nxt is not None:
         out["nextPageToken"] = nxt
     return json_reply(out)

@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Dict, Iterable, Optional, Set, Tuple
+from typing import Dict, Optional, Set, Tuple
 
 from .buckets import Bucket
 from .objects import Obj, SynthBatch
@@ -84,8 +84,8 @@ class Persistence:
         for sub in _SUBDIRS:
             os.makedirs(self._bdir(b.name, sub), exist_ok=True)
         atomic_write(self._bdir(b.name, "bucket.json"),
-                      json.dumps({"name": b.name, "created": b.created, "labels": b.labels,
-                                  "versioning": b.versioning, "layout": b.layout}).encode())
+                     json.dumps({"name": b.name, "created": b.created, "labels": b.labels,
+                                 "versioning": b.versioning, "layout": b.layout}).encode())
         self.files.setdefault(b.name, set())
 
     def save_folders(self, b: Bucket) -> None:
@@ -169,11 +169,10 @@ class Persistence:
         if obj.path and not keep_data:
             unlink_quietly(obj.path)
 
-    def save_batch(self, bucket: str, gen: int, count: int, size, prefix: str, seed: int, created: float,
-                   overwritten: Iterable[str]) -> None:
+    def save_batch(self, bucket: str, gen: int, count: int, size, prefix: str, seed: int, created: float) -> None:
         atomic_write(self._bdir(bucket, "synthetic", f"{gen}.json"),
-                      json.dumps({"generation": gen, "count": count, "size": size, "prefix": prefix,
-                                  "seed": seed, "created": created}).encode())
+                     json.dumps({"generation": gen, "count": count, "size": size, "prefix": prefix,
+                                 "seed": seed, "created": created}).encode())
         have = self.files.get(bucket, set())
         if have:
             for i in range(count):

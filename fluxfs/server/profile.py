@@ -187,25 +187,25 @@ class Profile:
         self._link_free[way] = max(self._link_free[way], now) + n / (rate * 1e6)
         return self._link_free[way] - now
 
+    def _faulted(self, op: str) -> bool:
+        """Whether faults apply to `op` (`fail_ops`: None is all)."""
+        ops = self.s["fail_ops"]
+        return ops is None or op in ops
+
+    def _spend(self, counter: str, op: str) -> bool:
+        """Whether `counter` (a number of replies to spoil) has one left for `op`: spent if so."""
+        if not self.s[counter] or not self._faulted(op):
+            return False
+        self.s[counter] -= 1
+        return True
+
     def lose_reply(self, op: str) -> bool:
         """Whether to carry out this request and then close the connection without answering."""
-        if not self.s["lose_replies"]:
-            return False
-        ops = self.s["fail_ops"]
-        if ops is not None and op not in ops:
-            return False
-        self.s["lose_replies"] -= 1
-        return True
+        return self._spend("lose_replies", op)
 
     def cut_reply(self, op: str) -> bool:
         """Whether to send this (successful, non-empty) answer with its body cut in half."""
-        if not self.s["cut_replies"]:
-            return False
-        ops = self.s["fail_ops"]
-        if ops is not None and op not in ops:
-            return False
-        self.s["cut_replies"] -= 1
-        return True
+        return self._spend("cut_replies", op)
 
     def corrupt(self, content: bytes, crc: int) -> Tuple[bytes, int]:
         """(content, crc32c) of a gRPC read piece as sent: a byte flipped while `corrupt_pieces` lasts."""
@@ -219,18 +219,12 @@ class Profile:
     def stall_at(self, op: Optional[str]) -> Optional[int]:
         """After how many body bytes a request of `op` stops moving, or None."""
         at = self.s["stall_after"]
-        if at is None or op is None:
-            return None
-        ops = self.s["fail_ops"]
-        return None if ops is not None and op not in ops else at
+        return at if at is not None and op is not None and self._faulted(op) else None
 
     def fault(self, op: str) -> Tuple[Optional[int], bool]:
         """(status code to fail with or None, reset the connection mid-body?)."""
         s = self.s
-        if not s["fail_rate"] and not s["reset_rate"]:
-            return None, False
-        ops = s["fail_ops"]
-        if ops is not None and op not in ops:
+        if not (s["fail_rate"] or s["reset_rate"]) or not self._faulted(op):
             return None, False
         if s["fail_rate"] and self.rng.random() < s["fail_rate"]:
             return self.rng.choice(s["fail_codes"]), False

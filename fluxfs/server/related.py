@@ -1,13 +1,13 @@
 """A multipart/related upload (metadata part, media part) received to a file under ``--root``,
 split without loading the media: the media part is copied into a file of its own, hashed on the way.
 
-Small bodies are read back and split in memory, exactly as without a root (uploads.split_multipart);
+Small bodies are read back and split in memory, exactly as without a root (`split_multipart`);
 a large one has its two parts' headers parsed the same way, from the first MiB of the file.
 """
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, Iterable, List, Tuple, Union
+from typing import Dict, Iterable, List, Tuple, Union
 
 from .errors import ServerError
 from .spool import Spooled, assemble, file_pieces
@@ -23,19 +23,49 @@ def _two_parts(msg: str) -> ServerError:
     return ServerError(400, f"multipart upload needs 2 parts (metadata, media): {msg}.", "invalid")
 
 
-def split_file(sp: Spooled, ctype: str, directory: str, what: str,
-               split: Callable[[bytes, str], Parts],
+def _delimiter(ctype: str) -> bytes:
+    """The boundary line's start ("--" and the Content-Type's boundary); 400 without one."""
+    m = re.search(r'boundary="?([^";]+)"?', ctype)
+    if not m:
+        raise ServerError(400, "multipart upload without a boundary.", "invalid")
+    return b"--" + m.group(1).encode()
+
+
+def split_multipart(body: bytes, ctype: str) -> Parts:
+    """The (headers, bytes) of the two parts (metadata, media) of a multipart/related body in memory."""
+    chunks = body.split(_delimiter(ctype))
+    # The line ending comes from the first boundary line and holds for the whole body: RFC 2046
+    # says CRLF, gcsfs sends bare LF. Guessing it per part would eat a payload's own trailing
+    # '\r' when a bare-LF body carries data ending in '\r'.
+    eol = b"\r\n" if len(chunks) > 1 and chunks[1].startswith(b"\r\n") else b"\n"
+    parts = []
+    for c in chunks[1:]:
+        if c.startswith(b"--"):
+            break
+        if c.startswith(eol):
+            c = c[len(eol):]
+        head, sep, data = c.partition(eol + eol)
+        if data.endswith(eol):
+            data = data[:-len(eol)]
+        hdrs = {}
+        for line in head.decode("latin-1").splitlines():
+            k, _, v = line.partition(":")
+            hdrs[k.strip().lower()] = v.strip()
+        parts.append((hdrs, data))
+    if len(parts) != 2:
+        raise ServerError(400, f"multipart upload needs 2 parts (metadata, media), got {len(parts)}.", "invalid")
+    return parts
+
+
+def split_file(sp: Spooled, ctype: str, directory: str, what: str
                ) -> Tuple[Dict[str, str], bytes, Dict[str, str], Union[bytes, Spooled]]:
     """(metadata headers, metadata, media headers, media) of the body in `sp`; the media as bytes
     for a small body, else as a new spooled file. `sp` is left for the caller to remove."""
     if sp.size <= SMALL:
         with open(sp.path, "rb") as f:
-            (h1, meta), (h2, media) = split(f.read(), ctype)
+            (h1, meta), (h2, media) = split_multipart(f.read(), ctype)
         return h1, meta, h2, media
-    m = re.search(r'boundary="?([^";]+)"?', ctype)
-    if not m:
-        raise ServerError(400, "multipart upload without a boundary.", "invalid")
-    delim = b"--" + m.group(1).encode()
+    delim = _delimiter(ctype)
     with open(sp.path, "rb") as f:
         head = f.read(_HEAD)
         f.seek(max(0, sp.size - _TAIL))
@@ -61,7 +91,7 @@ def split_file(sp: Spooled, ctype: str, directory: str, what: str,
     if end < start:
         raise _two_parts("the closing boundary comes before the media")
     # The headers of both parts, and the metadata, parsed as the in-memory split does.
-    (h1, meta), (h2, _) = split(head[:start] + eol + delim + b"--", ctype)
+    (h1, meta), (h2, _) = split_multipart(head[:start] + eol + delim + b"--", ctype)
     media = assemble(directory, [_no_boundary(file_pieces(sp.path, start, end), delim)], what)
     return h1, meta, h2, media
 

@@ -1,8 +1,8 @@
 """Bodies written to a file under ``--root`` as they arrive or are assembled, hashed on the way.
 
-With a root, an upload is never held whole in memory (a 1.5 GB upload used to cost 3 GB: the body,
-then its copy); its file is renamed into place when the object is stored (persist.py). A file system
-error answers 507 (diskerr.py), and the temporary file is removed on every failure.
+With a root, an upload is never held whole in memory (nor twice: a body, then its copy); its file is renamed
+into place when the object is stored (persist.py). A file system error answers 507 (diskerr.py), and the
+temporary file is removed on every failure.
 """
 from __future__ import annotations
 

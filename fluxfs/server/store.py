@@ -360,7 +360,7 @@ class Store:
         new = dict.fromkeys([f"{prefix}{i:08d}" for i in range(count)], batch)
         if self.persist:
             with disk_writes(f"{count} synthetic objects in {bucket}"):
-                self.persist.save_batch(bucket, gen, count, size, prefix, seed, now, ())
+                self.persist.save_batch(bucket, gen, count, size, prefix, seed, now)
         b.objects.update(new)
         return count
 

@@ -22,7 +22,7 @@ from .json_request import base_url, json_body, meta_from, preconds, resource_rep
 from .media import goog_hashes
 from .objects import with_kms_key
 from .preconditions import check_preconditions
-from .related import split_file
+from .related import split_file, split_multipart
 from .replies import Reply
 from .spool import Spooled, file_pieces, receive
 
@@ -30,35 +30,6 @@ from .spool import Spooled, file_pieces, receive
 def _client_hashes(meta: Dict[str, Any], headers) -> Tuple[Optional[str], Optional[str]]:
     sent = goog_hashes(headers)
     return sent.get("md5", meta.get("md5Hash")), sent.get("crc32c", meta.get("crc32c"))
-
-
-def split_multipart(body: bytes, ctype: str) -> List[Tuple[Dict[str, str], bytes]]:
-    m = re.search(r'boundary="?([^";]+)"?', ctype)
-    if not m:
-        raise ServerError(400, "multipart upload without a boundary.", "invalid")
-    delim = b"--" + m.group(1).encode()
-    chunks = body.split(delim)
-    # The line ending comes from the first boundary line and holds for the whole body: RFC 2046
-    # says CRLF, gcsfs sends bare LF. Guessing it per part would eat a payload's own trailing
-    # '\r' when a bare-LF body carries data ending in '\r'.
-    eol = b"\r\n" if len(chunks) > 1 and chunks[1].startswith(b"\r\n") else b"\n"
-    parts = []
-    for c in chunks[1:]:
-        if c.startswith(b"--"):
-            break
-        if c.startswith(eol):
-            c = c[len(eol):]
-        head, sep, data = c.partition(eol + eol)
-        if data.endswith(eol):
-            data = data[:-len(eol)]
-        hdrs = {}
-        for line in head.decode("latin-1").splitlines():
-            k, _, v = line.partition(":")
-            hdrs[k.strip().lower()] = v.strip()
-        parts.append((hdrs, data))
-    if len(parts) != 2:
-        raise ServerError(400, f"multipart upload needs 2 parts (metadata, media), got {len(parts)}.", "invalid")
-    return parts
 
 
 class Resumable:
@@ -196,7 +167,7 @@ async def upload_start(srv, request: web.Request, q: Dict[str, str], bucket: str
             whole = await receive(srv, request, where, f"an upload into {bucket}", md5=False)
             try:
                 h1, metaraw, h2, media = split_file(whole, request.headers.get("Content-Type", ""), where,
-                                                    f"an upload into {bucket}", split_multipart)
+                                                    f"an upload into {bucket}")
             finally:
                 whole.discard()
         try:

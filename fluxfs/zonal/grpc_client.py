@@ -25,8 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = get_logger(__name__)
 
-GRPC, HTTP = "grpc", "http"
-TRANSPORTS = (GRPC, HTTP)
+GRPC = "grpc"  # the zonal_transport that reads and writes zonal buckets over gRPC
 
 
 class _Clients:

@@ -6,7 +6,7 @@ the record, leaving a normal object.
 In memory the record keeps the persisted bytes (the object's body). Under ``--root`` the body is the object's
 file: a stream writes what it receives straight to the file's tail (`Unflushed`), and a flush makes it
 persisted (fsync, then the metadata's size), so no copy of the object is held in memory and each byte is
-written once (a flush used to rewrite the whole file: quadratic).
+written once (a flush never rewrites the file).
 """
 from __future__ import annotations
 

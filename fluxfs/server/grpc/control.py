@@ -19,7 +19,6 @@ Layout = ctl.StorageLayout.pb()
 Folder = ctl.Folder.pb()
 ListFoldersResponse = ctl.ListFoldersResponse.pb()
 RenameFolderMetadata = ctl.RenameFolderMetadata.pb()
-_MAX_PAGE = 1000
 
 
 def _split(name: str, kind: str) -> Tuple[str, str]:
@@ -74,17 +73,10 @@ async def list_folders(srv: Any, request: Any, context: Any) -> Any:
     bucket = bucket_name(request.parent)
     b = folder_store.hns_bucket(srv.store, bucket)
     prefix, after = request.prefix, request.page_token
-    size = min(request.page_size or _MAX_PAGE, _MAX_PAGE)
-    out = ListFoldersResponse()
-    for name in b.folders.irange(minimum=max(prefix, after), inclusive=(after == "", True)):
-        if not name.startswith(prefix):
-            break
-        if name == after:
-            continue
-        if len(out.folders) >= size:
-            out.next_page_token = out.folders[-1].name.partition("/folders/")[2]
-            break
-        out.folders.append(_folder(bucket, name, b.folders[name]))
+    names, nxt = folders.page(b.folders, prefix, after, min(request.page_size or folders.MAX_PAGE, folders.MAX_PAGE))
+    out = ListFoldersResponse(folders=[_folder(bucket, n, b.folders[n]) for n in names])
+    if nxt is not None:
+        out.next_page_token = nxt
     return out
 
 
