@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..errors import ServerUnreachable
-from ..gcs import fork
+from ..gcs import bridge, fork
 from ..gcs.redact import get_logger
 from .gcs_adapter import channel_of, close_channel, extra, grpc_calls_alive
 
@@ -48,7 +48,7 @@ class _Clients:
     def _before_fork(self) -> None:
         for key, (loop, made, *_rest) in list(self.clients.items()):
             try:
-                if not loop.is_running() or _on_thread_of(loop):
+                if not loop.is_running() or bridge.on_loop(loop):
                     raise RuntimeError("its loop cannot be waited for from here")
                 asyncio.run_coroutine_threadsafe(close_channel(made), loop).result(FORK_CLOSE_TIMEOUT)
                 del self.clients[key]
@@ -67,13 +67,6 @@ class _Clients:
         self.clients = {}
         self.grpc_unusable = self.grpc_unusable or self.live_at_fork
         self.live_at_fork = False
-
-
-def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 FORK_CLOSE_TIMEOUT = 5.0
