@@ -17,6 +17,7 @@ from aiohttp import web
 
 from ..gcs.checksums import crc32c_combine, crc_to_b64, extend
 from ..gcs.chunks import Chunked
+from ..gcs.xml import local
 from .copies import put_copy
 from .diskerr import disk_writes
 from .errors import ServerError
@@ -333,10 +334,6 @@ async def list_uploads(srv, request: web.Request, q: Dict[str, str], bucket: str
                 f"{body}</ListMultipartUploadsResult>")
 
 
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]
-
-
 async def complete(srv, request: web.Request, q: Dict[str, str], bucket: str, key: str) -> Reply:
     up = _upload(srv, q, bucket, key)
     raw = await srv.body(request)
@@ -346,9 +343,9 @@ async def complete(srv, request: web.Request, q: Dict[str, str], bucket: str, ke
         raise ServerError(400, "The XML you provided was not well-formed.", xml_code="MalformedXML") from None
     listed = []
     for part in root:
-        if _local(part.tag) != "Part":
+        if local(part.tag) != "Part":
             continue
-        fields = {_local(c.tag): (c.text or "").strip() for c in part}
+        fields = {local(c.tag): (c.text or "").strip() for c in part}
         try:
             listed.append((int(fields["PartNumber"]), fields.get("ETag", "").strip('"')))
         except (KeyError, ValueError):
