@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from fluxfs import FluxFileSystem
-from fluxfs.cli.testing import fake_gcs_server
+from tests.fake_gcs import fake_gcs_server
 
 
 # Left out of `make test-quick` (pytest -m "not slow"), kept in `make test`: whole files or single tests, by

@@ -3,9 +3,8 @@
 Layers, importing downward only: `entry` (main: exit codes and messages) -> `parser` (argparse)
 -> the commands (`listing`: ls/du/manifest, `copying`: cat/cp, `maintenance`: mb/cleanup,
 `launch`: serve/bench/demo) -> `storage` (the filesystem from the options) -> `base` (UsageError,
-exit codes, URLs). `demo` is the training demo and `testing` the fake-gcs-server launcher for
-tests and benchmarks. This package imports fluxfs, fluxfs.server and fluxfs.pipes; nothing in
-them imports it.
+exit codes, URLs). `demo` is the training demo. This package imports fluxfs, fluxfs.server and
+fluxfs.pipes; nothing in them imports it.
 """
 from __future__ import annotations
 

