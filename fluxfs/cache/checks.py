@@ -25,12 +25,14 @@ class Checks:
         self._good: dict[str, int] = {}
         self._bad: dict[str, int] = {}
         self._parts: dict[tuple[str, int], set[int]] = {}  # (entry id, inode) -> parts checked
+        self._parted: set[str] = set()  # entries whose sidecar listed their parts' crc32c
 
     def part_checked(self, eid: str, ino: int, p: int) -> bool:
         return self._good.get(eid) == ino or p in self._parts.get((eid, ino), ())
 
     def part_good(self, eid: str, ino: int, p: int) -> None:
         self._parts.setdefault((eid, ino), set()).add(p)
+        self._parted.add(eid)
 
     def verify(self, eid: str, path: str, meta: Meta, by_caller: bool = False) -> Optional[bool]:
         """True: serve it; False: its bytes fail its crc32c; None: a miss (another size, or it failed before).
@@ -48,8 +50,9 @@ class Checks:
         return True
 
     def checked(self, eid: str) -> bool:
-        """True when a lookup reads no more than the sidecar and the file's size (else the whole file, once)."""
-        return eid in self._good
+        """True when a lookup reads no more than the sidecar and the file's size (else the whole file, once): checked
+        whole, or its sidecar lists its parts' crc32c (`part_good` was called)."""
+        return eid in self._good or eid in self._parted
 
     def good(self, eid: str, ino: int) -> None:
         self._good[eid] = ino
@@ -63,6 +66,7 @@ class Checks:
         except FileNotFoundError:
             return None
         self._good.pop(eid, None)
+        self._parted.discard(eid)
         return eid
 
     def is_bad(self, eid: str) -> bool:
