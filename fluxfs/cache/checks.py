@@ -3,8 +3,10 @@
 An entry's bytes are checked on its first use in a process (another process, or a run before a restart, may
 have written it, and a disk may rot or tear it) and never trusted more than storage: `verify` reads the
 file once and remembers the verdict by the file's inode (a refill renames a new file into place, checked
-anew). Entries this process wrote count as checked (their bytes were checked as they were written); entries
-renamed into place without an fsync are checked on every use. crc32c costs ~0.1 s of CPU per GB.
+anew). A ranged read of an entry whose sidecar lists its parts' crc32c checks just the parts it reads (each
+once per process: `part_checked`), with no pass over the whole file. Entries this process wrote count as
+checked (their bytes were checked as they were written); entries renamed into place without an fsync are
+checked on every use. crc32c costs ~0.1 s of CPU per GB.
 """
 from __future__ import annotations
 
@@ -22,6 +24,15 @@ class Checks:
     def __init__(self) -> None:
         self._good: dict[str, int] = {}
         self._bad: dict[str, int] = {}
+        self._parts: dict[tuple[str, int], set[int]] = {}  # (entry id, inode) -> parts checked
+        self._parted: set[str] = set()  # entries whose sidecar listed their parts' crc32c
+
+    def part_checked(self, eid: str, ino: int, p: int) -> bool:
+        return self._good.get(eid) == ino or p in self._parts.get((eid, ino), ())
+
+    def part_good(self, eid: str, ino: int, p: int) -> None:
+        self._parts.setdefault((eid, ino), set()).add(p)
+        self._parted.add(eid)
 
     def verify(self, eid: str, path: str, meta: Meta, by_caller: bool = False) -> Optional[bool]:
         """True: serve it; False: its bytes fail its crc32c; None: a miss (another size, or it failed before).
@@ -39,8 +50,9 @@ class Checks:
         return True
 
     def checked(self, eid: str) -> bool:
-        """True when a lookup reads no more than the sidecar and the file's size (else the whole file, once)."""
-        return eid in self._good
+        """True when a lookup reads no more than the sidecar and the file's size (else the whole file, once): checked
+        whole, or its sidecar lists its parts' crc32c (`part_good` was called)."""
+        return eid in self._good or eid in self._parted
 
     def good(self, eid: str, ino: int) -> None:
         self._good[eid] = ino
@@ -54,6 +66,7 @@ class Checks:
         except FileNotFoundError:
             return None
         self._good.pop(eid, None)
+        self._parted.discard(eid)
         return eid
 
     def is_bad(self, eid: str) -> bool:

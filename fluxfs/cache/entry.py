@@ -114,6 +114,7 @@ class Meta:
     crc32c: Optional[int]
     durable: bool = True   # False: renamed into place without an fsync (small objects): checked when opened
     store: str = ""        # the endpoint the bytes came from (`store_id`); "" for a NodeCache used directly
+    parts: Optional[tuple[int, tuple[int, ...]]] = None  # (part size, each part's crc32c): a ranged fill's
 
     def to_bytes(self) -> bytes:
         crc = crc_to_b64(self.crc32c) if self.crc32c is not None else None
@@ -122,6 +123,8 @@ class Meta:
             d["durable"] = False
         if self.store:
             d["store"] = self.store
+        if self.parts is not None:
+            d["parts"] = {"size": self.parts[0], "crc32c": list(self.parts[1])}
         return json.dumps(d, ensure_ascii=False).encode("utf-8")
 
     @classmethod
@@ -131,7 +134,8 @@ class Meta:
             with os.fdopen(open_fixed(path), "rb") as f:
                 d = json.loads(f.read(65536))
             return cls(str(d["bucket"]), str(d["key"]), str(d["generation"]), int(d["size"]),
-                       crc_value(d.get("crc32c")), d.get("durable", True) is not False, str(d.get("store") or ""))
+                       crc_value(d.get("crc32c")), d.get("durable", True) is not False, str(d.get("store") or ""),
+                       _parts(d.get("parts"), int(d["size"])))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -139,6 +143,18 @@ class Meta:
         """True when this sidecar describes exactly that object generation of that store (and size, when given)."""
         return ((self.store, self.bucket, self.key, self.generation) == (store, bucket, key, str(generation))
                 and (size is None or self.size == size))
+
+
+def _parts(d: Any, size: int) -> Optional[tuple[int, tuple[int, ...]]]:
+    """A sidecar's part crc32c (what a ranged read checks of the parts it reads), or None (none, or not sound:
+    the whole file is checked instead)."""
+    if not isinstance(d, dict) or type(d.get("size")) is not int or d["size"] <= 0 or not isinstance(
+            d.get("crc32c"), list):
+        return None
+    crcs = tuple(d["crc32c"])
+    if len(crcs) != max(1, -(-size // d["size"])) or not all(type(c) is int and 0 <= c < 2**32 for c in crcs):
+        return None
+    return d["size"], crcs
 
 
 def parse_name(name: str) -> Optional[tuple[str, str]]:

@@ -8,12 +8,14 @@ entry's size and crc32c come with the first part's answer, so every read starts 
 GET ahead of the others). Parts no read asked for are fetched in the background when no read of this
 process waits on storage (or after `BACKGROUND_MAX_WAIT`), so they use idle time instead of competing
 with the reads an epoch waits on. With every part on disk the parts' crc32c are combined and checked
-against the object's, the file is fsynced and renamed into place: only then does the entry look complete. Any failure
+against the object's, the file is fsynced and renamed into place (the sidecar lists the parts' crc32c: a
+ranged read checks the parts it reads): only then does the entry look complete. Any failure
 leaves no entry (the temporary and the lock file go); the reads then go to storage themselves.
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import weakref
@@ -152,8 +154,9 @@ class Fill:
 
     def known(self, size: int, crc32c: Optional[int]) -> None:
         """The object's size and crc32c: room is reserved for it (or it is not cached) on the fills' threads."""
-        self.meta = Meta(self.bucket, self.key, str(self.generation), size, crc32c, store=self.store)
         self.count = max(1, -(-size // self.part))
+        self.meta = Meta(self.bucket, self.key, str(self.generation), size, crc32c, store=self.store,
+                         parts=(self.part, (2**32 - 1,) * self.count))  # the sidecar's room: its widest crc32c
         asyncio.ensure_future(self._open())
 
     async def _open(self) -> None:
@@ -229,6 +232,8 @@ class Fill:
             if self.meta.crc32c is not None and whole != self.meta.crc32c:
                 raise ValueError(f"crc32c mismatch filling {self.bucket}/{self.key}#{self.generation} "
                                  "(the bytes received differ from the object)")
+            crcs = tuple(self.crcs[p] for p in range(self.count))
+            self.meta = dataclasses.replace(self.meta, parts=(self.part, crcs))
             await jobs.run(self.cache.commit, self.fd, self.tmp, meta_tmp, self.eid, self.meta, busy=_busy)
         except BaseException as exc:  # a fill that fails leaves nothing; the reads were served
             _unlink(meta_tmp)

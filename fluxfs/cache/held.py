@@ -20,6 +20,7 @@ class Held:
     data: Optional[bytes]
     lock: Optional[FileLock]
     crc32c: Optional[int] = None  # the entry's, from its sidecar: what a reader of its whole file checks
+    parts: Optional[tuple[int, tuple[int, ...]]] = None  # the sidecar's part crc32c: what a ranged read checks
 
     def read(self) -> bytes:
         if self.data is not None:

@@ -15,8 +15,10 @@ import functools
 import os
 from typing import Any, Optional, Sequence
 
+from ..gcs import checksums
 from . import evict, progress
 from .entry import crc_value, entry_id, open_fixed
+from .checks import Checks
 from .spans import read_fd
 from .fill import FILLS, TOO_LARGE, Fill
 from .lock import FileLock
@@ -122,7 +124,7 @@ async def _from_fill(fill: Fill, spans: list[tuple[int, int]], into: Optional[li
 async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: str, size: Optional[int],
                crc: Optional[int], spans: list[tuple[int, int]], into: Optional[list]) -> Optional[tuple]:
     """The spans from the complete entry of that generation (held while read), or None: there is none."""
-    look = functools.partial(cache.lookup, bucket, key, generation, size, store=store, crc32c=crc)
+    look = functools.partial(cache.lookup, bucket, key, generation, size, "parts", store, crc)
     eid = entry_id(bucket, key, generation, store)
     if not os.path.exists(cache.path_of(eid, "data")):
         return None  # a miss, told without the entry's lock: a shared hold now would turn a starting filler away
@@ -134,17 +136,57 @@ async def _hit(cache: NodeCache, store: str, bucket: str, key: str, generation: 
         return None
     try:
         path = held.path or ""
-        n = os.stat(path).st_size
-        if any(s > n for s, _ in spans):
+        st = os.stat(path)
+        if any(s > st.st_size for s, _ in spans):
             return None  # the uncached read names the mistake
-        args = (path, spans, n, into)
+        read = _read_from if held.parts is None else functools.partial(_read_checked, cache.checks, eid, st.st_ino,
+                                                                       held.parts)
+        args = (path, spans, st.st_size, into)
         if sum(e - s for s, e in spans) > 2**20:  # a large read off the event loop
-            got = await asyncio.get_running_loop().run_in_executor(cache.executor(), _read_from, *args)
+            got = await asyncio.get_running_loop().run_in_executor(cache.executor(), read, *args)
         else:
-            got = _read_from(*args)
-        return got, n, generation, held.crc32c
+            got = read(*args)
     finally:
         held.release()
+    if got is None:  # a part fails its crc32c: read from storage, the entry dropped and filled again
+        cache.failed_check(path)
+        return None
+    return got, st.st_size, generation, held.crc32c
+
+
+def _read_checked(checks: Checks, eid: str, ino: int, parts: tuple[int, tuple[int, ...]], path: str,
+                  spans: Sequence[tuple[int, int]], size: int, into: Optional[list]) -> Optional[list]:
+    """`_read_from`, each part the spans cover checked against the sidecar's crc32c on its first read in this
+    process (read whole then, the spans cut from its bytes: an aligned range is the part itself, no copy);
+    None when one fails."""
+    P, crcs = parts
+    with os.fdopen(open_fixed(path), "rb", buffering=0) as f:
+        fd, got = f.fileno(), {}
+        for s, e in spans:
+            for p in range(s // P, (min(e, size) - 1) // P + 1):
+                if p not in got and not checks.part_checked(eid, ino, p):
+                    got[p] = os.pread(fd, min(P, size - p * P), p * P)
+                    if checksums.crc32c(got[p]) != crcs[p]:
+                        return None
+                    checks.part_good(eid, ino, p)
+        if not got:
+            return read_fd(fd, spans, size, into)
+        out = []
+        for i, (s, e) in enumerate(spans):
+            e, pieces = min(e, size), []
+            for p in range(s // P, (e - 1) // P + 1) if e > s else ():
+                lo, hi = max(s, p * P), min(e, p * P + P)
+                whole = p in got and (lo, hi) == (p * P, p * P + len(got[p]))
+                pieces.append(got[p] if whole else memoryview(got[p])[lo - p * P:hi - p * P] if p in got
+                              else os.pread(fd, hi - lo, lo))
+            if into is not None:
+                mv, data = memoryview(into[i]).cast("B"), b"".join(pieces)
+                if len(data) != mv.nbytes:
+                    raise EOFError(f"node-local cache: an entry ended at byte {e} of {size}")
+                mv[:] = data
+            else:
+                out.append(pieces[0] if len(pieces) == 1 and isinstance(pieces[0], bytes) else b"".join(pieces))
+        return out
 
 
 def _start(fetch: Fetcher, cache: NodeCache, path: str, store: str, bucket: str, key: str, eid: str, generation: str,

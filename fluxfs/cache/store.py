@@ -124,10 +124,10 @@ class NodeCache:
             return self._pool
 
     def lookup(self, bucket: str, key: str, generation: Any, size: Optional[int] = None,
-               checked_by_caller: bool = False, store: str = "", crc32c: Any = None) -> Optional[Held]:
-        """The complete entry of that generation, held (shared lock; `release()` it), or None: never waits.
-        `checked_by_caller`: the caller checks the bytes it reads against the sidecar's crc32c (a non-durable
-        entry is then not read twice). `crc32c` (when the caller knows it): an entry of another crc32c is a miss."""
+               checked_by_caller: Union[bool, str] = False, store: str = "", crc32c: Any = None) -> Optional[Held]:
+        """The complete entry of that generation, held (shared lock; `release()` it), or None: never waits. `crc32c`
+        (when the caller knows it): an entry of another crc32c is a miss. `checked_by_caller`: the caller checks what
+        it reads against the sidecar's crc32c ("parts": its parts' crc32c when it lists them, else checked here)."""
         crc = crc_value(crc32c)
         eid = entry_id(bucket, key, generation, store)
         lock = FileLock(self.path_of(eid, "lock"))
@@ -137,8 +137,8 @@ class NodeCache:
         except OSError:  # no lock file and none can be made (a read-only disk): not an entry to serve
             return None
         if self.is_complete(eid, bucket, key, generation, size, checked_by_caller, store=store, crc=crc):
-            meta = Meta.read(self.path_of(eid, "meta"))
-            return Held(self.path_of(eid, "data"), None, lock, meta.crc32c if meta is not None else None)
+            meta = Meta.read(self.path_of(eid, "meta")) or Meta("", "", "", 0, None)
+            return Held(self.path_of(eid, "data"), None, lock, meta.crc32c, meta.parts)
         lock.release()
         if self.checks.is_bad(eid):
             self.discard(eid)  # failed its check just now: removed unless another process reads it
@@ -196,7 +196,7 @@ class NodeCache:
             raise
 
     def is_complete(self, eid: str, bucket: str, key: str, generation: Any, size: Optional[int],
-                  checked_by_caller: bool = False, store: str = "", crc: Optional[int] = None) -> bool:
+                    checked_by_caller: Union[bool, str] = False, store: str = "", crc: Optional[int] = None) -> bool:
         """The entry is complete and is the object asked for: its sidecar names it (and the size, and the crc32c
         the caller knows: an entry of another crc32c, say from a store reset since, is a miss and is refilled)."""
         meta = Meta.read(self.path_of(eid, "meta"))
@@ -205,7 +205,8 @@ class NodeCache:
         if crc is not None and meta.crc32c != crc:
             return False
         try:
-            verdict = self.checks.verify(eid, self.path_of(eid, "data"), meta, checked_by_caller)
+            by = checked_by_caller is True or (checked_by_caller == "parts" and meta.parts is not None)
+            verdict = self.checks.verify(eid, self.path_of(eid, "data"), meta, by)
         except FileNotFoundError:
             return False
         if verdict is False:
@@ -239,8 +240,7 @@ class NodeCache:
             os.utime(path, follow_symlinks=False)  # recency for LRU eviction (evict.py)
         except OSError:
             pass
-        meta = Meta.read(self.path_of(eid, "meta"))
-        return Held(path, None, lock, meta.crc32c if meta is not None else None)
+        return Held(path, None, lock, (Meta.read(self.path_of(eid, "meta")) or Meta("", "", "", 0, None)).crc32c)
 
     # -- filling ----------------------------------------------------------------------------
 

@@ -242,3 +242,37 @@ def test_a_process_exiting_right_after_its_reads_completes_its_fill(flux_server,
     flux_server.reset_stats()
     assert fs.read_ranges(paths[1], [(0, 3 * part + 1)]) == [want]
     assert flux_server.stats()["data_reads"] == 0
+
+
+def test_a_ranged_read_checks_the_parts_it_reads_not_the_whole_entry(flux_server, bucket, tmp_path, part_size,
+                                                                     monkeypatch):
+    """An entry another process filled (a fresh cache object here) with one byte of its third part changed on
+    disk: a ranged read of the intact first parts is served from it (no GET: their crc32c, in the sidecar, pass;
+    the rest is not read); the changed part is never served (read from storage) and the entry is filled again."""
+    from fluxfs.cache import reader
+
+    d = tmp_path / "c"
+    fs = make_fs(flux_server, cache_dir=str(d))
+    path = f"{bucket}/obj"
+    data = put(fs, path, 3 * PART + 7)
+    gen = fs.info(path)["generation"]
+    assert fs.read_ranges(path, [(0, len(data))], generation=gen) == [data]
+    assert complete(d, "obj")
+    (entry,) = d.glob("*.data")
+    with open(entry, "r+b") as f:
+        f.seek(2 * PART + 5)
+        byte = f.read(1)
+        f.seek(2 * PART + 5)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    for _ in range(2):  # the second time: the entry filled again, every part intact
+        monkeypatch.setattr(reader, "_CACHES", {})  # another process
+        fs = make_fs(flux_server, cache_dir=str(d))
+        flux_server.reset_stats()
+        assert fs.read_ranges(path, [(10, PART + 13)], generation=gen) == [data[10:PART + 13]]
+        buf = bytearray(PART)
+        fs.read_ranges(path, [(PART // 2, PART // 2 + PART)], generation=gen, into=[buf])
+        assert bytes(buf) == data[PART // 2:PART // 2 + PART]
+        assert flux_server.stats()["data_reads"] == 0
+        assert fs.read_ranges(path, [(2 * PART, len(data))], generation=gen) == [data[2 * PART:]]
+        assert complete(d, "obj")
+    assert flux_server.stats()["data_reads"] == 0

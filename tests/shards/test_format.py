@@ -101,3 +101,10 @@ def test_index_round_trip_and_checks():
         ShardIndex.from_bytes("b/s.tar", overlapping.to_bytes())
     with pytest.raises(ShardError, match=r"b/s\.tar\.idx: not a fluxfs shard index"):
         ShardIndex.from_bytes("b/s.tar", b"hello\n")
+    head, *lines = index.to_bytes().decode().splitlines()
+    for bad in ('["a.x", 512]', '{"a": 1, "b": 2, "c": 3}', '["a.x", "nine", 5]', "[1, 2"):
+        text = "\n".join([head, *lines[:2], bad, *lines[3:]]) + "\n"
+        with pytest.raises(ShardError, match=r"b/s\.tar\.idx: line 4 is not \[name, offset, size\]"):
+            ShardIndex.from_bytes("b/s.tar", text.encode())
+    text = "\n".join([head, *(line.replace(",", ",  ") for line in lines)]) + "\n"  # as another writer spaces it
+    assert ShardIndex.from_bytes("b/s.tar", text.encode()).members == index.members
