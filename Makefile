@@ -28,15 +28,24 @@ demo: $(VENV)/.installed
 	@echo "==> running the demo (fluxfs demo): embedded server, dataset, training, checkpoint, gcsfs comparison"
 	$(VENV)/bin/fluxfs demo
 
+# Most tests wait on a server's simulated latency, a subprocess or a stall, not on a core: TEST_WORKERS pytest
+# processes (pytest-xdist, each with its own servers) overlap those waits. Then the tests marked `alone`
+# (a Ctrl-C must stop a command within a second: ALONE in tests/conftest.py) run by themselves.
+TEST_WORKERS ?= 4
+PARALLEL = -n $(TEST_WORKERS) --dist worksteal
+ALONE_FILES = $$($(PY) -c "from tests.conftest import ALONE; print(*sorted({e.split('::')[0] for e in ALONE}))")
+
 test: $(VENV)/.installed
-	@echo "==> running the test suite (pytest) against the embedded server and fake-gcs-server"
-	$(PY) -m pytest -q
+	@echo "==> running the test suite (pytest, $(TEST_WORKERS) workers) against the embedded server and fake-gcs-server"
+	$(PY) -m pytest -q $(PARALLEL) -m "not alone"
+	$(PY) -m pytest -q -m alone $(ALONE_FILES)
 
 # The edit-test loop: every test but those marked slow (subprocesses, venvs, process groups, the notebook,
 # the demo; see SLOW in tests/conftest.py), in under 3 minutes. `make test` stays the full suite.
 test-quick: $(VENV)/.installed
 	@echo "==> running the quick tests (pytest -m 'not slow'); make test runs them all"
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q $(PARALLEL) -m "not slow and not alone"
+	$(PY) -m pytest -q -m "alone and not slow" $(ALONE_FILES)
 
 # ruff with the rules in pyproject.toml ([tool.ruff]); `make test` runs it too (tests/test_lint.py).
 lint: $(VENV)/.installed

@@ -78,15 +78,30 @@ SLOW = (
 )
 
 
-def is_listed_slow(nodeid: str) -> bool:
-    """`nodeid` is a SLOW entry, or inside one (a file's tests, a test's parameter sets)."""
-    return any(nodeid == entry or nodeid.startswith((entry + "::", entry + "[")) for entry in SLOW)
+# Marked `alone`: tests whose assertion is a wall-clock bound of about a second (Ctrl-C stops a command within
+# a second). `make test` runs every other test in parallel workers (pytest-xdist), then these in one process,
+# so that the bound is measured on a machine that is not running three other tests at the time.
+ALONE = (
+    "tests/badinput/test_interrupt_sync_methods.py",
+    "tests/badinput/test_interrupts.py",
+    "tests/cli/test_interrupt.py",
+    "tests/gcs/test_bridge_cancel.py",
+    "tests/pipes/test_interrupted_epoch.py",
+    "tests/reads/test_batched.py::test_keyboard_interrupt_during_cat_cleans_up",
+)
+
+
+def is_listed(nodeid: str, entries: tuple[str, ...] = SLOW) -> bool:
+    """`nodeid` is one of `entries`, or inside one (a file's tests, a test's parameter sets)."""
+    return any(nodeid == entry or nodeid.startswith((entry + "::", entry + "[")) for entry in entries)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if is_listed_slow(item.nodeid):
+        if is_listed(item.nodeid, SLOW):
             item.add_marker(pytest.mark.slow)
+        if is_listed(item.nodeid, ALONE):
+            item.add_marker(pytest.mark.alone)
 
 
 def pytest_configure(config):

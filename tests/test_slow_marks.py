@@ -1,12 +1,14 @@
-"""The SLOW list of tests/conftest.py (what `make test-quick` leaves out) names tests that exist: a renamed
-test or file would otherwise drop out of the list silently and slow the quick run down."""
+"""The SLOW and ALONE lists of tests/conftest.py (what `make test-quick` leaves out; what `make test` runs after
+the parallel workers) name tests that exist: a renamed test or file would otherwise drop out of a list silently."""
 from __future__ import annotations
 
 import ast
 import functools
 from pathlib import Path
 
-from tests.conftest import SLOW, is_listed_slow
+import pytest
+
+from tests.conftest import ALONE, SLOW, is_listed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,18 +27,19 @@ def _names(path: Path) -> frozenset[str]:
     return frozenset(out)
 
 
-def test_every_slow_entry_names_an_existing_file_or_test():
-    for entry in SLOW:
+@pytest.mark.parametrize("entries", [SLOW, ALONE], ids=["SLOW", "ALONE"])
+def test_every_entry_names_an_existing_file_or_test(entries):
+    for entry in entries:
         file, _, test = entry.partition("::")
-        assert (ROOT / file).is_file(), f"SLOW names {file}, which does not exist"
+        assert (ROOT / file).is_file(), f"the list names {file}, which does not exist"
         if test:
-            assert test in _names(ROOT / file), f"SLOW names {entry}, which {file} does not define"
+            assert test in _names(ROOT / file), f"the list names {entry}, which {file} does not define"
 
 
 def test_entries_match_whole_names_only():
-    assert is_listed_slow("tests/test_packaging.py::test_wheel_holds_every_package_and_no_top_level_pipes")
-    assert is_listed_slow("tests/cache/test_fs.py::test_two_processes_download_an_entry_once")
-    assert is_listed_slow("tests/pipes/test_datasets.py::test_map_dataset_dataloader_reads_every_object_once[0-64]")
-    assert not is_listed_slow("tests/cache/test_fs.py::test_two_processes_download_an_entry_once_more")
-    assert not is_listed_slow("tests/test_packaging_more.py::test_x")
-    assert not is_listed_slow("tests/cache/test_fs.py::test_something_quick")
+    assert is_listed("tests/test_packaging.py::test_wheel_holds_every_package_and_no_top_level_pipes")
+    assert is_listed("tests/cache/test_fs.py::test_two_processes_download_an_entry_once")
+    assert is_listed("tests/pipes/test_datasets.py::test_map_dataset_dataloader_reads_every_object_once[0-64]")
+    assert not is_listed("tests/cache/test_fs.py::test_two_processes_download_an_entry_once_more")
+    assert not is_listed("tests/test_packaging_more.py::test_x")
+    assert not is_listed("tests/cache/test_fs.py::test_something_quick")
