@@ -11,7 +11,7 @@ import dataclasses
 import itertools
 import numbers
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 import aiohttp
 import yarl
@@ -103,7 +103,7 @@ def media_request(client: "Client", bucket: str, key: str, generation: Optional[
     url = client.media_url(bucket, key)
     if not url.isascii():
         return url, params
-    query = "alt=media" if len(params) == 1 else urlencode(params, quote_via=quote)
+    query = "&".join(f"{name}={quote(str(value), safe='')}" for name, value in params.items())  # names: ours
     return f"{url}?{query}", None
 
 
