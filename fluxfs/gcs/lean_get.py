@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import sys
 import urllib.request
 import weakref
 from typing import Any, Optional
@@ -32,19 +33,19 @@ IDLE_MAX = 64           # kept-alive connections kept per pool
 
 # A new bytes object's storage, written before anyone else holds it, as the C API's
 # PyBytes_FromStringAndSize(NULL, n) is meant to be used: a body lands in the bytes returned (no bytearray copied).
-_NEW_BYTES = getattr(ctypes, "pythonapi", None) and ctypes.pythonapi.PyBytes_FromStringAndSize
-_MEMORY = getattr(ctypes, "pythonapi", None) and ctypes.pythonapi.PyMemoryView_FromMemory
-if _NEW_BYTES and _MEMORY:
+_CPYTHON = sys.implementation.name == "cpython"
+if _CPYTHON:
+    _NEW_BYTES, _MEMORY = ctypes.pythonapi.PyBytes_FromStringAndSize, ctypes.pythonapi.PyMemoryView_FromMemory
     _NEW_BYTES.restype, _NEW_BYTES.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_ssize_t)
     _MEMORY.restype, _MEMORY.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
-_BYTES_DATA = bytes.__basicsize__ - 1  # where a bytes object's data starts (ob_sval)
+_BYTES_DATA = bytes.__basicsize__ - 1  # where a bytes object's data starts: its basic size is offsetof(ob_sval) + 1
 _PYBUF_WRITE = 0x200
 
 
 def fresh_bytes(n: int) -> tuple[Any, memoryview]:
     """(a new object of `n` bytes, a writable view of them): a bytes object on CPython (the view must be filled
     before the bytes are handed to anyone, and not kept), a bytearray elsewhere."""
-    if not (_NEW_BYTES and _MEMORY) or n == 0:
+    if not _CPYTHON or n == 0:  # (no empty bytes object is new: CPython shares one)
         buf = bytearray(n)
         return buf, memoryview(buf)
     body = _NEW_BYTES(None, n)
