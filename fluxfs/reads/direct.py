@@ -244,13 +244,12 @@ async def _get_whole(client: "Client", bucket: str, key: str, size: int,
     if params is not None or not lean_get.usable(session, url):
         return None
     what = f"{bucket}/{key}"
-    headers = client.headers(_range_header(0, size))
 
     async def attempt(_n: int) -> Optional[Fetched]:
         body, view = lean_get.fresh_bytes(size)
-        try:
-            got, _ = await lean_get.get_into(session, url, headers, 0, size, [(0, view)], False,
-                                             client.options.http_timeout, what, total=size)
+        try:  # auth headers per attempt, as every request takes them (a token may be refreshed meanwhile)
+            got, _ = await lean_get.get_into(session, url, client.headers(_range_header(0, size)), 0, size,
+                                             [(0, view)], False, client.options.http_timeout, what, total=size)
         except lean_get.Fallback:
             return None
         finally:
