@@ -277,7 +277,8 @@ async def read_object(client: "Client", bucket: str, key: str, *, start: Optiona
     The first GET is unpinned unless `generation` is given (so the current version is read)
     and tells size and generation; the rest of the object is fetched in `chunk`-sized ranges
     pinned to that generation, so an overwrite in the middle cannot mix two versions.
-    A whole-object read is checked against the object's crc32c.
+    A whole-object read is checked against the object's crc32c. A whole object whose size the listing gave
+    (`size_hint`, up to `chunk`) is one lean GET (`_get_whole`), unless the lean path steps aside.
     """
     chunk = chunk or DEFAULT_CHUNK
     concurrency = concurrency or DEFAULT_RANGE_CONCURRENCY
