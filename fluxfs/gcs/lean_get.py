@@ -12,6 +12,8 @@ with the SSL context aiohttp's connector would use (`usable`).
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import sys
 import urllib.request
 import weakref
 from typing import Any, Optional
@@ -27,6 +29,27 @@ from .progress import ProgressClock
 HEAD_MAX = 1 << 16      # an answer's headers longer than this: left to aiohttp
 SCRATCH = 1 << 18       # bytes between two segments are received here and dropped
 IDLE_MAX = 64           # kept-alive connections kept per pool
+
+
+# A new bytes object's storage, written before anyone else holds it, as the C API's
+# PyBytes_FromStringAndSize(NULL, n) is meant to be used: a body lands in the bytes returned (no bytearray copied).
+_CPYTHON = sys.implementation.name == "cpython"
+if _CPYTHON:
+    _NEW_BYTES, _MEMORY = ctypes.pythonapi.PyBytes_FromStringAndSize, ctypes.pythonapi.PyMemoryView_FromMemory
+    _NEW_BYTES.restype, _NEW_BYTES.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_ssize_t)
+    _MEMORY.restype, _MEMORY.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
+_BYTES_DATA = bytes.__basicsize__ - 1  # where a bytes object's data starts: its basic size is offsetof(ob_sval) + 1
+_PYBUF_WRITE = 0x200
+
+
+def fresh_bytes(n: int) -> tuple[Any, memoryview]:
+    """(a new object of `n` bytes, a writable view of them): a bytes object on CPython (the view must be filled
+    before the bytes are handed to anyone, and not kept), a bytearray elsewhere."""
+    if not _CPYTHON or n == 0:  # (no empty bytes object is new: CPython shares one)
+        buf = bytearray(n)
+        return buf, memoryview(buf)
+    body = _NEW_BYTES(None, n)
+    return body, _MEMORY(id(body) + _BYTES_DATA, n, _PYBUF_WRITE)
 
 
 class Fallback(Exception):
@@ -98,8 +121,9 @@ class _Receiver(asyncio.BufferedProtocol):
 class _Job:
     """One request's answer as it arrives: headers checked, body landed in its pieces, crc run."""
 
-    def __init__(self, pieces: list, start: int, end: int, verify: bool, clock: ProgressClock, scratch: bytearray):
-        self.pieces, self.start, self.end = pieces, start, end
+    def __init__(self, pieces: list, start: int, end: int, verify: bool, clock: ProgressClock, scratch: bytearray,
+                 total: Optional[int] = None):
+        self.pieces, self.start, self.end, self.total = pieces, start, end, total
         self.want = end - start
         self.crc: Optional[int] = 0 if verify else None
         self.clock, self.scratch = clock, memoryview(scratch)
@@ -149,7 +173,8 @@ class _Job:
             return False
         unit, _, spec = headers.get("Content-Range", "").partition(" ")
         first_last, _, size = spec.partition("/")
-        return unit == "bytes" and first_last == f"{self.start}-{self.end - 1}" and size.isdigit()
+        return (unit == "bytes" and first_last == f"{self.start}-{self.end - 1}" and size.isdigit()
+                and (self.total is None or int(size) == self.total))
 
     def target(self) -> Any:
         """Where the next body bytes go: the current piece's rest, or scratch for bytes between pieces."""
@@ -232,9 +257,11 @@ def _counters_of(session: aiohttp.ClientSession) -> Any:
 
 
 async def get_into(session: aiohttp.ClientSession, url: str, headers: dict, start: int, end: int, pieces: list,
-                   verify: bool, timeout: aiohttp.ClientTimeout, what: str) -> tuple[CIMultiDict, Optional[int]]:
+                   verify: bool, timeout: aiohttp.ClientTimeout, what: str,
+                   total: Optional[int] = None) -> tuple[CIMultiDict, Optional[int]]:
     """GET bytes [start, end) of `url` into `pieces` ((offset in the range, writable view)); returns the answer's
-    headers and the crc32c of the range (None unless `verify`). Raises Fallback for an answer it does not handle,
+    headers and the crc32c of the range (None unless `verify`). Raises Fallback for an answer it does not handle
+    (with `total`, one naming another object size: a whole object read by its listed size that changed since),
     RequestTimeout after `timeout.sock_read` seconds without a byte, ClientPayloadError for a body cut off."""
     pool = pool_of(session)
     if session.closed:
@@ -262,7 +289,7 @@ async def get_into(session: aiohttp.ClientSession, url: str, headers: dict, star
                 raise Fallback(f"cannot connect: {exc}") from None
         limit = timeout.sock_read
         clock = ProgressClock(limit)
-        job = proto.job = _Job(pieces, start, end, verify, clock, proto.scratch)
+        job = proto.job = _Job(pieces, start, end, verify, clock, proto.scratch, total)
         ok = False
         try:
             proto.transport.write(request)
@@ -279,7 +306,7 @@ async def get_into(session: aiohttp.ClientSession, url: str, headers: dict, star
                 raise Fallback(str(exc)) from None
             ok = True
         finally:
-            proto.job = None
+            proto.job, job._view = None, None  # no view of the caller's memory kept past the call
             if ok and job.keep_alive:
                 pool.give(proto)
             else:

@@ -11,13 +11,13 @@ import dataclasses
 import itertools
 import numbers
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 import aiohttp
 import yarl
 
 from ..errors import raise_for_status
-from ..gcs import http
+from ..gcs import http, lean_get
 from ..gcs.checksums import crc_from_b64
 from ..gcs.tasks import gather_all
 from ..gcs.urls import named
@@ -93,7 +93,7 @@ def media_request(client: "Client", bucket: str, key: str, generation: Optional[
     url = client.media_url(bucket, key)
     if not url.isascii():
         return url, params
-    query = "alt=media" if len(params) == 1 else urlencode(params, quote_via=quote)
+    query = "&".join(f"{name}={quote(str(value), safe='')}" for name, value in params.items())  # names: ours
     return f"{url}?{query}", None
 
 
@@ -222,6 +222,36 @@ async def get_chunks(client: "Client", bucket: str, key: str, start: int, end: i
                             what=f"read {bucket}/{key}")
 
 
+# -- one lean GET of a whole object of known size ------------------------------------------------
+
+async def _get_whole(client: "Client", bucket: str, key: str, size: int,
+                     generation: Optional[str]) -> Optional[Fetched]:
+    """The whole object, `size` bytes as listed, by lean GETs (gcs/lean_get.py) under the read retry policy,
+    checked against its crc32c; None when the lean path steps aside (an error answer, the object's size changed,
+    a session it cannot use): the caller then reads it through aiohttp, every answer handled as always."""
+    session = await client.session()
+    url, params = media_request(client, bucket, key, generation)
+    if params is not None or not lean_get.usable(session, url):
+        return None
+    what = f"{bucket}/{key}"
+
+    async def attempt(_n: int) -> Optional[Fetched]:
+        body, view = lean_get.fresh_bytes(size)
+        try:  # auth headers per attempt, as every request takes them (a token may be refreshed meanwhile)
+            got, _ = await lean_get.get_into(session, url, client.headers(_range_header(0, size)), 0, size,
+                                             [(0, view)], False, client.options.http_timeout, what, total=size)
+        except lean_get.Fallback:
+            return None
+        finally:
+            view.release()
+        body = body if isinstance(body, bytes) else bytes(body)
+        gen, crc = _object_headers(got)
+        check_whole((body,), crc, what, gen, ": bytes corrupted in transit")
+        return Fetched(body, 0, size, gen, crc)
+
+    return await client.retry_policy("read").run(attempt, what=f"read {what}")
+
+
 # -- parallel ranges ----------------------------------------------------------------------------
 
 def _split(start: int, end: int, chunk: int) -> list[tuple[int, int]]:
@@ -237,18 +267,24 @@ async def read_object(client: "Client", bucket: str, key: str, *, start: Optiona
     The first GET is unpinned unless `generation` is given (so the current version is read)
     and tells size and generation; the rest of the object is fetched in `chunk`-sized ranges
     pinned to that generation, so an overwrite in the middle cannot mix two versions.
-    A whole-object read is checked against the object's crc32c.
+    A whole-object read is checked against the object's crc32c. A whole object whose size the listing gave
+    (`size_hint`, up to `chunk`) is one lean GET (`_get_whole`), unless the lean path steps aside.
     """
     chunk = chunk or DEFAULT_CHUNK
     concurrency = concurrency or DEFAULT_RANGE_CONCURRENCY
     s = start or 0
+    grpc = transport.for_read(client, bucket).grpc
+    if start is None and end is None and size_hint and size_hint <= chunk and not grpc:
+        got = await _get_whole(client, bucket, key, size_hint, generation)
+        if got is not None:
+            return got
     if start is None and end is None and size_hint is not None and size_hint < STREAM_MIN:
         # Known small: one plain GET (no Range header, no 416 dance for empty objects).
         return await get_range(client, bucket, key, generation=generation)
     first_end = s + chunk if end is None else min(end, s + chunk)
     if end is not None and first_end <= s:
         return Fetched(b"", s, -1, generation, None)
-    if transport.for_read(client, bucket).grpc:  # a zonal bucket: ranges on bidi read streams
+    if grpc:  # a zonal bucket: ranges on bidi read streams
         got = await grpc_reads.read(client, bucket, key, start, end, generation, chunk, size_hint, concurrency)
         return Fetched(b"".join(got.chunks), got.start, got.size, got.generation, got.crc32c)
     first = await get_chunks(client, bucket, key, s, first_end, generation)

@@ -7,8 +7,9 @@ a quarter of the budget and up to four slices are read at once, each by `cat_obj
 generation pins, crc32c checks, fallbacks and temporary-object cleanup are the same): a slice's
 results are handed over while the next three are already being read. Each slice keeps the
 filesystem's `read_concurrency` requests busy; the HTTP session's connection limit (aiohttp's 100)
-caps the total. (Sharing one `read_concurrency` among the slices halved the rate of small sets,
-which fill fewer than four slices.)
+caps those through aiohttp (composites), not direct reads of listed objects, which go the lean way
+(`reads/direct.py`) on connections of their own. (Sharing one `read_concurrency` among the slices
+halved the rate of small sets, which fill fewer than four slices.)
 """
 from __future__ import annotations
 
