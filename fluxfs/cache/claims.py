@@ -221,37 +221,41 @@ async def wait_for(cache: NodeCache, theirs: list[Entry]) -> None:
         await asyncio.sleep(bound.pause())
 
 
-def write(cache: NodeCache, claim: Claim, got: dict[Entry, Any]) -> None:
-    """The claim's pack written with the bytes read (`got`: one `pwrite` run per run of objects read), their rows
-    complete; the rows of objects not read, or whose bytes are not the listing's size, dropped (read from storage
-    next time). The crc32c of the bytes is the one the read checked (computed here where the listing had none)."""
-    runs: list[tuple[int, list]] = []  # (offset, bytes end to end) of the objects read
-    dropped, crcs, at, after = [], [], claim.start, None
-    for e in claim.entries:
-        data = got.get(e)
-        read = isinstance(data, (bytes, bytearray, memoryview))
-        if read and len(data) == e[4]:
-            if after != at:
-                runs.append((at, []))
-            runs[-1][1].append(data)
-            after = at + e[4]
-            if e[5] is None:
-                crcs.append((checksums.crc32c(data), *e[:4]))
-        else:
-            if read:
-                log.warning("fluxfs node-local cache: %s/%s (generation %s): %d bytes read, the listing says %d; "
-                            "not cached", e[1], e[2], e[3], len(data), e[4])
-            dropped.append(e[:4])
-        at += e[4]
-    pack, done = claim.pack, False
+def write(cache: NodeCache, made: list[Claim], got: dict[Entry, Any]) -> None:
+    """The claims' packs written with the bytes read (`got`: one `pwrite` run per run of objects read end to end,
+    across claims), their rows complete in one transaction; the rows of objects not read, or whose bytes are not
+    the listing's size, dropped (read from storage next time). The crc32c of the bytes is the one the read checked
+    (computed here where the listing had none). Nothing written or committed: every claim's rows dropped."""
+    runs: dict[Open, list[list]] = {}  # [offset, end, bytes end to end] of the objects read, by pack
+    done, dropped, crcs = [], [], []
+    for c in sorted(made, key=lambda c: c.start):
+        out, at, name = runs.setdefault(c.open, []), c.start, c.pack.name
+        for e in c.entries:
+            data = got.get(e)
+            read = isinstance(data, (bytes, bytearray, memoryview))
+            if read and len(data) == e[4]:
+                if not out or out[-1][1] != at:
+                    out.append([at, at, []])
+                out[-1][1] += e[4]
+                out[-1][2].append(data)
+                done.append((*e[:4], name))
+                if e[5] is None:
+                    crcs.append((checksums.crc32c(data), *e[:4], name))
+            else:
+                if read:
+                    log.warning("fluxfs node-local cache: %s/%s (generation %s): %d bytes read, the listing says "
+                                "%d; not cached", e[1], e[2], e[3], len(data), e[4])
+                dropped.append((*e[:4], name))
+            at += e[4]
+    ok = False
     try:
-        db = index.connect(cache.directory)
-        if len(dropped) < len(claim.entries):
-            for start, parts in runs:
-                pack.write(parts, start)
-            gone = set(dropped)
-            index.complete(db, pack.name, [e[:4] for e in claim.entries if e[:4] not in gone], dropped, crcs)
-            done = pack.done = True
+        for op, parts in runs.items():
+            for start, _, pieces in parts:
+                op.pack.write(pieces, start)
+        index.complete(index.connect(cache.directory), done, dropped, crcs)
+        ok = True
+        for op, parts in runs.items():
+            op.pack.done = op.pack.done or bool(parts)
     except OSError as exc:
         if exc.errno not in UNWRITABLE:
             raise
@@ -260,17 +264,25 @@ def write(cache: NodeCache, claim: Claim, got: dict[Entry, Any]) -> None:
         cache.warns.index(exc)
     finally:
         try:
-            if not done:
+            if not ok:
                 with cache.dir_locked():
-                    index.drop_rows(index.connect(cache.directory), [(*e[:4], pack.name) for e in claim.entries])
+                    index.drop_rows(index.connect(cache.directory),
+                                    [(*e[:4], c.pack.name) for c in made for e in c.entries])
         except (OSError, sqlite3.Error):
             pass  # rows of a pack nobody fills are removed by the claim that meets them
-        with _OPENED.guard:
-            op = claim.open
-            op.pending -= 1
-            idle = op.retired and op.pending == 0
-            if op.pending == 0 and not op.retired and op.held and pack.fd >= 0:
-                fcntl.flock(pack.fd, fcntl.LOCK_UN)  # nothing pending: evictable until its next claim
-                op.held = False
-        if idle:
-            pack.close()
+        for c in made:
+            _settle(c)
+
+
+def _settle(claim: Claim) -> None:
+    """One claim of its pack written (or let go): the pack let go while nothing is pending, closed once retired."""
+    pack = claim.pack
+    with _OPENED.guard:
+        op = claim.open
+        op.pending -= 1
+        idle = op.retired and op.pending == 0
+        if op.pending == 0 and not op.retired and op.held and pack.fd >= 0:
+            fcntl.flock(pack.fd, fcntl.LOCK_UN)  # nothing pending: evictable until its next claim
+            op.held = False
+    if idle:
+        pack.close()

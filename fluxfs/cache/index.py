@@ -179,19 +179,20 @@ def claim(db: sqlite3.Connection, pack: str, rows: list[tuple[str, str, str, str
                    "complete) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)", [(*r[:4], pack, *r[4:]) for r in rows])
 
 
-def complete(db: sqlite3.Connection, pack: str, done: Iterable[tuple[str, str, str, str]],
-             dropped: Iterable[tuple[str, str, str, str]] = (), crcs: Iterable[tuple[int, str, str, str, str]] = ()
-             ) -> None:
-    """The pack holds the bytes of the `done` rows (store, bucket, key, generation: one claim's; a lookup by key
-    each, not a scan of the pack's rows): they are entries now; the `dropped` ones are removed (not written), with
-    the crc32c of those claimed before it was known (crc32c, store, bucket, key, generation). One transaction."""
+def complete(db: sqlite3.Connection, done: Iterable[tuple[str, str, str, str, str]],
+             dropped: Iterable[tuple[str, str, str, str, str]] = (),
+             crcs: Iterable[tuple[int, str, str, str, str, str]] = ()) -> None:
+    """Packs hold the bytes of the `done` rows (store, bucket, key, generation, pack: the claims of a filler's
+    batch; a lookup by key each, not a scan of a pack's rows): they are entries now; the `dropped` ones are removed
+    (not written), with the crc32c of those claimed before it was known (crc32c, store, bucket, key, generation,
+    pack). One transaction."""
     with write(db):
         db.executemany("DELETE FROM objects WHERE store = ? AND bucket = ? AND key = ? AND generation = ? "
-                       "AND pack = ?", [(*k, pack) for k in dropped])
+                       "AND pack = ?", dropped)
         db.executemany("UPDATE objects SET crc32c = ? WHERE store = ? AND bucket = ? AND key = ? AND generation = ? "
-                       "AND pack = ?", [(*c, pack) for c in crcs])
+                       "AND pack = ?", crcs)
         db.executemany("UPDATE objects SET complete = 1 WHERE store = ? AND bucket = ? AND key = ? AND "
-                       "generation = ? AND pack = ?", [(*k, pack) for k in done])
+                       "generation = ? AND pack = ?", done)
 
 
 def drop_pending(db: sqlite3.Connection, pack: str) -> None:

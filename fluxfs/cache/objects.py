@@ -7,8 +7,10 @@ back cost more, in GIL waits on a busy worker, than the lookup and preads themse
 claimed first (claims.py: rows in the index, in the pack this process holds open for its claims, under
 the directory lock), so objects another process is downloading are waited for and read from its pack, not
 downloaded again; the rest are read by the usual batched read, one call for all of them, and the claimed
-ones written to their pack off the read's path by one filler thread per process (no fsync: every read of
-an entry checks its crc32c, so an entry torn by a power loss is read from storage again). Claims hold at
+ones written to their pack off the read's path by one filler thread per process, which lingers until `FILL`
+bytes are queued (or `LINGER` seconds) and writes the calls' claims at once: runs end to end across calls, one
+index transaction for them all (no fsync: every read of an entry checks its crc32c, so an entry torn by a power
+loss is read from storage again); a read of an object still queued asks it to write at once and waits. Claims hold at
 most `BACKLOG` bytes per process; an object beyond that is not cached this time (it is the next). A
 process that exits finishes its pending fills first (the filler is a non-daemon thread); one killed mid-fill leaves rows
 that never became complete, removed by the next claim that meets them (and read from storage by those
@@ -38,11 +40,13 @@ log = logging.getLogger("fluxfs.cache")
 BACKLOG = 64 * 2**20    # bytes claimed and not written to the cache yet, per process
 PACK_MAX = 64 * 2**20   # one pack holds at most this much of a call's claims (more goes to the next)
 INLINE = 8 * 2**20      # a call asking for at most this much looks its hits up on the event loop's thread
+FILL = 4 * 2**20        # the filler writes once this much is queued (one O_DIRECT buffer: `direct.BUFFER`) ...
+LINGER = 0.05           # ... or this many seconds after it was handed the first claims, whichever comes first
 
 
 class _Queued:
     """This process's fills not written yet: the backlog bytes they hold (`pending`), each by entry (`filling`), the
-    filler thread's executor, and the lock over them; a forked worker starts with none."""
+    calls' claims queued for the filler thread, its executor, and the lock over them; a forked worker has none."""
 
     def __init__(self) -> None:
         self._after_fork()
@@ -50,6 +54,9 @@ class _Queued:
     def _after_fork(self) -> None:  # the one fork hook calls this in a forked child
         self.guard = threading.Lock()  # a thread of the parent may have held it at the fork
         self.pending = 0
+        self.queue: list[tuple[NodeCache, list[claims.Claim], dict, int, concurrent.futures.Future]] = []
+        self.queued = 0  # bytes claimed in `queue`
+        self.now = threading.Event()  # the filler writes without lingering further
         self.filling: dict[tuple, concurrent.futures.Future] = {}
         self.filler: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
@@ -101,31 +108,48 @@ def _most(cache: NodeCache) -> int:
 
 
 def _write_later(cache: NodeCache, made: list[claims.Claim], got: dict[Entry, Any], reserved: int) -> None:
-    """This process's claims written (or let go, with nothing read) by the filler thread, off the read's path;
-    `reserved`: the backlog bytes they hold until then."""
+    """This process's claims queued for the filler thread, which writes (or lets go, with nothing read) all that is
+    queued when it runs, off the read's path; `reserved`: the backlog bytes they hold until then."""
     done: concurrent.futures.Future = concurrent.futures.Future()
-    entries = [e for c in made for e in c.entries]
-
-    def work() -> None:
-        try:
-            for c in made:
-                try:
-                    claims.write(cache, c, got)
-                except Exception as exc:  # the reads succeeded; only caching them failed
-                    log.warning("fluxfs node-local cache: %d objects not cached: %s", len(c.entries), exc)
-        finally:
-            with _QUEUED.guard:
-                _QUEUED.pending -= reserved
-                for e in entries:
-                    _QUEUED.filling.pop((cache.directory, e), None)
-            done.set_result(None)
-
     with _QUEUED.guard:
-        for e in entries:
+        for e in (e for c in made for e in c.entries):
             _QUEUED.filling[(cache.directory, e)] = done
-        if _QUEUED.filler is None:
-            _QUEUED.filler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fluxfs-cache-fill")
-        _QUEUED.filler.submit(work)
+        _QUEUED.queue.append((cache, made, got, reserved, done))
+        _QUEUED.queued += sum(c.size for c in made)
+        if _QUEUED.queued >= FILL:
+            _QUEUED.now.set()
+        if len(_QUEUED.queue) == 1:  # the first queued since the filler last took the queue: it runs once more
+            if _QUEUED.filler is None:
+                _QUEUED.filler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fluxfs-cache-fill")
+            _QUEUED.filler.submit(_fill)
+
+
+def _fill() -> None:
+    """The filler's run: every call's queued claims written at once, per cache directory (`claims.write`: runs of
+    objects end to end across calls, one "complete" transaction for them all), after lingering for more."""
+    _QUEUED.now.wait(LINGER)
+    with _QUEUED.guard:
+        queued, _QUEUED.queue, _QUEUED.queued = _QUEUED.queue, [], 0
+        _QUEUED.now.clear()
+    by_dir: dict[str, tuple[NodeCache, list, dict]] = {}
+    for cache, made, got, _, _ in queued:
+        mine = by_dir.setdefault(cache.directory, (cache, [], {}))
+        mine[1].extend(made)
+        mine[2].update(got)
+    try:
+        for cache, made, got in by_dir.values():
+            try:
+                claims.write(cache, made, got)
+            except Exception as exc:  # the reads succeeded; only caching them failed
+                log.warning("fluxfs node-local cache: %d objects not cached: %s", len(got), exc)
+    finally:
+        with _QUEUED.guard:
+            for cache, made, _, reserved, _ in queued:
+                _QUEUED.pending -= reserved
+                for e in (e for c in made for e in c.entries):
+                    _QUEUED.filling.pop((cache.directory, e), None)
+        for *_, done in queued:
+            done.set_result(None)
 
 
 async def _claim(cache: NodeCache, wanted: list[Entry]) -> tuple[list[claims.Claim], list[Entry], int]:
@@ -161,6 +185,8 @@ def flush() -> None:
     """Wait until this process's queued fills are written (tests, benchmarks)."""
     with _QUEUED.guard:
         waiting = list(_QUEUED.filling.values())
+        if waiting:
+            _QUEUED.now.set()
     concurrent.futures.wait(waiting)
 
 
@@ -176,6 +202,7 @@ async def cat_objects(fetch: Fetcher, cache: NodeCache, infos: list, on_error: s
     with _QUEUED.guard:  # an object this process is still writing to the cache: wait for it rather than read it again
         mine = [f for f in (_QUEUED.filling.get((cache.directory, e)) for _, e in entries) if f is not None]
     if mine:
+        _QUEUED.now.set()
         await asyncio.gather(*map(asyncio.wrap_future, set(mine)), return_exceptions=True)
     if sum(e[4] for _, e in entries) <= INLINE:  # a loader's batch: no hop to a thread and back (GIL waits)
         hits = _hits(cache, entries)

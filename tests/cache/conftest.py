@@ -17,7 +17,7 @@ def write_pack(cache, items: list) -> None:
     got = dict(items)
     made, _ = claims.claim(cache, list(got), sum(e[4] for e in got), objects.PACK_MAX, share=False)
     for c in made:
-        claims.write(cache, c, got)
+        claims.write(cache, [c], got)
 
 
 @pytest.fixture

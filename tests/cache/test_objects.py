@@ -200,6 +200,25 @@ def test_an_epoch_of_small_calls_fills_one_pack_not_one_per_call(flux_server, ob
     assert NodeCache(tmp_path / "cache").usage() == sum(len(body(i)) for i in range(N))
 
 
+def test_the_filler_writes_many_calls_claims_in_one_transaction(flux_server, objects, tmp_path, monkeypatch):
+    """Claims queue while the filler lingers (until `FILL` bytes are queued): one "complete" transaction (and one
+    run of pack writes) for many calls, not one per call, and every entry is complete after `flush`."""
+    from fluxfs.cache import index
+    total = sum(len(body(i)) for i in range(N))
+    monkeypatch.setattr(cache_objects, "FILL", total // 2, raising=False)
+    monkeypatch.setattr(cache_objects, "LINGER", 60.0, raising=False)
+    commits = []
+    complete = index.complete
+    monkeypatch.setattr(index, "complete", lambda db, done, *a: commits.append(len(done)) or complete(db, done, *a))
+    fs = make_fs(flux_server, cache_dir=str(tmp_path / "cache"))
+    infos = sorted(fs.find(objects, detail=True).values(), key=lambda i: i["name"])
+    for at in range(0, N, 8):  # 15 calls
+        assert list(fs.cat_objects(infos[at:at + 8]).values()) == [body(j) for j in range(at, min(N, at + 8))]
+    cache_objects.flush()
+    assert sum(commits) == N and len(commits) <= 3
+    assert len(NodeCache(tmp_path / "cache").entries()) == N
+
+
 KILLED_FILLER = textwrap.dedent("""
     import os, sys, time
     from fluxfs import FluxFileSystem
