@@ -109,8 +109,10 @@ async def fill(fs: FluxFileSystem, opened: Opened, wants: Iterable[tuple[int, An
             rest.append((off, mv))
     if not rest:
         return None
-    stop = threading.Event()  # the destination's pages mapped ahead of the bytes, off the event loop
-    prefault.ahead([mv for _, mv in rest], stop)
+    # The destination's pages mapped ahead of the bytes, off the event loop; from the loop's next turn, after
+    # the other objects' tensors of a load are allocated (mapping holds the lock allocations take).
+    stop = threading.Event()
+    asyncio.get_running_loop().call_soon(prefault.ahead, [mv for _, mv in rest], stop)
     try:
         return await fs._read_ranges(opened.path, [(off, off + len(mv)) for off, mv in rest],
                                      into=[mv for _, mv in rest], generation=opened.generation,

@@ -7,15 +7,17 @@ pages first, from a worker thread, takes that work off the loop (the same work: 
 """
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import mmap
+import os
+import queue
 import sys
 import threading
+from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
 MADV_POPULATE_WRITE = 23  # Linux 5.14+; older kernels answer EINVAL and prefaulting is given up
-STEP = 8 << 20            # mapped per call: a stopped load stops its prefaulting within one step
+STEP = 2 << 20            # mapped per call (the address space's lock held meanwhile); a stop waits one step
 MIN = 1 << 20             # smaller buffers are left to fault as they are written
 
 _madvise: Optional[Callable[..., int]] = None
@@ -50,11 +52,42 @@ def _populate(spans: list[tuple[int, int]], stop: threading.Event) -> None:
                 _madvise = None  # EINVAL: a kernel without it (other errors, e.g. ENOMEM: only this span)
 
 
-def ahead(views: Sequence[Any], stop: threading.Event) -> Optional[asyncio.Future]:
+class _Lane:
+    """One thread mapping pages, jobs in the order given (a process's loads share it): one thread at a time
+    holds the address space's lock, for one STEP, so allocations elsewhere wait little; restarted after a fork."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.pid = -1
+        self.lock = threading.Lock()
+
+    def submit(self, spans: list[tuple[int, int]], stop: threading.Event) -> Future:
+        done: Future = Future()
+        with self.lock:
+            if self.pid != os.getpid():  # first use, or a forked child (the parent's thread is not here)
+                self.jobs, self.pid = queue.SimpleQueue(), os.getpid()
+                threading.Thread(target=self._run, args=(self.jobs,), name="fluxfs-prefault", daemon=True).start()
+            self.jobs.put((spans, stop, done))
+        return done
+
+    @staticmethod
+    def _run(jobs: queue.SimpleQueue) -> None:
+        while True:
+            spans, stop, done = jobs.get()
+            try:
+                _populate(spans, stop)
+            finally:
+                done.set_result(None)
+
+
+_LANE = _Lane()
+
+
+def ahead(views: Sequence[Any], stop: threading.Event) -> Optional[Future]:
     """Start mapping the pages of `views` (writable buffers about to be filled, in the order they will be)
-    on the running loop's default executor, until `stop` is set; the future of that work (None: nothing to do)."""
+    on the prefault thread, until `stop` is set; the future of that work (None: nothing to do)."""
     try:
         spans = _spans([memoryview(v).cast("B") for v in views]) if _madvise is not None else []
     except (TypeError, ValueError):  # a read-only or exotic buffer: left to fault as it is written
         spans = []
-    return asyncio.get_running_loop().run_in_executor(None, _populate, spans, stop) if spans else None
+    return _LANE.submit(spans, stop) if spans else None

@@ -2,7 +2,6 @@
 which receives the bytes, no longer pays a page fault per 4 KiB (pipes/weights/prefault.py)."""
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import resource
 import sys
@@ -29,11 +28,9 @@ def _faults_writing(t: torch.Tensor) -> int:
 
 
 def _ahead(t: torch.Tensor, stop: threading.Event) -> None:
-    async def main() -> None:
-        done = prefault.ahead([byte_view(t)], stop)
-        if done is not None:
-            await done
-    asyncio.run(main())
+    done = prefault.ahead([byte_view(t)], stop)
+    if done is not None:
+        done.result(timeout=60)
 
 
 @linux
@@ -59,11 +56,8 @@ def test_a_stopped_prefault_maps_nothing():
 
 
 def test_small_and_read_only_buffers_are_left_alone():
-    async def main():
-        small = prefault.ahead([bytearray(4096)], threading.Event())
-        frozen = prefault.ahead([bytes(SIZE // 16)], threading.Event())
-        return small, frozen
-    assert asyncio.run(main()) == (None, None)
+    assert prefault.ahead([bytearray(4096)], threading.Event()) is None
+    assert prefault.ahead([bytes(SIZE // 16)], threading.Event()) is None
 
 
 def test_a_model_of_large_tensors_loads_byte_for_byte(flux_server, bucket):
