@@ -57,17 +57,16 @@ class _Lane:
     holds the address space's lock, for one STEP, so allocations elsewhere wait little; restarted after a fork."""
 
     def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self.pid = -1
-        self.lock = threading.Lock()
+        self.jobs: Optional[queue.SimpleQueue] = None  # each queue made here has a thread serving it
+        self.pid = -1  # no lock: a fork while another thread held it would leave the child's taken for good
 
     def submit(self, spans: list[tuple[int, int]], stop: threading.Event) -> Future:
         done: Future = Future()
-        with self.lock:
-            if self.pid != os.getpid():  # first use, or a forked child (the parent's thread is not here)
-                self.jobs, self.pid = queue.SimpleQueue(), os.getpid()
-                threading.Thread(target=self._run, args=(self.jobs,), name="fluxfs-prefault", daemon=True).start()
-            self.jobs.put((spans, stop, done))
+        if self.pid != os.getpid():  # first use, or a forked child (the parent's thread is not here); two first
+            jobs = queue.SimpleQueue()  # uses at once start a thread each, each serving the jobs given to it
+            threading.Thread(target=self._run, args=(jobs,), name="fluxfs-prefault", daemon=True).start()
+            self.jobs, self.pid = jobs, os.getpid()
+        self.jobs.put((spans, stop, done))  # type: ignore[union-attr]  (set above)
         return done
 
     @staticmethod
