@@ -2,13 +2,15 @@
 
 The first GET asks for the first 256 KiB (a header is rarely larger) and learns size, generation and
 crc32c from its headers; every later read is pinned to that generation. Tensors are allocated from
-the header and the received bytes copied once into their memory (`fs.read_ranges(..., into=)`); when a
-load covers the whole object, its crc32c is checked from the pieces' crcs.
+the header and the received bytes copied once into their memory (`fs.read_ranges(..., into=)`), whose
+pages another thread maps ahead of them (`prefault`); when a load covers the whole object, its crc32c
+is checked from the pieces' crcs.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 import torch
@@ -19,6 +21,7 @@ from fluxfs.support import Chunked, check_whole
 
 from ..options import merge_storage_options
 from ..urls import OBJECT_PROTOCOLS, parse_url, url_protocol
+from . import prefault
 from .header import Header, SafetensorsError, TensorInfo, header_length, parse_header
 from .slices import normalize, runs
 
@@ -106,8 +109,16 @@ async def fill(fs: FluxFileSystem, opened: Opened, wants: Iterable[tuple[int, An
             rest.append((off, mv))
     if not rest:
         return None
-    return await fs._read_ranges(opened.path, [(off, off + len(mv)) for off, mv in rest], into=[mv for _, mv in rest],
-                                 generation=opened.generation, prefix=(hl, opened.head_crc), limit=limit, **kwargs)
+    # The destination's pages mapped ahead of the bytes, off the event loop; from the loop's next turn, after
+    # the other objects' tensors of a load are allocated (mapping holds the lock allocations take).
+    stop = threading.Event()
+    asyncio.get_running_loop().call_soon(prefault.ahead, [mv for _, mv in rest], stop)
+    try:
+        return await fs._read_ranges(opened.path, [(off, off + len(mv)) for off, mv in rest],
+                                     into=[mv for _, mv in rest], generation=opened.generation,
+                                     prefix=(hl, opened.head_crc), limit=limit, **kwargs)
+    finally:
+        stop.set()
 
 
 def select(opened: Opened, names: Optional[Iterable[str]]) -> list[TensorInfo]:
