@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-import os
 import queue
 import sys
 import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
+
+from fluxfs.support import reset_in_child
 
 MADV_POPULATE_WRITE = 23  # Linux 5.14+; older kernels answer EINVAL and prefaulting is given up
 STEP = 2 << 20            # mapped per call (the address space's lock held meanwhile); a stop waits one step
@@ -54,19 +55,23 @@ def _populate(spans: list[tuple[int, int]], stop: threading.Event) -> None:
 
 class _Lane:
     """One thread mapping pages, jobs in the order given (a process's loads share it): one thread at a time
-    holds the address space's lock, for one STEP, so allocations elsewhere wait little; restarted after a fork."""
+    holds the address space's lock, for one STEP, so allocations elsewhere wait little. A forked child (which
+    has not the parent's thread) starts its own on first use (the one fork hook: `reset_in_child`)."""
 
     def __init__(self) -> None:
         self.jobs: Optional[queue.SimpleQueue] = None  # each queue made here has a thread serving it
-        self.pid = -1  # no lock: a fork while another thread held it would leave the child's taken for good
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        self.jobs = None
 
     def submit(self, spans: list[tuple[int, int]], stop: threading.Event) -> Future:
         done: Future = Future()
-        if self.pid != os.getpid():  # first use, or a forked child (the parent's thread is not here); two first
-            jobs = queue.SimpleQueue()  # uses at once start a thread each, each serving the jobs given to it
+        jobs = self.jobs
+        if jobs is None:  # two first uses at once start a thread each, each serving the jobs given to it
+            jobs = self.jobs = queue.SimpleQueue()
             threading.Thread(target=self._run, args=(jobs,), name="fluxfs-prefault", daemon=True).start()
-            self.jobs, self.pid = jobs, os.getpid()
-        self.jobs.put((spans, stop, done))  # type: ignore[union-attr]  (set above)
+        jobs.put((spans, stop, done))
         return done
 
     @staticmethod
