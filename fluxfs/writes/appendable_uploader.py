@@ -23,6 +23,8 @@ class AppendableUploader(BaseUploader):
 
     sequential = True
     whole_writes = True         # a write smaller than one part goes through it too (no HTTP upload on zonal)
+    first_part = 2 * 2**20      # the stream opens once this much is written, not a whole part: its round trip
+                                # and GCS's intake start with the write, as they do writing straight to the stream
     taken: Any = None           # "ab": the writer that took the unfinalized object over at open
     had = 0                     # "ab": the object's size then
     appending = False

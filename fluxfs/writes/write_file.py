@@ -214,7 +214,8 @@ class FluxWriteFile(AtomicWriter):
         """Size of the next part: growing with the part number so a 5 TiB write stays under the cap."""
         cap = self._writer.max_parts
         if cap is None:
-            return self.part_size
+            first = getattr(self._uploader, "first_part", 0)  # a smaller first part opens the stream early
+            return min(first, self.part_size) if first and not self._writer.parts else self.part_size
         return scheduled_part_size(self._writer.parts + 1, self.part_size, cap, self._uploader.max_object_size,
                                    max_part(self.client))
 

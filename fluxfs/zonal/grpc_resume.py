@@ -2,9 +2,10 @@
 
 google-cloud-storage's own append retry rewinds the bytes of the append call it is in to the object's absolute
 persisted size, so a stream broken during any append but the first resends the wrong bytes (or none) and loses
-what earlier calls sent unflushed (docs/compat.md, to report upstream). fluxfs turns that retry off: each append
-ends flushed (its persisted size confirmed), so only the bytes of the append in progress can be unconfirmed, and
-the caller holds them. On a transient failure the object is taken over again (generation and write handle, as
+what earlier calls sent unflushed (docs/compat.md, to report upstream). fluxfs sends the data messages itself
+(`gcs_adapter.send_data`, each with its crc32c) and flushes with the writer's `flush`: each append ends flushed
+(its persisted size confirmed), so only the bytes of the append in progress can be unconfirmed, and the caller
+holds them. On a transient failure the object is taken over again (generation and write handle, as
 GCS documents for a broken appendable stream), its persisted size read, and the append resent from there; the
 attempts and backoff are the filesystem's write retry policy (`RetryPolicy.run`, the one HTTP requests retry
 under). Persisted bytes that are not the ones sent (a size outside the append's range, or, where the crc32c of
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..errors import AppendTakenOver, RequestTimeout, ResumeImpossible, TakenOverWhileResuming
 from ..gcs import checksums
 from ..gcs.redact import get_logger
-from .gcs_adapter import close_stream_call, detach_stream, drop_stream, extra, forget_position, redirected
+from .gcs_adapter import (close_stream_call, detach_stream, drop_stream, extra, forget_position, redirected,
+                          send_data)
 from .grpc_client import grpc_client
 from .grpc_errors import one_attempt
 from .stalls import bounded
@@ -31,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = get_logger(__name__)
 
 CLOSE_WAIT = 5.0  # seconds a broken stream is given to close before it is dropped
-SLICE = 2 * 2**20  # bytes handed to the library per call: its largest message, each bounded by read_timeout
+SLICE = 2 * 2**20  # bytes per message (the library's largest), each sent within read_timeout
 _closing: "set[asyncio.Future]" = set()
 
 
@@ -108,12 +110,10 @@ async def append(client: "Client", writer: Any, data: bytes, crc: Optional[int] 
                 await _reopen(client, writer, what)
                 await _check(client, writer, what, data, base, confirmed)
             done = int(writer.persisted_size or 0) - base
-            # bytes slices, not views: the library wraps each in a BytesIO, which copies a view (and then its read
-            # copies again) but shares a bytes object and hands it back whole: one copy of every byte instead of two
-            whole = data if isinstance(data, bytes) else bytes(data)
+            whole = data if isinstance(data, bytes) else bytes(data)  # a protobuf bytes field takes no view
             for at in range(done, len(data), SLICE):  # each slice taken within read_timeout, or the stream stalled
                 piece = whole if at == 0 and len(whole) <= SLICE else whole[at:at + SLICE]
-                await within(client, writer.append(piece, retry_policy=one_attempt()), what, writing=True)
+                await within(client, send_data(writer, piece, checksums.crc32c(piece)), what, writing=True)
             persisted = await within(client, writer.flush(), what, writing=True)
             if persisted != end:
                 raise ResumeImpossible(f"the write of {what} cannot go on: GCS holds {persisted} bytes of it after "

@@ -16,7 +16,7 @@ import pytest
 
 from fluxfs import FluxFileSystem
 from fluxfs.errors import ObjectChanged, RequestTimeout, ServerUnreachable
-from tests.conftest import make_fs
+from tests.conftest import make_fs, wait_for
 from tests.zonal.conftest import zonal_fs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,6 +169,23 @@ def test_torch_save_round_trips(zonal):
         torch.save(state, f)
     with fs.open(f"{bucket}/ckpt.pt", "rb") as f:
         assert torch.equal(torch.load(f)["w"], state["w"])
+
+
+def test_a_write_streams_from_its_first_two_mib(zonal):
+    # The appendable stream opens once 2 MiB are written, not a whole part (8 MiB): GCS takes the bytes from the
+    # start of the write, as it does from a client writing straight to the stream.
+    server, bucket = zonal
+    fs = zonal_fs(server)
+    data, reader = os.urandom(3 * MiB), zonal_fs(server)
+
+    def streamed() -> bool:
+        reader.invalidate_cache()
+        return reader.exists(f"{bucket}/early") and reader.cat_file(f"{bucket}/early") == data[:2 * MiB]
+
+    with fs.open(f"{bucket}/early", "wb") as f:
+        f.write(data)
+        wait_for(streamed, "the first 2 MiB readable, unfinalized, while the write goes on", timeout=20)
+    assert fs.cat_file(f"{bucket}/early") == data
 
 
 def test_failed_write_leaves_no_object(zonal):

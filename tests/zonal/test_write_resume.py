@@ -21,6 +21,9 @@ def _embedded(server):
     return server.server
 
 
+TWO_PARTS = 10 * MiB  # a write's first part is 2 MiB (its stream opens early), the next ones 8 MiB (part_size)
+
+
 def _persisted(server, path: str, size: int) -> None:
     """Wait until the unfinalized object at `path` shows `size` persisted bytes."""
     look = zonal_fs(server)
@@ -35,7 +38,7 @@ def _persisted(server, path: str, size: int) -> None:
 
 @pytest.mark.parametrize("cuts", [1, 2])
 def test_write_survives_cut_streams(zonal, cuts):
-    """40 MiB in 1 MiB writes (five 8 MiB parts) with streams cut midway: resumed, byte-exact, finalized."""
+    """40 MiB in 1 MiB writes (a 2 MiB part, then 8 MiB ones), streams cut midway: resumed, exact, finalized."""
     server, bucket = zonal
     srv = _embedded(server)
     fs = zonal_fs(server)
@@ -91,9 +94,9 @@ def _refused_after(server, path: str, meddle, match: str) -> None:
     try:
         with pytest.raises(ResumeImpossible, match=match):
             with fs.open(path, "wb") as f:
-                f.write(os.urandom(16 * MiB))
+                f.write(os.urandom(TWO_PARTS))
                 f.write(b"x")
-                _persisted(server, path, 16 * MiB)  # two parts flushed
+                _persisted(server, path, TWO_PARTS)  # two parts flushed
                 meddle(path)
                 f.write(os.urandom(9 * MiB))
     finally:
@@ -125,9 +128,9 @@ def test_cut_after_another_writer_appended_fails_naming_it(zonal, appended):
     try:
         with pytest.raises(AppendTakenOver, match="another writer took the unfinished object over") as caught:
             with fs.open(path, "wb") as f:
-                f.write(os.urandom(16 * MiB))
+                f.write(os.urandom(TWO_PARTS))
                 f.write(b"x")
-                _persisted(server, path, 16 * MiB)  # two parts flushed
+                _persisted(server, path, TWO_PARTS)  # two parts flushed
                 with zonal_fs(server).open(path, "ab") as other:
                     other.write(other_bytes)
                 f.write(os.urandom(9 * MiB))
