@@ -22,8 +22,10 @@ from typing import Iterable, Iterator
 
 from ..gcs import fork
 from .entry import open_fixed
+from .lock import wait_while_moving
 
 INDEX = ".fluxfs-cache.index"  # with SQLite's -wal and -shm beside it
+BUSY_S = 60  # seconds a connection waits for another process's write transaction
 SCHEMA = """CREATE TABLE IF NOT EXISTS objects (
     store TEXT NOT NULL, bucket TEXT NOT NULL, key TEXT NOT NULL, generation TEXT NOT NULL,
     pack TEXT NOT NULL, offset INTEGER NOT NULL, size INTEGER NOT NULL, crc32c INTEGER NOT NULL,
@@ -79,16 +81,16 @@ def connect(directory: str) -> sqlite3.Connection:
     if db is None:
         read_only = _own_files(path)
         uri = f"file:{urllib.parse.quote(path)}" + ("?mode=ro&immutable=1" if read_only else "")
-        db = sqlite3.connect(uri, timeout=60, isolation_level=None, check_same_thread=False, uri=True)
+        db = sqlite3.connect(uri, timeout=BUSY_S, isolation_level=None, check_same_thread=False, uri=True)
         try:
             if read_only:  # a cache baked into a read-only image: its rows as they are, nothing written
                 if not _current(db):
                     raise sqlite3.OperationalError(f"{INDEX} on a read-only disk has no objects table")
                 conns[directory] = (db, os.stat(path).st_ino)
                 return db
-            db.execute("PRAGMA busy_timeout=60000")
-            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                db.execute("PRAGMA journal_mode=WAL")  # persistent: set once for the file
+            db.execute(f"PRAGMA busy_timeout={BUSY_S * 1000}")
+            if not wait_while_moving(lambda: _wal(db), lambda: None, BUSY_S):
+                raise sqlite3.OperationalError(f"{path}: still locked after {BUSY_S} s")
             db.execute("PRAGMA synchronous=NORMAL")
             if not _current(db):
                 with write(db):
@@ -138,6 +140,19 @@ def _own_files(path: str) -> bool:
 def _current(db: sqlite3.Connection) -> bool:
     """The objects table exists (a lookup needs no write transaction then)."""
     return db.execute("SELECT 1 FROM sqlite_master WHERE name = 'objects'").fetchone() is not None
+
+
+def _wal(db: sqlite3.Connection) -> bool:
+    """Switch the index to WAL (persistent: once for the file); False while another process is connecting to the
+    same new file: SQLite then answers "database is locked" at once, without waiting its busy timeout."""
+    try:
+        if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            db.execute("PRAGMA journal_mode=WAL")
+        return True
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc):
+            raise
+        return False
 
 
 @contextlib.contextmanager

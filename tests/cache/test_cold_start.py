@@ -248,3 +248,38 @@ def test_a_reader_looking_for_an_entry_never_turns_its_filler_away(flux_server, 
 def _filling(cache_dir) -> bool:
     """Some process has started a fill (a temporary file exists)."""
     return cache_dir.exists() and any(p.suffix == ".part" for p in cache_dir.iterdir())
+
+
+OPENERS = textwrap.dedent("""
+    import os, sys, tempfile, time
+    from fluxfs.cache import index
+    failed = 0
+    for trial in range(int(sys.argv[1])):
+        d, t0 = tempfile.mkdtemp(dir=sys.argv[2]), time.time() + 0.1
+        pids = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:
+                while time.time() < t0:
+                    pass
+                try:
+                    with index.write(index.connect(d)) as db:
+                        db.execute("SELECT count(*) FROM objects")
+                except Exception as exc:
+                    print(exc, flush=True)
+                    os._exit(1)
+                os._exit(0)
+            pids.append(pid)
+        failed += sum(os.waitpid(pid, 0)[1] != 0 for pid in pids)
+    print("failed", failed)
+""")
+
+
+def test_processes_opening_a_new_cache_together_all_open_its_index(tmp_path):
+    """Four processes opening one new cache directory's index at the same moment (DataLoader workers on a fresh
+    node): each opens it. SQLite answers "database is locked" at once, without its busy wait, to a process
+    switching a new file to WAL while another connects: that was a warning and uncached reads in 1 trial in 4."""
+    out = subprocess.run([sys.executable, "-c", OPENERS, "20", str(tmp_path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "failed 0", out.stdout
