@@ -290,7 +290,8 @@ def run(args: argparse.Namespace) -> dict:
             params = {"objects": count, "size": size, "batch_bytes": args.batch_bytes,
                       "dataflux_max": args.dataflux_max, "dataflux_threads": args.dataflux_threads, **fl_opts,
                       "concurrency": {"fluxfs": f"read_concurrency={flux.batch_read_concurrency} per slice of the "
-                                                "stream (4 slices), composed reads, aiohttp's 100 connections",
+                                                "stream (4 slices); composites read over aiohttp (100 connections), "
+                                                "objects read directly as one lean GET each (no such cap)",
                                       "fluxfs-readonly": "as fluxfs, with a read-only token: compose refused (403) "
                                                          "once, then direct reads",
                                       "obstore": peers.concurrency_note("obstore", peer_n),
