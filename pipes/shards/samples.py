@@ -7,6 +7,7 @@ rest (`000123.seg.png` has extension `seg.png`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable, Iterator, Optional
 
 from .errors import ShardError
@@ -30,28 +31,37 @@ class SampleSpan:
     members: tuple[Member, ...]
     head: Optional[int] = None  # where its first member's header blocks start (None: not known)
 
-    @property
+    # Computed once per span (an index's spans serve every epoch): a sample is cut many times.
+    @cached_property
     def start(self) -> int:
         return self.members[0].offset
 
-    @property
+    @cached_property
     def read_from(self) -> int:
         """The first byte to read for this sample: its headers when known (so they can be checked), else its data."""
         return self.start if self.head is None else self.head
 
-    @property
+    @cached_property
     def end(self) -> int:
         return self.members[-1].end
 
-    def fields(self, shard: str) -> dict[str, Member]:
-        """Extension -> member; a key with the same extension twice is a corrupt sample."""
-        out: dict[str, Member] = {}
+    @cached_property
+    def _cuts(self) -> tuple[tuple[str, int, int], ...] | Member:
+        """(extension, data offset, size) of each member; or the first member repeating an extension (corrupt)."""
+        seen: set[str] = set()
         for m in self.members:
             ext = split_key(m.name)[1]
-            if ext in out:
-                raise ShardError(shard, m.offset, f"sample {self.key!r} has two {ext!r} members")
-            out[ext] = m
-        return out
+            if ext in seen:
+                return m
+            seen.add(ext)
+        return tuple((split_key(m.name)[1], m.offset, m.size) for m in self.members)
+
+    def cuts(self, shard: str) -> tuple[tuple[str, int, int], ...]:
+        """(extension, data offset, size) of each member; a key with the same extension twice is a corrupt sample."""
+        cuts = self._cuts
+        if isinstance(cuts, Member):
+            raise ShardError(shard, cuts.offset, f"sample {self.key!r} has two {split_key(cuts.name)[1]!r} members")
+        return cuts
 
 
 def group_samples(members: Iterable[Member], head: Optional[int] = None) -> Iterator[SampleSpan]:
@@ -75,12 +85,13 @@ def group_samples(members: Iterable[Member], head: Optional[int] = None) -> Iter
 
 
 def sample_dict(span: SampleSpan, shard: str, data: bytes | memoryview, base: int) -> dict:
-    """The sample as WebDataset yields it, cut from `data` (which starts at shard offset `base`)."""
-    view = memoryview(data)
+    """The sample as WebDataset yields it, cut from `data` (which starts at shard offset `base`): one copy a member."""
     sample: dict = {"__key__": span.key, "__shard__": shard}
-    for ext, m in span.fields(shard).items():
-        lo = m.offset - base
-        if lo < 0 or m.end - base > len(view):
-            raise ShardError(shard, m.offset, f"member {m.name!r} is outside the bytes read")
-        sample[ext] = bytes(view[lo : lo + m.size])
+    have = len(data)
+    for ext, offset, size in span.cuts(shard):
+        lo = offset - base
+        if lo < 0 or lo + size > have:
+            name = next(m.name for m in span.members if m.offset == offset)
+            raise ShardError(shard, offset, f"member {name!r} is outside the bytes read")
+        sample[ext] = data[lo:lo + size] if isinstance(data, bytes) else bytes(data[lo:lo + size])
     return sample

@@ -67,6 +67,9 @@ class _Received:
         """(bytes covering [lo, hi), the offset they start at); a view of one piece when it holds them all."""
         if hi <= lo:  # a sample whose members are all empty
             return b"", lo
+        at, last = self.pieces[-1] if self.pieces else (0, b"")
+        if at <= lo and hi <= at + len(last):  # the usual case: within the range that arrived last
+            return last, at
         parts = [(a, d) for a, d in self.pieces if a < hi and a + len(d) > lo]
         if len(parts) == 1:
             return parts[0][1], parts[0][0]
@@ -192,22 +195,24 @@ class ShardReader:
         """The unit's samples `spans`, each cut (its headers checked against the index) once the bytes of its last
         member have arrived; then, when `tail` is given, the shard's bytes after the index's last member checked."""
         received = _Received()
-        pending = deque(enumerate(spans, start=unit.first))
+        url, i, n, ordinal = unit.url, 0, len(spans), unit.first
         for at, data in arriving:
             received.add(at, data)
-            while pending and pending[0][1].end <= received.end:
-                yield self._checked(unit, *pending.popleft(), received)
-            received.drop_before(pending[0][1].read_from if pending else tail if tail is not None else received.end)
-        for ordinal, span in pending:  # only samples of empty members are left (no bytes to wait for)
-            yield self._checked(unit, ordinal, span, received)
+            end = received.end
+            while i < n and spans[i].end <= end:  # every sample this range completes, in one pass
+                yield ordinal, self._checked(url, spans[i], received)
+                i, ordinal = i + 1, ordinal + 1
+            received.drop_before(spans[i].read_from if i < n else tail if tail is not None else end)
+        for k, span in enumerate(spans[i:], start=ordinal):  # only samples of empty members are left
+            yield k, self._checked(url, span, received)
         if tail is not None and unit.shard.size > tail:
             piece, base = received.cut(tail, unit.shard.size)
             check_tail(unit.url, tail, piece, base, unit.shard.size)
 
-    def _checked(self, unit: UnitRead, ordinal: int, span: SampleSpan, received: _Received) -> tuple[int, dict]:
+    def _checked(self, url: str, span: SampleSpan, received: _Received) -> dict:
         piece, base = received.cut(span.read_from, span.end)
-        check_span(unit.url, span, piece, base)
-        return ordinal, self._sample(span, unit.url, piece, base)
+        check_span(url, span, piece, base)
+        return self._sample(span, url, piece, base)
 
     def _streamed(self, unit: UnitRead, arriving: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, dict]]:
         """The whole shard from byte 0, members found by `TarScanner`; stops once the part's count is reached."""

@@ -73,7 +73,7 @@ def test_shuffle_is_fixed_by_seed_and_epoch_and_differs_across_epochs(shard_buck
     assert keys_of(make(shard_bucket, options)) == all_sample_keys()  # no shuffle: shard order
 
 
-# The sample order of (seed 5, epochs 0 and 1, a buffer of 4): a change to the reader or the shuffle buffer must keep it.
+# The sample order of seed 5, epochs 0 and 1, a buffer of 4: changes to the reader or the shuffle buffer keep it.
 PINNED_ORDER = {0: "6a7daf2a574557fb", 1: "7cf022b669910625"}
 
 
