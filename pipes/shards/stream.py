@@ -182,29 +182,29 @@ class ShardReader:
                 tag, unit, spans, tail = plans.popleft()
                 received = ((job[3], data) for job, data in group if job[1] is not None)
                 if unit.count is not None and unit.count <= 0:
-                    cut: Iterator = iter(())
-                elif spans is not None:
-                    cut = self._indexed(unit, spans, received, tail)
-                else:
-                    cut = self._streamed(unit, received)
-                for ordinal, sample in cut:
+                    continue
+                if spans is not None:
+                    yield from self._indexed(tag, unit, spans, received, tail)
+                    continue
+                for ordinal, sample in self._streamed(unit, received):
                     yield tag, ordinal, sample
 
-    def _indexed(self, unit: UnitRead, spans: list[SampleSpan], arriving: Iterator[tuple[int, bytes]],
-                 tail: Optional[int]) -> Iterator[tuple[int, dict]]:
-        """The unit's samples `spans`, each cut (its headers checked against the index) once the bytes of its last
-        member have arrived; then, when `tail` is given, the shard's bytes after the index's last member checked."""
+    def _indexed(self, tag: Any, unit: UnitRead, spans: list[SampleSpan], arriving: Iterator[tuple[int, bytes]],
+                 tail: Optional[int]) -> Iterator[tuple[Any, int, dict]]:
+        """(tag, ordinal, sample) of the unit's samples `spans`, each cut (its headers checked against the index) once
+        the bytes of its last member have arrived; then, when `tail` is given, the shard's bytes after the index's
+        last member checked."""
         received = _Received()
         url, i, n, ordinal = unit.url, 0, len(spans), unit.first
         for at, data in arriving:
             received.add(at, data)
             end = received.end
             while i < n and spans[i].end <= end:  # every sample this range completes, in one pass
-                yield ordinal, self._checked(url, spans[i], received)
+                yield tag, ordinal, self._checked(url, spans[i], received)
                 i, ordinal = i + 1, ordinal + 1
             received.drop_before(spans[i].read_from if i < n else tail if tail is not None else end)
         for k, span in enumerate(spans[i:], start=ordinal):  # only samples of empty members are left
-            yield k, self._checked(url, span, received)
+            yield tag, k, self._checked(url, span, received)
         if tail is not None and unit.shard.size > tail:
             piece, base = received.cut(tail, unit.shard.size)
             check_tail(unit.url, tail, piece, base, unit.shard.size)
