@@ -6,9 +6,8 @@ rest (`000123.seg.png` has extension `seg.png`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Iterable, Iterator, Optional
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Optional, Union
 
 from .errors import ShardError
 from .tarformat import Member
@@ -31,30 +30,23 @@ class SampleSpan:
     members: tuple[Member, ...]
     head: Optional[int] = None  # where its first member's header blocks start (None: not known)
 
-    # Computed once per span (an index's spans serve every epoch): a sample is cut many times.
-    @cached_property
-    def start(self) -> int:
-        return self.members[0].offset
+    def __post_init__(self) -> None:
+        # Worked out once per span, not each time the sample is cut (an index's spans serve every epoch).
+        first, last = self.members[0], self.members[-1]
+        exts = [split_key(m.name)[1] for m in self.members]
+        twice = next((m for k, m in enumerate(self.members) if exts[k] in exts[:k]), None)
+        cuts = twice or tuple((e, m.offset, m.size) for e, m in zip(exts, self.members))
+        for name, value in (("start", first.offset), ("end", last.offset + last.size), ("_cuts", cuts),
+                            ("read_from", first.offset if self.head is None else self.head)):
+            object.__setattr__(self, name, value)
 
-    @cached_property
-    def read_from(self) -> int:
-        """The first byte to read for this sample: its headers when known (so they can be checked), else its data."""
-        return self.start if self.head is None else self.head
-
-    @cached_property
-    def end(self) -> int:
-        return self.members[-1].end
-
-    @cached_property
-    def _cuts(self) -> tuple[tuple[str, int, int], ...] | Member:
-        """(extension, data offset, size) of each member; or the first member repeating an extension (corrupt)."""
-        seen: set[str] = set()
-        for m in self.members:
-            ext = split_key(m.name)[1]
-            if ext in seen:
-                return m
-            seen.add(ext)
-        return tuple((split_key(m.name)[1], m.offset, m.size) for m in self.members)
+    # Set by __post_init__: where the first member's data starts, where the last one's ends, the first byte to read
+    # (the headers when known, so they can be checked, else the data), and each member's (extension, offset, size)
+    # or the first member repeating an extension (a corrupt sample).
+    start: int = field(init=False, repr=False, compare=False)
+    end: int = field(init=False, repr=False, compare=False)
+    read_from: int = field(init=False, repr=False, compare=False)
+    _cuts: Union[tuple[tuple[str, int, int], ...], Member] = field(init=False, repr=False, compare=False)
 
     def cuts(self, shard: str) -> tuple[tuple[str, int, int], ...]:
         """(extension, data offset, size) of each member; a key with the same extension twice is a corrupt sample."""
