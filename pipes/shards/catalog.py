@@ -17,6 +17,7 @@ from fluxfs.handle import FilesystemHandle, cache_lock
 from ..data.manifests import manifest_infos
 from ..data.object_store import lookup_objects, prefix_listing
 from ..distributed.listing import check_list_once, list_once
+from ..in_flight import in_order
 from ..urls import DEFAULT_PROTOCOL, parse_url, url_protocol
 from .errors import ShardError
 from .index import INDEX_SUFFIX, ShardIndex, index_path
@@ -241,14 +242,31 @@ class ShardCatalog:
     def __len__(self) -> int:
         return len(self.shards)
 
-    def index(self, i: int) -> Optional[ShardIndex]:
-        """Shard `i`'s index, or None when it has none; the last INDEXES_KEPT loaded stay in memory."""
+    def index(self, i: int, ahead: Sequence[int] = ()) -> Optional[ShardIndex]:
+        """Shard `i`'s index, or None when it has none; the last INDEXES_KEPT loaded stay in memory. `ahead`: shards
+        whose indexes are wanted next, read at once beside this one (one round trip, not one per shard); one that
+        fails is read again, and its error raised, when it is asked for."""
         if i in self._indexes:
             self._indexes[i] = self._indexes.pop(i)  # most recently used last
             return self._indexes[i]
-        index = read_index(self.fs, self.shards[i], must_exist=True)
+        more = [j for j in dict.fromkeys(ahead) if j != i and j not in self._indexes and self.shards[j].has_index]
+        if not more:
+            self._keep(i, read_index(self.fs, self.shards[i], must_exist=True))
+            return self._indexes[i]
+        for j, got in in_order(more[:INDEXES_KEPT - 1] + [i], self._read_or_error, INDEXES_KEPT, "fluxfs-index"):
+            if j == i and isinstance(got, Exception):
+                raise got
+            if not isinstance(got, Exception):
+                self._keep(j, got)
+        return self._indexes[i]
+
+    def _read_or_error(self, i: int) -> Union[Optional[ShardIndex], Exception]:
+        try:
+            return read_index(self.fs, self.shards[i], must_exist=True)
+        except Exception as e:  # raised when that index is asked for (read again then)
+            return e
+
+    def _keep(self, i: int, index: Optional[ShardIndex]) -> None:
         self._indexes[i] = index
         while len(self._indexes) > INDEXES_KEPT:
             del self._indexes[next(iter(self._indexes))]
-        return index
-

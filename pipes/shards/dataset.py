@@ -24,7 +24,7 @@ from ..data.resume import ReaderState, ResumeStateError, listing_digest, load, p
 from ..data.splits import check_drop_uneven, current_split, distributed_rank, epoch_order, equal_counts
 from ..options import merge_storage_options, split_keywords
 from ..distributed.listing import list_once
-from .catalog import ShardCatalog
+from .catalog import INDEXES_KEPT, ShardCatalog
 from .counts import sample_counts
 from .stream import DEFAULT_RANGE_SIZE, DEFAULT_RANGES_IN_FLIGHT, ShardReader, UnitRead, part_bounds
 
@@ -230,12 +230,12 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
         reader = ShardReader(self.catalog.fs, range_size=self.range_size, in_flight=self.ranges_in_flight,
                              extensions=self.extensions)
 
-        def unit(slot: int, first: int, take: Optional[int]) -> tuple[UnitRead, Any]:
+        def unit(slot: int, first: int, take: Optional[int], ahead: Sequence[int] = ()) -> tuple[UnitRead, Any]:
             uid = int(order[slot])
             i = uid // parts
             info = self.catalog.shards[i]
             read = UnitRead(info, info.url(self.catalog.protocol), uid % parts, parts, first, take)
-            index = self.catalog.index(i)
+            index = self.catalog.index(i, [int(order[s]) // parts for s in ahead])  # the next units' read with it
             if index is not None:  # a restored cursor or buffered sample past the unit's samples
                 lo, hi = part_bounds(len(index.samples), read.part, parts)
                 if first > hi - lo:
@@ -275,14 +275,15 @@ class FluxShardDataset(torch.utils.data.IterableDataset):
         pos0, item0 = cursor
 
         def units() -> Iterator[tuple]:
-            for pos, slot, skip, take in iter_slots(runs, pos0):
+            slots = list(iter_slots(runs, pos0))
+            for k, (pos, slot, skip, take) in enumerate(slots):
                 first = skip
                 if pos == pos0 and item0 > skip:
                     take = None if take is None else take - (item0 - skip)
                     first = item0
                 if take is not None and take <= 0:
                     continue
-                yield (pos, slot), *unit(slot, first, take)
+                yield (pos, slot), *unit(slot, first, take, [s[1] for s in slots[k + 1:k + INDEXES_KEPT]])
 
         for (pos, slot), ordinal, sample in reader.stream_units(units()):
             self._cursor = (pos, ordinal + 1)

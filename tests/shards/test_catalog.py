@@ -107,3 +107,17 @@ def test_only_the_last_indexes_used_stay_loaded(shard_bucket, options, flux_serv
     assert reads(1, 0) == 0  # both kept
     assert reads(3) == 1  # loads 3, drops 1 (used longest ago)
     assert reads(0, 3) == 0 and reads(1) == 1
+
+
+def test_indexes_wanted_next_are_read_with_the_first_and_their_errors_wait(fs, bucket, options, flux_server):
+    for name in ("a", "b", "c"):
+        put_shard(fs, f"{bucket}/{name}.tar", shard_bytes(shard_keys(0, 3)))
+    cat = ShardCatalog("prefix", f"flux://{bucket}/", storage_options=options)
+    assert [s.has_index for s in cat.shards] == [True] * 3
+    fs.rm(f"{bucket}/c.tar.idx")
+    assert len(cat.index(0, ahead=[1, 2]).samples) == 3  # c's missing index is not a's error
+    flux_server.reset_stats()
+    assert len(cat.index(1).samples) == 3
+    assert flux_server.stats()["requests"].get("read", 0) == 0  # read with a's
+    with pytest.raises(ShardError, match=r"c\.tar\.idx: the index was deleted after the shards were listed"):
+        cat.index(2)
