@@ -22,7 +22,7 @@ import stat
 import urllib.parse
 from typing import Any, Optional, Union
 
-from ..gcs.checksums import crc_from_b64, crc_to_b64
+from ..gcs.checksums import crc32c_combine, crc_from_b64, crc_to_b64
 
 NAME = re.compile(r"^(?P<id>[0-9a-f]{40})\.(?P<kind>data|meta|lock|\d+\.[0-9a-f]+\.part)$")
 TAG = "CACHEDIR.TAG"  # marks the directory as a cache (backup tools skip it; `clear` refuses others)
@@ -133,9 +133,10 @@ class Meta:
         try:
             with os.fdopen(open_fixed(path), "rb") as f:
                 d = json.loads(f.read(65536))
+            crc = crc_value(d.get("crc32c"))
             return cls(str(d["bucket"]), str(d["key"]), str(d["generation"]), int(d["size"]),
-                       crc_value(d.get("crc32c")), d.get("durable", True) is not False, str(d.get("store") or ""),
-                       _parts(d.get("parts"), int(d["size"])))
+                       crc, d.get("durable", True) is not False, str(d.get("store") or ""),
+                       _parts(d.get("parts"), int(d["size"]), crc))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -145,16 +146,19 @@ class Meta:
                 and (size is None or self.size == size))
 
 
-def _parts(d: Any, size: int) -> Optional[tuple[int, tuple[int, ...]]]:
+def _parts(d: Any, size: int, crc: Optional[int]) -> Optional[tuple[int, tuple[int, ...]]]:
     """A sidecar's part crc32c (what a ranged read checks of the parts it reads), or None (none, or not sound:
-    the whole file is checked instead)."""
+    not combining to the entry's crc32c, which the caller's must match; the whole file is checked instead)."""
     if not isinstance(d, dict) or type(d.get("size")) is not int or d["size"] <= 0 or not isinstance(
-            d.get("crc32c"), list):
+            d.get("crc32c"), list) or crc is None:
         return None
-    crcs = tuple(d["crc32c"])
-    if len(crcs) != max(1, -(-size // d["size"])) or not all(type(c) is int and 0 <= c < 2**32 for c in crcs):
+    crcs, part = tuple(d["crc32c"]), d["size"]
+    if len(crcs) != max(1, -(-size // part)) or not all(type(c) is int and 0 <= c < 2**32 for c in crcs):
         return None
-    return d["size"], crcs
+    whole = crcs[0]
+    for i, c in enumerate(crcs[1:], 1):
+        whole = crc32c_combine(whole, c, min(part, size - i * part))
+    return (part, crcs) if whole == crc else None
 
 
 def parse_name(name: str) -> Optional[tuple[str, str]]:

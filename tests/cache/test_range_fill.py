@@ -5,6 +5,7 @@ object's bytes, and a filler killed mid-fill leaves nothing that looks complete.
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import os
 import signal
@@ -276,3 +277,33 @@ def test_a_ranged_read_checks_the_parts_it_reads_not_the_whole_entry(flux_server
         assert fs.read_ranges(path, [(2 * PART, len(data))], generation=gen) == [data[2 * PART:]]
         assert complete(d, "obj")
     assert flux_server.stats()["data_reads"] == 0
+
+
+def test_part_crc32c_that_do_not_make_up_the_entrys_are_not_trusted(flux_server, bucket, tmp_path, part_size,
+                                                                    monkeypatch):
+    """An entry's first part changed on disk together with its part crc32c in the sidecar (so the part checks
+    against it): the parts no longer combine to the entry's crc32c, so none of them is trusted; the whole entry
+    is checked, fails, and the bytes come from storage, right."""
+    import google_crc32c
+
+    from fluxfs.cache import reader
+
+    d = tmp_path / "c"
+    fs = make_fs(flux_server, cache_dir=str(d))
+    path = f"{bucket}/obj"
+    data = put(fs, path, 2 * PART + 7)
+    gen = fs.info(path)["generation"]
+    assert fs.read_ranges(path, [(0, len(data))], generation=gen) == [data]
+    assert complete(d, "obj")
+    (entry,) = d.glob("*.data")
+    (sidecar,) = d.glob("*.meta")
+    forged = bytes(PART)
+    with open(entry, "r+b") as f:
+        f.write(forged)
+    meta = json.loads(sidecar.read_bytes())
+    assert len(meta["parts"]["crc32c"]) == 3
+    meta["parts"]["crc32c"][0] = google_crc32c.value(forged)
+    sidecar.write_bytes(json.dumps(meta).encode())
+    monkeypatch.setattr(reader, "_CACHES", {})  # another process
+    fs = make_fs(flux_server, cache_dir=str(d))
+    assert fs.read_ranges(path, [(10, 100)], generation=gen) == [data[10:100]]
