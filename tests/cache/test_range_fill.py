@@ -40,6 +40,18 @@ def complete(cache_dir, key: str) -> bool:
     return False
 
 
+def filled_entry(flux_server, bucket: str, d, n: int):
+    """(path, bytes, generation, entry file) of an object of `n` bytes whose entry a ranged read filled in `d`."""
+    fs = make_fs(flux_server, cache_dir=str(d))
+    path = f"{bucket}/obj"
+    data = put(fs, path, n)
+    gen = fs.info(path)["generation"]
+    assert fs.read_ranges(path, [(0, len(data))], generation=gen) == [data]
+    assert complete(d, "obj")
+    (entry,) = d.glob("*.data")
+    return path, data, gen, entry
+
+
 def run(fs, coro):
     return asyncio.run_coroutine_threadsafe(coro, fs.loop).result(30)
 
@@ -253,13 +265,7 @@ def test_a_ranged_read_checks_the_parts_it_reads_not_the_whole_entry(flux_server
     from fluxfs.cache import reader
 
     d = tmp_path / "c"
-    fs = make_fs(flux_server, cache_dir=str(d))
-    path = f"{bucket}/obj"
-    data = put(fs, path, 3 * PART + 7)
-    gen = fs.info(path)["generation"]
-    assert fs.read_ranges(path, [(0, len(data))], generation=gen) == [data]
-    assert complete(d, "obj")
-    (entry,) = d.glob("*.data")
+    path, data, gen, entry = filled_entry(flux_server, bucket, d, 3 * PART + 7)
     with open(entry, "r+b") as f:
         f.seek(2 * PART + 5)
         byte = f.read(1)
@@ -289,13 +295,7 @@ def test_part_crc32c_that_do_not_make_up_the_entrys_are_not_trusted(flux_server,
     from fluxfs.cache import reader
 
     d = tmp_path / "c"
-    fs = make_fs(flux_server, cache_dir=str(d))
-    path = f"{bucket}/obj"
-    data = put(fs, path, 2 * PART + 7)
-    gen = fs.info(path)["generation"]
-    assert fs.read_ranges(path, [(0, len(data))], generation=gen) == [data]
-    assert complete(d, "obj")
-    (entry,) = d.glob("*.data")
+    path, data, gen, entry = filled_entry(flux_server, bucket, d, 2 * PART + 7)
     (sidecar,) = d.glob("*.meta")
     forged = bytes(PART)
     with open(entry, "r+b") as f:
